@@ -1,0 +1,3 @@
+"""warden: makes coding agents measurably cheaper."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from warden.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""The ``warden`` command: one module per command group, each with ``register(app)``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from warden.cli.common import err_console
+from warden.errors import WardenError
+
+app = typer.Typer(
+    name="warden",
+    help="Makes coding agents measurably cheaper: collect, distill, bench, select, compile.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command groups, in the order of the pipeline.
+COMMAND_MODULES = ("db", "collect", "bench", "distill", "select", "continuity", "ledger", "report")
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"warden.cli.{_name}").register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one clear line and a non-zero exit for every user-facing failure."""
+    try:
+        app(args=argv, prog_name="warden", standalone_mode=False)
+    except WardenError as exc:
+        err_console.print(f"warden: {exc}", markup=False, highlight=False)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        err_console.print("warden: aborted", markup=False)
+        return 130
+    except KeyboardInterrupt:
+        err_console.print("warden: interrupted", markup=False)
+        return 130
+    except Exception as exc:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        if os.environ.get("WARDEN_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        err_console.print(f"warden: internal error: {type(exc).__name__}: {first} "
+                          "(set WARDEN_DEBUG=1 for a traceback)", markup=False, highlight=False)
+        return 70
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""What every command shares: settings, the migrated store, JSON output, safe terminal text."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from warden.config import Settings, load_settings
+from warden.sanitize import strip_controls
+from warden.store.db import Store, open_store
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def settings() -> Settings:
+    return load_settings()
+
+
+def store(s: Settings | None = None) -> Store:
+    """The settings' database, migrated to head (every command migrates first)."""
+    return open_store(s or settings())
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def safe(text: object, limit: int | None = None) -> str:
+    """Untrusted text made safe for a terminal: no control, bidi or escape sequences, no markup."""
+    from rich.markup import escape
+
+    clean = strip_controls(str(text), keep_newlines=False)
+    if limit is not None and len(clean) > limit:
+        clean = clean[: limit - 1] + "…"
+    return escape(clean)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err_console.print(f"warden: {message}", markup=False, highlight=False)
+    return typer.Exit(code)

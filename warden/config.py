@@ -1,0 +1,138 @@
+"""Settings: environment > ``$WARDEN_HOME/warden.toml`` > defaults.
+
+Every stage takes a :class:`Settings` instead of reading the environment itself, so tests and
+the nightly job can run several homes side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from warden.errors import UsageError
+
+
+class ConfigError(UsageError):
+    """A setting that cannot be used; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    claude_home: Path
+    memory_dir: Path  # MEMORY.md lands in <memory_dir>/<agent>/MEMORY.md
+    golden_dir: Path
+    fixture_dir: Path
+    ledgers_dir: Path
+    # selector
+    keep_margin_k: float = 2.0
+    alpha: float = 0.05  # false keep
+    beta: float = 0.10  # false evict at `design_effect` above the margin
+    design_effect: float = 0.10  # relative saving (fraction of a run) the power is stated at
+    evidence_budget_tokens: int = 6_000_000  # per rule per decision
+    reference_freshness_days: float = 7.0
+    # bench
+    backend: str = "sim"
+    model: str | None = None
+    concurrency: int = 2
+    max_turns: int = 40
+    max_output_tokens: int = 16_000
+    max_total_tokens: int = 2_000_000
+    max_wall_s: float = 300.0
+    # distill
+    distiller: str = "heuristic"
+    distill_model: str = "claude-sonnet-4-5"
+    # continuity
+    recall_window_days: float = 7.0
+    checkpoint_keep: int = 5000
+    checkpoint_max_age_days: float = 90.0
+    # pricing overrides: {model: {input, output, cache_write_5m, cache_write_1h, cache_read}} $/MTok
+    pricing: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        prefix = "sqlite:///"
+        if self.database_url.startswith(prefix):
+            return Path(self.database_url[len(prefix):])
+        return None
+
+
+def repo_root() -> Path:
+    """The checkout warden runs from (golden tasks, fixture, ledgers), or the cwd."""
+    env = os.environ.get("WARDEN_REPO")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path(__file__).resolve().parent.parent
+    if (here / "golden_tasks").is_dir():
+        return here
+    return Path.cwd()
+
+
+_FLOAT_KEYS = {"keep_margin_k", "alpha", "beta", "design_effect", "reference_freshness_days",
+               "max_wall_s", "recall_window_days", "checkpoint_max_age_days"}
+_INT_KEYS = {"evidence_budget_tokens", "concurrency", "max_turns", "max_output_tokens",
+             "max_total_tokens", "checkpoint_keep"}
+_STR_KEYS = {"backend", "model", "distiller", "distill_model"}
+_PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers_dir"}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    try:
+        if key in _FLOAT_KEYS:
+            return float(value)
+        if key in _INT_KEYS:
+            return int(value)
+        if key in _PATH_KEYS:
+            return Path(str(value)).expanduser()
+        if key in _STR_KEYS:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {key}={value!r} is not a valid value") from None
+    if key == "pricing":
+        if not isinstance(value, dict):
+            raise ConfigError("setting pricing must be a table of model -> prices")
+        return value
+    raise ConfigError(f"unknown setting {key!r}")
+
+
+def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    env = dict(os.environ if env is None else env)
+    home = Path(env.get("WARDEN_HOME", "~/.warden")).expanduser()
+    root = repo_root()
+    claude_home = Path(env.get("CLAUDE_CONFIG_DIR", "~/.claude")).expanduser()
+    settings = Settings(
+        home=home,
+        database_url=f"sqlite:///{home / 'warden.db'}",
+        claude_home=claude_home,
+        memory_dir=claude_home / "agent-memory",
+        golden_dir=root / "golden_tasks",
+        fixture_dir=root / "fixture_repo",
+        ledgers_dir=root / "ledgers",
+    )
+    values: dict[str, Any] = {}
+    toml_path = home / "warden.toml"
+    if toml_path.is_file():
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            raise ConfigError(f"{toml_path}: {exc}") from None
+        section = data.get("warden", data)
+        for key, value in section.items():
+            if key == "database_url":
+                values[key] = str(value)
+            else:
+                values[key] = _coerce(key, value)
+    if env.get("WARDEN_DATABASE_URL"):
+        values["database_url"] = env["WARDEN_DATABASE_URL"]
+    if env.get("WARDEN_MEMORY_DIR"):
+        values["memory_dir"] = Path(env["WARDEN_MEMORY_DIR"]).expanduser()
+    for f in fields(Settings):
+        key = f"WARDEN_{f.name.upper()}"
+        if key in env and f.name not in ("home", "database_url", "memory_dir", "pricing"):
+            values[f.name] = _coerce(f.name, env[key])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return replace(settings, **values)

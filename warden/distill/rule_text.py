@@ -1,0 +1,76 @@
+"""What a rule body may be (DESIGN.md §3), and when two bodies are near-duplicates.
+
+Pure: every writer of a rule body (distillers, ``rules add``, ``adopt``, ``verify-ledger``) calls
+:func:`validate_rule_body`; every dedupe calls :func:`trigram_jaccard`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from warden.errors import UsageError
+
+MIN_RULE_CHARS = 10
+MAX_RULE_CHARS = 200
+NEAR_DUPLICATE_JACCARD = 0.85
+
+# Bidi embeddings/overrides/isolates and zero-width characters: invisible, and able to make a
+# rule read differently from what the agent receives.
+_FORBIDDEN = {
+    "\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2060", "\ufeff", "\u180e",
+    "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069",
+    "\u061c",
+}
+
+
+class RuleTextError(UsageError, ValueError):
+    """Why a rule body was refused (one line)."""
+
+
+def validate_rule_body(body: object) -> str:
+    """Return the NFC-normalised body, or raise :class:`RuleTextError` saying why not."""
+    if not isinstance(body, str):
+        raise RuleTextError("rule body must be a string")
+    text = unicodedata.normalize("NFC", body).strip()
+    for ch in text:
+        if ch in _FORBIDDEN:
+            raise RuleTextError(f"rule body contains an invisible or bidi character U+{ord(ch):04X}")
+        if ch in "\r\n\u2028\u2029":
+            raise RuleTextError("rule body must be one line")
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Cf", "Cs", "Co", "Cn") or (category.startswith("Z") and ch != " "):
+            raise RuleTextError(f"rule body contains a non-printable character U+{ord(ch):04X}")
+    if len(text) < MIN_RULE_CHARS:
+        raise RuleTextError(f"rule body is shorter than {MIN_RULE_CHARS} characters")
+    if len(text) > MAX_RULE_CHARS:
+        raise RuleTextError(f"rule body is longer than {MAX_RULE_CHARS} characters ({len(text)})")
+    if not any(ch.isalpha() for ch in text):
+        raise RuleTextError("rule body has no words")
+    return text
+
+
+def _trigrams(text: str) -> set[str]:
+    norm = " ".join(unicodedata.normalize("NFC", text).casefold().split())
+    padded = f"  {norm} "
+    return {padded[i:i + 3] for i in range(len(padded) - 2)}
+
+
+def trigram_jaccard(a: str, b: str) -> float:
+    """Character-trigram Jaccard similarity of two bodies (case- and whitespace-insensitive)."""
+    ta, tb = _trigrams(a), _trigrams(b)
+    if not ta and not tb:
+        return 1.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def is_near_duplicate(a: str, b: str) -> bool:
+    return trigram_jaccard(a, b) > NEAR_DUPLICATE_JACCARD
+
+
+def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple[int | str, float] | None:
+    """The first (id, similarity) among ``others`` that ``body`` nearly duplicates."""
+    for other_id, other_body in others:
+        score = trigram_jaccard(body, other_body)
+        if score > NEAR_DUPLICATE_JACCARD:
+            return other_id, score
+    return None

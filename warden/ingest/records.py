@@ -1,0 +1,104 @@
+"""What the transcript parser produces: one :class:`ParsedRun` per transcript run.
+
+This is the contract between the parser (``ingest/parser.py``) and everything that reads a
+session: the collector (ledger rows), the waste detectors (``distill/detectors.py``) and
+checkpoint capture (``continuity/capture.py``). All text in here is untrusted transcript text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from warden.ingest.pricing import Usage
+
+# Normalised tool kinds; detectors and the sim speak these, not raw tool names.
+TOOL_KINDS = ("read", "grep", "glob", "list", "edit", "write", "bash", "task", "web", "todo", "other")
+
+
+@dataclass
+class ToolCall:
+    index: int  # order of the call within the run, from 0
+    tool_use_id: str
+    name: str  # raw tool name: Read, Grep, Glob, LS, Bash, Edit, MultiEdit, Write, Task, ...
+    kind: str  # one of TOOL_KINDS
+    input: dict  # raw tool input as sent (untrusted)
+    input_bytes: int  # size of the JSON input the model generated
+    path: str | None = None  # file or directory the call targets, if any
+    line_range: tuple[int, int] | None = None  # (offset, limit) of a ranged read
+    command: str | None = None  # bash command / grep pattern
+    result_bytes: int = 0  # size of the tool result returned to the model
+    result_text: str = ""  # first ~2 KB of the result (for errors, evidence, checkpoints)
+    is_error: bool = False
+    is_reread: bool = False  # same path and range as an earlier read, file not edited since
+    timestamp: datetime | None = None
+    turn: int = 0  # index of the assistant turn (deduped API message) that made the call
+
+
+@dataclass
+class Turn:
+    """One deduplicated API response of the assistant."""
+
+    index: int
+    message_key: str  # "<message.id>|<requestId>" or the message id alone
+    model: str
+    usage: Usage
+    timestamp: datetime | None
+    text: str = ""  # concatenated visible text blocks (no thinking)
+    tool_call_indexes: list[int] = field(default_factory=list)
+
+    @property
+    def context_tokens(self) -> int:
+        """Prompt size of this call: what fills the context window."""
+        u = self.usage
+        return u.input_tokens + u.cache_write_5m + u.cache_write_1h + u.cache_read
+
+
+@dataclass
+class UserPrompt:
+    text: str
+    timestamp: datetime | None
+
+
+@dataclass
+class LineStats:
+    lines: int = 0
+    blank: int = 0
+    malformed: int = 0  # not JSON, or JSON that is not an object
+    non_utf8: int = 0
+    truncated: int = 0  # a final line with no newline that does not parse (still being written)
+    bom: int = 0
+    duplicate_usage: int = 0  # usage lines dropped by the (message.id, requestId) dedupe
+
+
+@dataclass
+class ParsedRun:
+    session_id: str
+    agent_id: str | None  # None for a main session
+    agent_type: str | None = None  # subagent type (hook payload or .meta.json), if known
+    source_path: str = ""
+    cwd: str | None = None  # the project
+    version: str | None = None  # Claude Code version that wrote it
+    models: list[str] = field(default_factory=list)  # in order of first use
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    turns: list[Turn] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    user_prompts: list[UserPrompt] = field(default_factory=list)
+    compactions: int = 0
+    placeholder_output: bool = False  # output counts look like pre-2.x streaming placeholders
+    completed: bool = False
+    stats: LineStats = field(default_factory=LineStats)
+    bytes_consumed: int = 0  # offset just past the last complete line read
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.session_id}:{self.agent_id or 'main'}"
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for u in self.usage_by_model.values():
+            total = total + u
+        return total

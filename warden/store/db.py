@@ -1,0 +1,130 @@
+"""Engine and session setup, and "migrate to head before use".
+
+SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL is used as is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from warden.config import Settings
+from warden.errors import WardenError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreError(WardenError):
+    """The database cannot be used; the message is one line for the user."""
+
+
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def make_engine(url: str, *, busy_timeout_ms: int | None = None) -> Engine:
+    try:
+        if url.startswith("sqlite"):
+            path = url.split("///", 1)[1] if "///" in url else ""
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000})
+            event.listen(engine, "connect", _sqlite_pragmas)
+            if busy_timeout_ms is not None:
+                event.listen(engine, "connect",
+                             lambda c, _r: c.execute(f"PRAGMA busy_timeout={busy_timeout_ms}"))
+            return engine
+        return create_engine(url, pool_pre_ping=True)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise StoreError(f"bad database URL {redact_url(url)!r}: {exc}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot create the database directory for {redact_url(url)}: {exc}") from None
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    return url
+
+
+def alembic_config(url: str) -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    cfg = alembic_config(str(engine.url))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    cfg = alembic_config(str(engine.url))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
+class Store:
+    """A migrated database: engine plus session factory."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commits on success, rolls back on any error."""
+        with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+
+def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
+    """Open the settings' database, migrating it to head first (every command does this)."""
+    engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
+    if migrate:
+        try:
+            if current_revision(engine) != head_revision():
+                upgrade(engine)
+        except (OperationalError, DatabaseError) as exc:
+            engine.dispose()
+            reason = str(exc.orig).splitlines()[0] if getattr(exc, "orig", None) else str(exc).splitlines()[0]
+            raise StoreError(f"cannot open database {redact_url(settings.database_url)}: {reason}") from None
+    return Store(engine)

@@ -1,0 +1,318 @@
+"""SQLAlchemy 2.x models: the one database every stage reads and writes.
+
+Times are naive UTC. JSON columns hold lists/dicts of plain values. Changing a model means a new
+Alembic revision (``alembic revision --autogenerate``); tests fail when models and migrations
+disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer,
+                        MetaData, String, Text, UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+# ---------------------------------------------------------------- collect
+
+
+class SessionRun(Base):
+    """One transcript run: a main session or one subagent transcript (DESIGN.md §3)."""
+
+    __tablename__ = "session_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(300), unique=True)  # "<session>:<agent_id|main>"
+    session_id: Mapped[str] = mapped_column(String(200), index=True)
+    agent_id: Mapped[str | None] = mapped_column(String(200))
+    agent: Mapped[str] = mapped_column(String(200), index=True)  # "main" or the subagent type
+    project: Mapped[str | None] = mapped_column(Text)
+    models: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    weighted_tokens: Mapped[float] = mapped_column(Float, default=0.0)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    file_reads: Mapped[int] = mapped_column(Integer, default=0)
+    rereads: Mapped[int] = mapped_column(Integer, default=0)
+    greps: Mapped[int] = mapped_column(Integer, default=0)
+    edits: Mapped[int] = mapped_column(Integer, default=0)
+    failed_tool_results: Mapped[int] = mapped_column(Integer, default=0)
+    completed: Mapped[bool] = mapped_column(Boolean, default=False)
+    placeholder_output: Mapped[bool] = mapped_column(Boolean, default=False)
+    unknown_model: Mapped[bool] = mapped_column(Boolean, default=False)
+    trace_digest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    line_stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    source_path: Mapped[str] = mapped_column(Text, default="")
+    source_offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    parser_version: Mapped[str] = mapped_column(String(40), default="")
+    origin: Mapped[str] = mapped_column(String(20), default="claude-code")  # or "sim"
+    # distill queue: None = not queued, "queued", "done", "skipped"
+    distill_state: Mapped[str | None] = mapped_column(String(20), index=True)
+    distilled_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class UsageMessage(Base):
+    """Global usage dedupe: each API response counts once, for the run that first holds it."""
+
+    __tablename__ = "usage_messages"
+    message_key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(300), index=True)
+    model: Mapped[str] = mapped_column(String(120), default="")
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    timestamp: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class IngestOffset(Base):
+    """How far each transcript file has been consumed (incremental re-ingest)."""
+
+    __tablename__ = "ingest_offsets"
+    path: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    run_key: Mapped[str | None] = mapped_column(String(300))
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger, default=0)
+    head_sha256: Mapped[str] = mapped_column(String(64), default="")  # detects rewritten files
+    parser_state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parser_version: Mapped[str] = mapped_column(String(40), default="")
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+# ---------------------------------------------------------------- rules & decisions
+
+
+class Rule(Base):
+    __tablename__ = "rules"
+    __table_args__ = (Index("ix_rules_agent_state", "agent", "state"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(String(400))
+    scope: Mapped[str | None] = mapped_column(String(200))
+    # candidate | active | probation | evicted | protected
+    state: Mapped[str] = mapped_column(String(20), default="candidate")
+    evict_reason: Mapped[str | None] = mapped_column(String(40))
+    strikes: Mapped[int] = mapped_column(Integer, default=0)
+    rent_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    origin: Mapped[str] = mapped_column(String(40), default="heuristic")  # heuristic|anthropic|manual|adopted
+    provenance_run_id: Mapped[int | None] = mapped_column(ForeignKey("session_runs.id", ondelete="SET NULL"))
+    provenance_digest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    claimed_evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # from an adopted ledger
+    measured_saving: Mapped[float | None] = mapped_column(Float)  # latest estimate, weighted tokens/run
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+    receipts: Mapped[list["Receipt"]] = relationship(back_populates="rule", order_by="Receipt.id")
+
+
+class Receipt(Base):
+    """One immutable row per decision (DESIGN.md §3)."""
+
+    __tablename__ = "receipts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    rule_id: Mapped[int] = mapped_column(ForeignKey("rules.id", ondelete="CASCADE"), index=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))  # admission | reaudit
+    verdict: Mapped[str] = mapped_column(String(30))  # keep|refute|regression|inconclusive
+    reason: Mapped[str] = mapped_column(Text, default="")
+    state_after: Mapped[str] = mapped_column(String(20))
+    estimate: Mapped[float] = mapped_column(Float)  # saving, weighted tokens per run
+    ci_low: Mapped[float] = mapped_column(Float)
+    ci_high: Mapped[float] = mapped_column(Float)
+    margin: Mapped[float] = mapped_column(Float)
+    rent: Mapped[int] = mapped_column(Integer)
+    k: Mapped[float] = mapped_column(Float)
+    n_per_side: Mapped[dict[str, Any]] = mapped_column(JSON)  # task -> [n_ref, n_rule]
+    paired_diffs: Mapped[dict[str, Any]] = mapped_column(JSON)  # task -> [diffs]
+    pass_counts: Mapped[dict[str, Any]] = mapped_column(JSON)  # task -> [ref_pass, ref_n, rule_pass, rule_n]
+    tokens_spent: Mapped[float] = mapped_column(Float)
+    raw_tokens_spent: Mapped[int] = mapped_column(BigInteger, default=0)
+    model: Mapped[str] = mapped_column(String(120))
+    backend: Mapped[str] = mapped_column(String(40))
+    suite_hash: Mapped[str] = mapped_column(String(64))
+    fixture_hash: Mapped[str] = mapped_column(String(64))
+    warden_version: Mapped[str] = mapped_column(String(40))
+    ruleset_version: Mapped[int | None] = mapped_column(Integer)
+    method: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # estimator, alpha, beta, ...
+    provenance_digest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    rule: Mapped[Rule] = relationship(back_populates="receipts")
+
+
+class RulesetVersion(Base):
+    """A compiled MEMORY.md: which rules, which bytes. Every later run records its version."""
+
+    __tablename__ = "ruleset_versions"
+    __table_args__ = (UniqueConstraint("agent", "version"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    rule_ids: Mapped[list[Any]] = mapped_column(JSON)
+    memory_sha256: Mapped[str] = mapped_column(String(64))
+    memory_path: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+# ---------------------------------------------------------------- bench
+
+
+class BenchPass(Base):
+    """A planned set of runs (``warden bench`` or one selector invocation): the job table's head."""
+
+    __tablename__ = "bench_passes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200), index=True)
+    purpose: Mapped[str] = mapped_column(String(20), default="bench")  # bench | select
+    backend: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(120))
+    suite_hash: Mapped[str] = mapped_column(String(64))
+    fixture_hash: Mapped[str] = mapped_column(String(64))
+    plan_key: Mapped[str] = mapped_column(String(200), default="", index=True)  # resume lookup
+    status: Mapped[str] = mapped_column(String(20), default="planned")  # planned|running|done|aborted
+    budget_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    jobs: Mapped[list["BenchJob"]] = relationship(back_populates="bench_pass", order_by="BenchJob.order_index")
+
+
+class BenchJob(Base):
+    __tablename__ = "bench_jobs"
+    __table_args__ = (UniqueConstraint("pass_id", "order_index"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pass_id: Mapped[int] = mapped_column(ForeignKey("bench_passes.id", ondelete="CASCADE"), index=True)
+    order_index: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[str] = mapped_column(String(200))
+    config_key: Mapped[str] = mapped_column(String(400))  # sorted rule ids, "" = none
+    seed: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending|running|done
+    bench_run_id: Mapped[int | None] = mapped_column(ForeignKey("bench_runs.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+    bench_pass: Mapped[BenchPass] = relationship(back_populates="jobs")
+
+
+class BenchRun(Base):
+    """One replay of one golden task under one configuration (DESIGN.md §3 'Run result')."""
+
+    __tablename__ = "bench_runs"
+    __table_args__ = (Index("ix_bench_runs_lookup", "agent", "task_id", "config_key", "backend", "model"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    task_id: Mapped[str] = mapped_column(String(200))
+    config_key: Mapped[str] = mapped_column(String(400))
+    rule_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    ruleset_version: Mapped[int | None] = mapped_column(Integer)
+    memory_sha256: Mapped[str] = mapped_column(String(64), default="")
+    backend: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(120))
+    seed: Mapped[int] = mapped_column(BigInteger)
+    suite_hash: Mapped[str] = mapped_column(String(64))
+    fixture_hash: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(20))  # completed|task_failed|infra_error|budget_exceeded
+    completed: Mapped[bool] = mapped_column(Boolean, default=False)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    weighted_tokens: Mapped[float] = mapped_column(Float, default=0.0)
+    calls: Mapped[list[Any]] = mapped_column(JSON, default=list)  # per-call usage
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Baseline(Base):
+    """A task's frozen first completed run with the active set, and the best since."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (UniqueConstraint("agent", "task_id", "backend", "model"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    task_id: Mapped[str] = mapped_column(String(200))
+    backend: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(120))
+    run1_weighted: Mapped[float] = mapped_column(Float)
+    run1_run_id: Mapped[int | None] = mapped_column(ForeignKey("bench_runs.id", ondelete="SET NULL"))
+    best_weighted: Mapped[float] = mapped_column(Float)
+    best_run_id: Mapped[int | None] = mapped_column(ForeignKey("bench_runs.id", ondelete="SET NULL"))
+    frozen_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+# ---------------------------------------------------------------- continuity
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("run_key", "trigger"), Index("ix_checkpoints_agent_time", "agent", "captured_at"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(300))
+    session_id: Mapped[str] = mapped_column(String(200), index=True)
+    agent_id: Mapped[str | None] = mapped_column(String(200))
+    agent: Mapped[str] = mapped_column(String(200))
+    project: Mapped[str | None] = mapped_column(Text)
+    projects: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    trigger: Mapped[str] = mapped_column(String(40))  # fill:20 | quality:70 | milestone:edits:3 | ...
+    fill: Mapped[float] = mapped_column(Float, default=0.0)
+    quality: Mapped[float] = mapped_column(Float, default=100.0)
+    active_task: Mapped[str] = mapped_column(Text, default="")
+    decisions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    edited_files: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    read_files: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    open_questions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    errors: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    last_state: Mapped[str] = mapped_column(Text, default="")
+    captured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)  # session time of the trigger
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+# ---------------------------------------------------------------- jobs
+
+
+class NightlyRun(Base):
+    """One ``warden nightly`` invocation; an unfinished one is resumed by the next."""
+
+    __tablename__ = "nightly_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running|done|aborted
+    stage: Mapped[str] = mapped_column(String(20), default="collect")
+    agents: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    budget_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
