@@ -1,0 +1,98 @@
+"""Pure shared cores: pricing and the gate metric, rule text validation, settings, rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from warden.config import ConfigError, load_settings
+from warden.distill.rule_text import (RuleTextError, is_near_duplicate, trigram_jaccard,
+                                      validate_rule_body)
+from warden.habits import HABITS, habits_named_by, is_false_economy
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
+from warden.select.memory import (GENERATED_HEADER, MAX_BYTES, MAX_LINES, MemoryRule,
+                                  render_memory, rule_rent)
+from warden.tokens import estimate_tokens
+
+
+def test_cost_matches_card_prices_for_opus_4_6() -> None:
+    # Same figures ccusage prints for session 03eb5929 of the shared corpus.
+    usage = Usage(input_tokens=23, output_tokens=88, cache_write_5m=9036, cache_read=239606)
+    assert DEFAULT_TABLE.cost_usd("claude-opus-4-6", usage) == pytest.approx(0.178593)
+
+
+def test_weighted_tokens_are_equivalent_input_tokens() -> None:
+    u = Usage(input_tokens=1000, output_tokens=100, cache_write_5m=400, cache_write_1h=10, cache_read=10_000)
+    # 1000 + 5*100 + 1.25*400 + 2*10 + 0.1*10000
+    assert DEFAULT_TABLE.weighted_tokens("claude-sonnet-4-5-20250929", u) == pytest.approx(3020)
+    assert DEFAULT_TABLE.weighted_tokens("<synthetic>", u) == 0
+
+
+def test_dated_ids_match_family_and_overrides_apply() -> None:
+    assert DEFAULT_TABLE.price("claude-opus-4-1-20250805").input == 15.0
+    assert DEFAULT_TABLE.price("claude-opus-4-5-20251101").input == 5.0
+    table = PriceTable({"claude-haiku-4-5": {"input": 2.0}})
+    assert table.price("claude-haiku-4-5-20251001").cache_read == pytest.approx(0.2)
+    assert not DEFAULT_TABLE.is_known("gpt-4")
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("short", "shorter"),
+    ("x" * 201, "longer"),
+    ("Grep first.\nThen read the file.", "one line"),
+    ("Grep for symbols \u202ebefore reading files.", "bidi"),
+    ("Grep for symbols\u200b before reading files.", "invisible"),
+    ("Grep for symbols \x1b[31m before reading.", "non-printable"),
+    (12345, "string"),
+])
+def test_rule_validator_refuses(body: object, reason: str) -> None:
+    with pytest.raises(RuleTextError, match=reason):
+        validate_rule_body(body)
+
+
+def test_rule_validator_normalises() -> None:
+    assert validate_rule_body("  Cafe\u0301 rules: grep before reading.  ") == "Café rules: grep before reading."
+
+
+def test_near_duplicates() -> None:
+    a = "Never re-read any file you have already read."
+    assert is_near_duplicate(a, a.replace("any file", "any files"))
+    assert not is_near_duplicate(a, "Run only the tests relevant to your change.")
+    assert trigram_jaccard(a, a.upper()) == 1.0
+
+
+def test_habit_sentences_are_valid_and_unambiguous() -> None:
+    for habit in HABITS:
+        validate_rule_body(habit.rule_sentence)
+        assert habits_named_by(habit.rule_sentence) == [habit]
+        assert not is_false_economy(habit.rule_sentence)
+    assert is_false_economy("Skip running the tests once the edit is made.")
+
+
+def test_memory_render_orders_by_saving_and_respects_caps() -> None:
+    rules = [MemoryRule(1, "Rule one is good enough."), MemoryRule(2, "Rule two saves most.", saving=500),
+             MemoryRule(3, "Rule three saves some.", saving=100, scope="editing SQL")]
+    text = render_memory("backend", rules, 3)
+    assert text.startswith(GENERATED_HEADER)
+    lines = text.splitlines()
+    assert lines.index("- Rule two saves most.") < lines.index("- (when editing SQL) Rule three saves some.")
+    assert lines.index("- (when editing SQL) Rule three saves some.") < lines.index("- Rule one is good enough.")
+    many = [MemoryRule(i, f"Rule number {i} " + "x" * 150, saving=float(i)) for i in range(400)]
+    big = render_memory("backend", many, 1, extra_sections=["## Recovered\n- pointer"])
+    assert len(big.splitlines()) <= MAX_LINES and len(big.encode()) <= MAX_BYTES
+    assert rule_rent(rules[0]) == estimate_tokens("- Rule one is good enough.\n")
+
+
+def test_settings_precedence(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text("[warden]\nkeep_margin_k = 3\nalpha = 0.01\n")
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.setenv("WARDEN_ALPHA", "0.02")
+    s = load_settings()
+    assert s.keep_margin_k == 3.0 and s.alpha == 0.02
+    (home / "warden.toml").write_text("[warden]\nnot_a_setting = 1\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_settings()
+    (home / "warden.toml").write_text("this is = = not toml")
+    with pytest.raises(ConfigError):
+        load_settings()

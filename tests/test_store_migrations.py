@@ -1,0 +1,94 @@
+"""Migrations: upgrade from empty, downgrade to base, and no drift between models and
+migrations — on SQLite always, and on PostgreSQL when WARDEN_TEST_DATABASE_URL is set."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, inspect, text
+
+from tests.conftest import database_urls
+from warden.config import load_settings
+from warden.store import db
+from warden.store.models import Base, Rule, SessionRun
+
+
+@pytest.fixture(params=database_urls())
+def engine(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        eng = db.make_engine(f"sqlite:///{tmp_path / 'm.db'}")
+        yield eng
+        eng.dispose()
+        return
+    # PostgreSQL: a private schema per test so runs never collide and nothing is left behind.
+    schema = f"warden_test_{uuid.uuid4().hex[:10]}"
+    admin = db.make_engine(request.param)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    eng = db.make_engine(request.param)
+    from sqlalchemy import event
+
+    @event.listens_for(eng, "connect")
+    def _search_path(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute(f'SET search_path TO "{schema}"')
+        cur.close()
+        dbapi_conn.commit()
+
+    yield eng
+    eng.dispose()
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+def _tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_from_empty_then_downgrade_to_base(engine: Engine) -> None:
+    assert _tables(engine) == set()
+    db.upgrade(engine)
+    assert db.current_revision(engine) == db.head_revision()
+    assert _tables(engine) == set(Base.metadata.tables)
+    db.downgrade(engine, "base")
+    assert _tables(engine) == set()
+    assert db.current_revision(engine) is None
+
+
+def test_models_and_migrations_agree(engine: Engine) -> None:
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_store_round_trip(engine: Engine) -> None:
+    db.upgrade(engine)
+    store = db.Store(engine)
+    with store.session() as s:
+        s.add(SessionRun(run_key="s1:main", session_id="s1", agent="main", models=["m"]))
+        s.add(Rule(agent="backend", body="Grep for the symbol before opening files."))
+    with store.session() as s:
+        assert s.query(SessionRun).one().models == ["m"]
+        assert s.query(Rule).one().state == "candidate"
+
+
+def test_open_store_migrates_and_sets_sqlite_pragmas(warden_home) -> None:
+    store = db.open_store(load_settings())
+    with store.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() >= 1000
+    assert db.current_revision(store.engine) == db.head_revision()
+
+
+def test_corrupt_database_is_a_clear_error(warden_home) -> None:
+    (warden_home / "warden.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(db.StoreError, match="cannot open database"):
+        db.open_store(load_settings())
+    assert (warden_home / "warden.db").read_bytes().startswith(b"this is not a database")
