@@ -178,7 +178,8 @@ class RulesetVersion(Base):
     agent: Mapped[str] = mapped_column(String(200))
     version: Mapped[int] = mapped_column(Integer)
     rule_ids: Mapped[list[Any]] = mapped_column(JSON)
-    memory_sha256: Mapped[str] = mapped_column(String(64))
+    rules_sha256: Mapped[str] = mapped_column(String(64), default="")  # the rules part: the version's identity
+    memory_sha256: Mapped[str] = mapped_column(String(64))  # the whole file as last written
     memory_path: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 07:39:39.236365
+Create Date: 2026-11-30 07:43:28.771023
 """
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ def upgrade() -> None:
     sa.Column('agent', sa.String(length=200), nullable=False),
     sa.Column('version', sa.Integer(), nullable=False),
     sa.Column('rule_ids', sa.JSON(), nullable=False),
+    sa.Column('rules_sha256', sa.String(length=64), nullable=False),
     sa.Column('memory_sha256', sa.String(length=64), nullable=False),
     sa.Column('memory_path', sa.Text(), nullable=False),
     sa.Column('created_at', sa.DateTime(), nullable=False),

@@ -1,0 +1,102 @@
+"""MEMORY.md compile: versions, drift, atomic symlink-refusing writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warden.config import load_settings
+from warden.errors import WardenError
+from warden.select.compile import check_drift, compile_memory, memory_path
+from warden.select.memory import GENERATED_HEADER
+from warden.store.db import open_store
+from warden.store.models import Rule, RulesetVersion
+
+
+@pytest.fixture
+def env(warden_home: Path):
+    settings = load_settings()
+    return settings, open_store(settings)
+
+
+def _add(store, body: str, state: str = "active", saving: float | None = 100.0) -> int:
+    with store.session() as s:
+        rule = Rule(agent="backend", body=body, state=state, measured_saving=saving)
+        s.add(rule)
+        s.flush()
+        return rule.id
+
+
+def test_compile_versions_only_when_rules_change(env) -> None:
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    _add(store, "A candidate never reaches memory.", state="candidate")
+    with store.session() as s:
+        first = compile_memory(s, settings, "backend")
+    text = memory_path(settings, "backend").read_text()
+    assert first.version == 1 and first.changed and text.startswith(GENERATED_HEADER)
+    assert "Grep for the symbol" in text and "candidate never" not in text
+    with store.session() as s:
+        again = compile_memory(s, settings, "backend")
+    assert again.version == 1 and not again.changed
+    rid = _add(store, "Run only the tests relevant to your change instead of the full test suite.", saving=300)
+    with store.session() as s:
+        third = compile_memory(s, settings, "backend", extra_sections=["## Recovered checkpoints\n- one"])
+    assert third.version == 2 and third.added == [rid]
+    lines = memory_path(settings, "backend").read_text().splitlines()
+    assert lines.index(f"- Run only the tests relevant to your change instead of the full test suite.") < \
+        lines.index("- Grep for the symbol or text you need before opening any file.")
+    # A checkpoint-only change rewrites the file but keeps the ruleset version.
+    with store.session() as s:
+        fourth = compile_memory(s, settings, "backend", extra_sections=["## Recovered checkpoints\n- two"])
+        assert fourth.version == 2 and fourth.changed
+        assert s.query(RulesetVersion).count() == 2
+
+
+def test_drift_is_detected_and_recompiled(env) -> None:
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    path = memory_path(settings, "backend")
+    path.write_text(path.read_text() + "- hand-written rule\n")
+    with store.session() as s:
+        assert "differs" in (check_drift(s, settings, "backend") or "")
+        result = compile_memory(s, settings, "backend")
+    assert result.drifted and result.changed and "hand-written" not in path.read_text()
+    with store.session() as s:
+        assert check_drift(s, settings, "backend") is None
+
+
+def test_symlinks_are_refused(env, tmp_path: Path) -> None:
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    path = memory_path(settings, "backend")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(victim)
+    with store.session() as s, pytest.raises(WardenError, match="symlink"):
+        compile_memory(s, settings, "backend")
+    assert victim.read_text() == "keep me"
+    with store.session() as s:
+        assert s.query(RulesetVersion).count() == 0  # the failed compile left no version behind
+
+
+def test_symlinked_agent_directory_is_refused(env, tmp_path: Path) -> None:
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    settings.memory_dir.mkdir(parents=True, exist_ok=True)
+    (settings.memory_dir / "backend").symlink_to(elsewhere, target_is_directory=True)
+    with store.session() as s, pytest.raises(WardenError, match="symlink"):
+        compile_memory(s, settings, "backend")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_bad_agent_name_is_refused(env) -> None:
+    settings, store = env
+    with store.session() as s, pytest.raises(WardenError, match="invalid agent name"):
+        compile_memory(s, settings, "../etc")

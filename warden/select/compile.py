@@ -1,0 +1,164 @@
+"""Compiling MEMORY.md: the agent's active rules (+ recovered checkpoints) to disk.
+
+The file is a build artifact. It is written atomically (temp file in the same directory, fsync,
+rename), never through a symlink, and its bytes are recorded with a new ruleset version in the
+caller's transaction, so a later run can tell which memory it carried. A file whose bytes differ
+from the last recorded compile has drifted (hand-edited or stale) and is recompiled with a
+warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden.config import Settings
+from warden.errors import WardenError
+from warden.names import validate_agent_name
+from warden.select.memory import MemoryRule, render_memory
+from warden.store.models import Rule, RulesetVersion
+
+# States whose rules sit in memory: probation is a warning, not an eviction.
+IN_MEMORY_STATES = ("active", "probation", "protected")
+
+
+@dataclass
+class CompileResult:
+    agent: str
+    path: Path
+    version: int
+    changed: bool  # bytes on disk changed
+    drifted: bool  # the file on disk was not what warden last wrote
+    rule_ids: list[int]
+    added: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    text: str = ""
+
+
+def memory_path(settings: Settings, agent: str) -> Path:
+    return settings.memory_dir / validate_agent_name(agent) / "MEMORY.md"
+
+
+def memory_rules(session: Session, agent: str) -> list[MemoryRule]:
+    rows = session.scalars(select(Rule).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))
+                           .order_by(Rule.id)).all()
+    return [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
+            for r in rows]
+
+
+def latest_version(session: Session, agent: str) -> RulesetVersion | None:
+    return session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
+                           .order_by(RulesetVersion.version.desc()).limit(1)).first()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _refuse_symlinks(path: Path, root: Path) -> None:
+    """Refuse a symlink at the file or at any directory between ``root`` and it."""
+    probe = path
+    while True:
+        if probe.is_symlink():
+            raise WardenError(f"refusing to write {path}: {probe} is a symlink")
+        if probe == root or probe.parent == probe:
+            break
+        probe = probe.parent
+
+
+def read_existing(path: Path) -> bytes | None:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise WardenError(f"refusing to write {path}: it is a symlink")
+    if not stat.S_ISREG(st.st_mode):
+        raise WardenError(f"refusing to write {path}: not a regular file")
+    return path.read_bytes()
+
+
+def write_atomic(path: Path, data: bytes, root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    _refuse_symlinks(path.parent, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_symlinks(path, root)
+    fd, tmp = tempfile.mkstemp(prefix=".MEMORY.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def compile_memory(session: Session, settings: Settings, agent: str,
+                   extra_sections: list[str] | None = None,
+                   extra_files: dict[str, str] | None = None) -> CompileResult:
+    """Render and install the agent's MEMORY.md; record a ruleset version when it changes.
+
+    ``extra_sections`` (recovered checkpoints) are appended only within the caps; their detail
+    files (``extra_files``: relative path -> text) are written beside MEMORY.md. The caller's
+    transaction holds the new ruleset version; commit it together with the decision.
+    """
+    path = memory_path(settings, agent)
+    rules = memory_rules(session, agent)
+    rule_ids = [r.id for r in rules]
+    previous = latest_version(session, agent)
+    version = (previous.version if previous else 0)
+    existing = read_existing(path)
+    drifted = existing is not None and (previous is None or _sha256(existing) != previous.memory_sha256)
+
+    def rules_identity(v: int) -> str:
+        # The version tracks the rule set only: recovered checkpoints change the file, not it.
+        return _sha256(render_memory(agent, rules, v).encode("utf-8"))
+
+    identity = rules_identity(version)
+    if previous is None or previous.rule_ids != rule_ids or previous.rules_sha256 != identity:
+        version += 1
+        identity = rules_identity(version)
+        previous_row = RulesetVersion(agent=agent, version=version, rule_ids=rule_ids,
+                                      rules_sha256=identity, memory_sha256="", memory_path=str(path))
+        session.add(previous_row)
+    else:
+        previous_row = previous
+    data = render_memory(agent, rules, version, extra_sections).encode("utf-8")
+    previous_row.memory_sha256 = _sha256(data)
+    session.flush()
+    changed = existing != data
+    root = settings.memory_dir
+    for rel, text in (extra_files or {}).items():
+        target = (path.parent / rel)
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
+        write_atomic(target, text.encode("utf-8"), root)
+    if changed:
+        write_atomic(path, data, root)
+    before = set(previous.rule_ids) if previous else set()
+    return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
+                         rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
+                         removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"))
+
+
+def check_drift(session: Session, settings: Settings, agent: str) -> str | None:
+    """Why the installed MEMORY.md is not what warden last compiled, or None."""
+    path = memory_path(settings, agent)
+    previous = latest_version(session, agent)
+    existing = read_existing(path)
+    if previous is None:
+        return None if existing is None else "MEMORY.md exists but warden never compiled it"
+    if existing is None:
+        return "MEMORY.md is missing"
+    if _sha256(existing) != previous.memory_sha256:
+        return "MEMORY.md differs from the last compile (edited by hand or stale)"
+    return None
