@@ -302,6 +302,15 @@ class Checkpoint(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class CheckpointTerm(Base):
+    """Inverted index for recall: one row per distinct recall term of a checkpoint, so a prompt
+    is scored against 10k checkpoints by looking up its own terms instead of re-tokenizing all."""
+
+    __tablename__ = "checkpoint_terms"
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), primary_key=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
 # ---------------------------------------------------------------- jobs
 
 

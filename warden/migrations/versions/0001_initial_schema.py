@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 07:43:28.771023
+Create Date: 2026-11-30 07:44:08.267442
 """
 from __future__ import annotations
 
@@ -226,6 +226,15 @@ def upgrade() -> None:
     with op.batch_alter_table('bench_jobs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_bench_jobs_pass_id'), ['pass_id'], unique=False)
 
+    op.create_table('checkpoint_terms',
+    sa.Column('checkpoint_id', sa.Integer(), nullable=False),
+    sa.Column('term', sa.String(length=64), nullable=False),
+    sa.ForeignKeyConstraint(['checkpoint_id'], ['checkpoints.id'], name=op.f('fk_checkpoint_terms_checkpoint_id_checkpoints'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('checkpoint_id', 'term', name=op.f('pk_checkpoint_terms'))
+    )
+    with op.batch_alter_table('checkpoint_terms', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_checkpoint_terms_term'), ['term'], unique=False)
+
     op.create_table('rules',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('agent', sa.String(length=200), nullable=False),
@@ -296,6 +305,10 @@ def downgrade() -> None:
         batch_op.drop_index('ix_rules_agent_state')
 
     op.drop_table('rules')
+    with op.batch_alter_table('checkpoint_terms', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_checkpoint_terms_term'))
+
+    op.drop_table('checkpoint_terms')
     with op.batch_alter_table('bench_jobs', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_bench_jobs_pass_id'))
 
