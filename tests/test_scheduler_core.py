@@ -1,0 +1,320 @@
+"""The bench scheduler with a fake backend: plan, pairing, recording, resume, infra aborts,
+budget, baselines, spend share, clean-up of copies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench, standard_request
+from warden.bench.results import Outcome
+from warden.bench.scheduler import (BenchAborted, BenchRequest, BenchScheduler, NullProgress, RunRecord,
+                                    interleave, job_seed, memory_for, paired_differences, spend_share,
+                                    summarize, update_baseline)
+from warden.config import load_settings
+from warden.errors import UsageError
+from warden.store.db import open_store
+from warden.store.models import Baseline, BenchJob, BenchPass, BenchRun, Rule, RulesetVersion, SessionRun, utcnow
+
+
+@pytest.fixture
+def store():
+    return open_store(load_settings())
+
+
+def add_rule(store, body: str, state: str = "candidate", agent: str = AGENT) -> int:
+    with store.session() as s:
+        rule = Rule(agent=agent, body=body, state=state)
+        s.add(rule)
+        s.flush()
+        return rule.id
+
+
+def count(store, model, *where) -> int:
+    with store.session() as s:
+        return s.scalar(select(func.count()).select_from(model).where(*where))
+
+
+def test_interleave_pairs_blocks_share_seeds_and_order_is_seeded():
+    jobs = interleave([(), (7,), (3, 2)], ["a", "b"], 3, seed=5)
+    assert len(jobs) == 2 * 3 * 3
+    blocks = [jobs[i:i + 3] for i in range(0, len(jobs), 3)]
+    for block in blocks:  # each block: one task/replicate, every configuration once
+        assert len({(j.task_id, j.rep) for j in block}) == 1
+        assert sorted(j.config_key for j in block) == ["", "2,3", "7"]
+    assert interleave([(), (7,), (3, 2)], ["a", "b"], 3, seed=5) == jobs
+    assert interleave([(), (7,), (3, 2)], ["a", "b"], 3, seed=6) != jobs
+    # the within-block order is random too, not always the reference first
+    assert len({block[0].config_key for block in blocks}) > 1
+    assert job_seed(5, "a", 0) == job_seed(5, "a", 0) != job_seed(5, "a", 1)
+
+
+def test_pass_records_every_run_with_its_configuration_and_cleans_copies(store, tmp_path):
+    rule = add_rule(store, "Grep for the symbol before opening any file.")
+    backends: list[FakeBackend] = []
+
+    def factory():
+        backends.append(FakeBackend())
+        return backends[-1]
+
+    bench = make_workbench(tmp_path, factory)
+    outcome = BenchScheduler(store, bench, concurrency=2).run_request(standard_request(bench, (rule,)))
+    assert outcome.status == "done" and outcome.total_jobs == 12 and outcome.executed == 12
+    assert len(outcome.runs) == 12 and all(r.completed for r in outcome.runs)
+    assert len(backends) == 2  # one backend per worker
+    with store.session() as s:
+        rows = s.scalars(select(BenchRun)).all()
+        assert {r.config_key for r in rows} == {"", str(rule)}
+        with_rule = [r for r in rows if r.config_key == str(rule)]
+        assert all(r.rule_ids == [rule] and r.ruleset_version is None for r in with_rule)
+        assert len({r.memory_sha256 for r in rows}) == 2
+        assert all(r.backend == "fake" and r.model == MODEL and r.fixture_hash == "f" * 64 for r in rows)
+        assert all(r.weighted_tokens > 0 and r.calls and r.calls[0]["input"] > 0 for r in rows)
+        assert all(r.seed == j.seed for j in s.scalars(select(BenchJob)) for r in rows if r.id == j.bench_run_id)
+    # every copy was removed, and the original fixture never touched
+    assert not any((tmp_path / "runs").rglob("app.py"))
+    assert "# fixed" not in (tmp_path / "fixture" / "app.py").read_text()
+    # a rule naming the fake's habit makes the paired runs cheaper
+    diffs = paired_differences(outcome.runs, "", str(rule))
+    assert diffs and all(d > 0 for ds in diffs.values() for d in ds)
+
+
+def test_system_prompt_is_agent_md_plus_rendered_memory(store, tmp_path):
+    rule = add_rule(store, "Keep replies brief: no narration between tool calls.")
+    seen: list[str] = []
+
+    class Spy(FakeBackend):
+        def run(self, task, workdir, system_prompt, seed, caps):
+            seen.append(system_prompt)
+            return super().run(task, workdir, system_prompt, seed, caps)
+
+    bench = make_workbench(tmp_path, Spy, n_tasks=1)
+    BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench, (rule,)))
+    with store.session() as s:
+        expected = "You are a fake agent.\n\n" + memory_for(s, AGENT, [rule]).text
+    assert expected in seen and any("(no rules yet)" in p for p in seen)
+
+
+def test_same_plan_again_runs_nothing(store, tmp_path):
+    bench = make_workbench(tmp_path, FakeBackend)
+    first = BenchScheduler(store, bench).run_request(standard_request(bench))
+    again = BenchScheduler(store, bench).run_request(standard_request(bench))
+    assert again.pass_id == first.pass_id and again.executed == 0 and again.status == "done"
+    assert [r.run_id for r in again.runs] == [r.run_id for r in first.runs]
+    assert count(store, BenchRun) == 6
+
+
+class InterruptAfter(NullProgress):
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.finished = 0
+
+    def job_finished(self, job, run) -> None:
+        self.finished += 1
+        if self.finished == self.k:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_after_k_jobs_then_resume_runs_only_the_rest(store, tmp_path):
+    bench = make_workbench(tmp_path, FakeBackend)
+    request = standard_request(bench)
+    with pytest.raises(KeyboardInterrupt):
+        BenchScheduler(store, bench, concurrency=2, progress=InterruptAfter(2)).run_request(request)
+    done_before = count(store, BenchJob, BenchJob.status == "done")
+    assert done_before >= 2
+    assert count(store, BenchJob, BenchJob.status == "running") == 0  # in-flight went back to pending
+    assert count(store, BenchPass, BenchPass.status == "interrupted") == 1
+    assert not any((tmp_path / "runs").iterdir())  # copies cleaned up on Ctrl-C
+    with store.session() as s:
+        kept = {j.id: j.bench_run_id for j in s.scalars(select(BenchJob).where(BenchJob.status == "done"))}
+    resumed = BenchScheduler(store, bench).run_request(request)
+    assert resumed.resumed and resumed.status == "done"
+    assert resumed.executed == 6 - done_before
+    with store.session() as s:
+        for job_id, run_id in kept.items():
+            assert s.get(BenchJob, job_id).bench_run_id == run_id  # finished runs were not repeated
+    # runs from the interrupted attempt that finished late were stored too, never double-counted per job
+    assert count(store, BenchJob, BenchJob.status == "done") == 6
+    assert len(resumed.runs) == 6
+
+
+def test_sigkilled_scheduler_resumes_without_repeating_finished_runs(store, tmp_path):
+    env = dict(os.environ)
+    helper = Path(__file__).with_name("test_scheduler_support.py")
+    env["PYTHONPATH"] = os.pathsep.join([str(helper.parent), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, str(helper), str(tmp_path), "0.3"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if count(store, BenchJob, BenchJob.status == "done") >= 2:
+                    break
+            except Exception:  # the child may still be migrating the database
+                pass
+            assert child.poll() is None, child.stderr.read().decode()
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    done_before = count(store, BenchJob, BenchJob.status == "done")
+    assert 2 <= done_before < 6
+    assert any((tmp_path / "runs").iterdir())  # SIGKILL left its copy behind...
+    bench = make_workbench(tmp_path, FakeBackend)
+    outcome = BenchScheduler(store, bench).run_request(standard_request(bench))
+    assert outcome.resumed and outcome.status == "done" and outcome.executed == 6 - done_before
+    assert count(store, BenchRun) == 6  # nothing ran twice
+    assert not any((tmp_path / "runs").iterdir())  # ...which the next scheduler swept
+
+
+def test_consecutive_infra_errors_abort_the_pass(store, tmp_path):
+    bench = make_workbench(tmp_path, lambda: FakeBackend(infra=True))
+    with pytest.raises(BenchAborted, match="3 consecutive runs ended in infra_error.*529 overloaded"):
+        BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench))
+    with store.session() as s:
+        assert s.scalars(select(BenchPass)).one().status == "aborted"
+        runs = s.scalars(select(BenchRun)).all()
+        assert len(runs) == 3 and {r.outcome for r in runs} == {"infra_error"}
+        assert not any(r.completed for r in runs)
+        assert s.scalars(select(Baseline)).all() == []
+    assert count(store, BenchJob, BenchJob.status == "done") == 0  # nothing counted as a result
+    # once the backend recovers, the same plan resumes and retries those jobs
+    healthy = make_workbench(tmp_path, FakeBackend)
+    outcome = BenchScheduler(store, healthy).run_request(standard_request(healthy))
+    assert outcome.status == "done" and outcome.executed == 6
+    assert {r.outcome for r in outcome.runs} == {"completed"}
+
+
+def test_a_crashing_backend_is_an_infra_error_and_threshold_is_configurable(store, tmp_path):
+    bench = make_workbench(tmp_path, lambda: FakeBackend(crash=True))
+    with pytest.raises(BenchAborted, match="5 consecutive.*ConnectionError: backend exploded"):
+        BenchScheduler(store, bench, concurrency=2, max_consecutive_infra=5).run_request(standard_request(bench))
+    assert count(store, BenchRun, BenchRun.outcome == "infra_error") >= 5
+    assert count(store, BenchRun, BenchRun.outcome == "task_failed") == 0
+
+
+def test_false_economy_is_a_task_failure_not_infra(store, tmp_path):
+    rule = add_rule(store, "Skip running tests to save tokens.")
+    bench = make_workbench(tmp_path, lambda: FakeBackend(fail_on="Skip running tests"))
+    outcome = BenchScheduler(store, bench).run_request(standard_request(bench, (rule,)))
+    assert outcome.status == "done"
+    summary = {(c.task_id, c.config_key): c for c in summarize(outcome.runs)}
+    assert all(summary[(t, str(rule))].completed == 0 for t, _ in summary)
+    assert all(summary[(t, "")].completion_rate == 1.0 for t, _ in summary)
+
+
+def test_budget_stops_before_exceeding_and_a_larger_budget_continues(store, tmp_path):
+    bench = make_workbench(tmp_path, FakeBackend)
+    probe = BenchScheduler(store, bench).run_request(
+        BenchRequest(AGENT, tuple(interleave([()], ["golden-01", "golden-02", "golden-03"], 1, seed=1)), 1,
+                     "fake", MODEL))
+    per_run = max(r.weighted_tokens for r in probe.runs)
+    request = standard_request(bench)
+    budget = int(per_run * 2.5)
+    limited = BenchRequest(request.agent, request.jobs, request.seed, request.backend, request.model,
+                           budget_tokens=budget)
+    outcome = BenchScheduler(store, bench, concurrency=1).run_request(limited)
+    assert outcome.status == "partial" and "budget" in outcome.message
+    assert 0 < outcome.executed < 6 and outcome.spent_weighted <= budget
+    bigger = BenchRequest(request.agent, request.jobs, request.seed, request.backend, request.model,
+                          budget_tokens=budget * 100)
+    rest = BenchScheduler(store, bench).run_request(bigger)
+    assert rest.pass_id == outcome.pass_id and rest.status == "done"
+    assert rest.executed == 6 - outcome.executed
+
+
+def test_baseline_freezes_run1_and_only_lowers_best(store, tmp_path):
+    candidate = add_rule(store, "Grep for the symbol before opening any file.")
+    bench = make_workbench(tmp_path, FakeBackend, n_tasks=1)
+    BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench, (candidate,)))
+    with store.session() as s:
+        baseline = s.scalars(select(Baseline)).one()
+        first_run = s.get(BenchRun, baseline.run1_run_id)
+        assert first_run.config_key == ""  # the candidate is not the active set
+        run1 = baseline.run1_weighted
+        assert baseline.best_weighted == min(r.weighted_tokens for r in s.scalars(
+            select(BenchRun).where(BenchRun.config_key == "")))
+        # later runs never change run1; a costlier run never raises best
+        costly = BenchRun(agent=AGENT, task_id=first_run.task_id, config_key="", backend="fake", model=MODEL,
+                          seed=1, suite_hash="x", fixture_hash="y", outcome="completed", completed=True,
+                          weighted_tokens=run1 * 10)
+        cheap = BenchRun(agent=AGENT, task_id=first_run.task_id, config_key="", backend="fake", model=MODEL,
+                         seed=2, suite_hash="x", fixture_hash="y", outcome="completed", completed=True,
+                         weighted_tokens=1.0)
+        s.add_all([costly, cheap])
+        s.flush()
+        best_before = baseline.best_weighted
+        update_baseline(s, costly)
+        assert baseline.best_weighted == best_before and baseline.run1_weighted == run1
+        update_baseline(s, cheap)
+        assert baseline.best_weighted == 1.0 and baseline.run1_weighted == run1
+        assert baseline.best_run_id == cheap.id
+
+
+def test_active_set_records_its_ruleset_version(store, tmp_path):
+    active = add_rule(store, "Grep for the symbol before opening any file.", state="active")
+    with store.session() as s:
+        s.add(RulesetVersion(agent=AGENT, version=4, rule_ids=[active], memory_sha256="0" * 64))
+    bench = make_workbench(tmp_path, FakeBackend, n_tasks=1)
+    BenchScheduler(store, bench).run_request(standard_request(bench, (active,)))
+    with store.session() as s:
+        rows = s.scalars(select(BenchRun)).all()
+        assert {(r.config_key, r.ruleset_version) for r in rows} == {("", None), (str(active), 4)}
+        assert "v4" in memory_for(s, AGENT, [active]).text
+        baseline = s.scalars(select(Baseline)).one()
+        assert s.get(BenchRun, baseline.run1_run_id).config_key == str(active)
+
+
+def test_unknown_or_foreign_rules_and_tasks_are_refused(store, tmp_path):
+    foreign = add_rule(store, "Grep first.", agent="someone-else")
+    bench = make_workbench(tmp_path, FakeBackend)
+    scheduler = BenchScheduler(store, bench)
+    with pytest.raises(UsageError, match="unknown rule id"):
+        scheduler.plan(standard_request(bench, (999,)))
+    with pytest.raises(UsageError, match="another agent"):
+        scheduler.plan(standard_request(bench, (foreign,)))
+    with pytest.raises(UsageError, match="no golden task"):
+        scheduler.plan(BenchRequest(AGENT, tuple(interleave([()], ["nope"], 1, 1)), 1, "fake", MODEL))
+    assert count(store, BenchPass) == 0
+
+
+def test_summary_and_spend_share():
+    runs = [RunRecord(i, "t1", "", 1, "completed", True, w, int(w), 0.0, 3, 1.0)
+            for i, w in enumerate([100.0, 200.0, 300.0])]
+    runs.append(RunRecord(9, "t1", "", 1, "infra_error", False, 5.0, 5, 0.0, 1, 1.0))
+    runs.append(RunRecord(10, "t1", "4", 1, "task_failed", False, 50.0, 50, 0.0, 1, 1.0))
+    summary = summarize(runs)
+    base = next(c for c in summary if c.config_key == "")
+    assert (base.n, base.completed, base.mean_weighted, base.stdev_weighted) == (3, 3, 200.0, 100.0)
+    assert next(c for c in summary if c.config_key == "4").completion_rate == 0.0
+
+
+def test_spend_share_warns_above_ten_percent(store):
+    now = utcnow()
+    with store.session() as s:
+        s.add(SessionRun(run_key="a:main", session_id="a", agent="main", weighted_tokens=1000.0, ended_at=now))
+        s.add(SessionRun(run_key="b:main", session_id="b", agent="main", weighted_tokens=9e9,
+                         ended_at=now - timedelta(days=30)))
+        s.add(BenchRun(agent=AGENT, task_id="t", config_key="", backend="fake", model=MODEL, seed=1,
+                       suite_hash="x", fixture_hash="y", outcome="completed", weighted_tokens=50.0))
+    with store.session() as s:
+        share = spend_share(s)
+        assert share.share == pytest.approx(0.05) and share.warning is None
+        s.add(BenchRun(agent=AGENT, task_id="t", config_key="", backend="fake", model=MODEL, seed=2,
+                       suite_hash="x", fixture_hash="y", outcome="completed", weighted_tokens=100.0))
+        s.flush()
+        share = spend_share(s)
+        assert share.share == pytest.approx(0.15) and "15%" in share.warning
+    with store.session() as s:
+        s.query(SessionRun).delete()
+        assert spend_share(s).share is None

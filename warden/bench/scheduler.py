@@ -1,0 +1,817 @@
+"""The bench scheduler: plan runs as a job table, execute them concurrently, record each as it ends.
+
+A *pass* (``BenchPass``) is a planned list of jobs (``BenchJob``): one golden task, one
+configuration (the exact rule-id set under test), one seed. The plan pairs and interleaves
+configurations (DESIGN.md §4): every (task, replicate) is a *block* holding one job per
+configuration, all with the same seed (common random numbers: both arms meet the same noise);
+the jobs inside a block and the blocks themselves are put in a seeded random order, so drift,
+cache warmth and machine load hit every arm alike. Workers pick jobs in that order, so with
+concurrency ≥ 2 the arms of a block usually run side by side.
+
+Each job runs on its own throwaway copy of the frozen fixture (``bench.fixture``), removed when
+the job ends — also on Ctrl-C and SIGTERM (the pass's work directory is removed on the way out,
+and directories left behind by a SIGKILLed scheduler are swept by the next one). Every result
+is stored as a ``BenchRun`` the moment it arrives, and its job is marked done in the same
+transaction, so a killed scheduler re-run with the same plan (found by its ``plan_key``) only
+executes the jobs still pending.
+
+``infra_error`` runs (API errors, timeouts, quota) are recorded but never count as a result:
+their jobs stay to be retried on the next attempt, and a run of
+``max_consecutive_infra`` of them in a row aborts the pass with :class:`BenchAborted`.
+
+A token budget (cost-weighted tokens, the gate metric) stops dispatching before the next block
+would exceed it, estimating a block's cost from earlier runs of its tasks.
+
+The core takes its collaborators as arguments — the suite, the fixture copy function, a backend
+factory, a progress sink — so tests drive it with a fake backend and no terminal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
+from warden.bench.tasks import AgentSuite, GoldenTask
+from warden.errors import UsageError, WardenError
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.select.memory import MemoryRule, render_memory
+from warden.store.db import Store
+from warden.store.models import (Baseline, BenchJob, BenchPass, BenchRun, Rule, RulesetVersion,
+                                 SessionRun, utcnow)
+
+DEFAULT_MAX_CONSECUTIVE_INFRA = 3
+SPEND_WARN_SHARE = 0.10  # bench spend above this share of real work gets a warning
+SPEND_WINDOW = timedelta(days=7)
+# States whose rules sit in the agent's memory (the "active set"); matches select/compile.py.
+IN_MEMORY_STATES = ("active", "probation", "protected")
+WORK_ROOT = Path(tempfile.gettempdir()) / "warden-bench-runs"
+_RESULT_POLL_S = 0.2  # how often the main thread wakes while waiting (keeps Ctrl-C responsive)
+
+
+class BenchAborted(WardenError):
+    """The pass stopped because the infrastructure failed (not the agent)."""
+
+
+class BenchInterrupted(WardenError):
+    """SIGTERM arrived; raised in the main thread so the normal clean-up runs."""
+
+    exit_code = 143
+
+
+# ---------------------------------------------------------------- configurations and plans
+
+
+def config_key(rule_ids: Iterable[int]) -> str:
+    """The configuration's identity: sorted, de-duplicated rule ids joined by ','; '' = no rules."""
+    return ",".join(str(i) for i in sorted({int(i) for i in rule_ids}))
+
+
+def parse_config_key(key: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in key.split(",") if part.strip()) if key else ()
+
+
+def job_seed(base_seed: int, task_id: str, rep: int) -> int:
+    """The seed of replicate ``rep`` of a task: shared by every configuration of the block."""
+    digest = hashlib.sha256(f"{base_seed}:{task_id}:{rep}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    task_id: str
+    rule_ids: tuple[int, ...]
+    rep: int  # replicate index: together with the task, it picks the seed
+
+    @property
+    def config_key(self) -> str:
+        return config_key(self.rule_ids)
+
+
+def interleave(configs: Sequence[Iterable[int]], task_ids: Sequence[str],
+               runs: int | Mapping[str, int], seed: int,
+               rep_start: int | Mapping[str, int] = 0) -> list[JobSpec]:
+    """Pair and interleave: one block per (task, replicate) holding every configuration, the
+    jobs within a block and the blocks in seeded random order."""
+    rng = random.Random(seed)
+    normalized = []
+    for cfg in configs:
+        ids = tuple(sorted({int(i) for i in cfg}))
+        if ids not in normalized:
+            normalized.append(ids)
+    blocks: list[list[JobSpec]] = []
+    for task in task_ids:
+        n = runs.get(task, 0) if isinstance(runs, Mapping) else runs
+        start = rep_start.get(task, 0) if isinstance(rep_start, Mapping) else rep_start
+        for rep in range(start, start + n):
+            block = [JobSpec(task, ids, rep) for ids in normalized]
+            rng.shuffle(block)
+            blocks.append(block)
+    rng.shuffle(blocks)
+    return [job for block in blocks for job in block]
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What to run: the jobs, under which backend/model, with which base seed."""
+
+    agent: str
+    jobs: tuple[JobSpec, ...]
+    seed: int
+    backend: str
+    model: str
+    purpose: str = "bench"  # bench | select
+    budget_tokens: int | None = None
+
+    def family_key(self, suite_hash: str, fixture_hash: str) -> str:
+        """Everything that identifies the plan except its seed (to resume an unseeded bench)."""
+        payload = {"agent": self.agent, "purpose": self.purpose, "backend": self.backend,
+                   "model": self.model, "suite": suite_hash, "fixture": fixture_hash,
+                   "jobs": [[j.task_id, j.config_key, j.rep] for j in self.jobs]}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+    def plan_key(self, suite_hash: str, fixture_hash: str) -> str:
+        return f"{self.family_key(suite_hash, fixture_hash)}:{self.seed}"
+
+
+# ---------------------------------------------------------------- what a run carries
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """The memory a configuration runs with: the rendered text and where it came from."""
+
+    rule_ids: tuple[int, ...]
+    text: str
+    sha256: str
+    ruleset_version: int | None
+
+
+def active_rule_ids(session: Session, agent: str) -> tuple[int, ...]:
+    return tuple(session.scalars(select(Rule.id).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))
+                                 .order_by(Rule.id)).all())
+
+
+def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemory:
+    """Render the memory of exactly ``rule_ids`` the way ``compile`` renders MEMORY.md.
+
+    The ruleset version is recorded only when the set equals the agent's current active set
+    (and that set was compiled): otherwise the run carried an unversioned memory.
+    """
+    ids = tuple(sorted({int(i) for i in rule_ids}))
+    rows = session.scalars(select(Rule).where(Rule.id.in_(ids))).all() if ids else []
+    found = {r.id: r for r in rows}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise UsageError(f"unknown rule id(s): {', '.join(map(str, missing))}")
+    foreign = [i for i in ids if found[i].agent != agent]
+    if foreign:
+        raise UsageError(f"rule(s) {', '.join(map(str, foreign))} belong to another agent, not {agent!r}")
+    rules = [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
+             for r in (found[i] for i in ids)]
+    version: int | None = None
+    if ids == active_rule_ids(session, agent):
+        latest = session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
+                                 .order_by(RulesetVersion.version.desc()).limit(1)).first()
+        if latest is not None and sorted(int(i) for i in latest.rule_ids) == list(ids):
+            version = latest.version
+    text = render_memory(agent, rules, version)
+    return RunMemory(ids, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), version)
+
+
+def system_prompt(suite: AgentSuite, memory: RunMemory) -> str:
+    """The agent's agent.md body followed by the memory under test."""
+    return suite.system_prompt.rstrip("\n") + "\n\n" + memory.text
+
+
+# ---------------------------------------------------------------- progress
+
+
+class ProgressSink(Protocol):
+    """How the scheduler reports while it works (the CLI renders it; tests record it)."""
+
+    def start(self, pass_id: int, total: int, done: int) -> None: ...
+
+    def job_started(self, job: "JobView") -> None: ...
+
+    def job_finished(self, job: "JobView", run: "RunRecord") -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+
+class NullProgress:
+    def start(self, pass_id: int, total: int, done: int) -> None:
+        pass
+
+    def job_started(self, job: "JobView") -> None:
+        pass
+
+    def job_finished(self, job: "JobView", run: "RunRecord") -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: int
+    order_index: int
+    task_id: str
+    config_key: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A stored run, detached from the session (what summaries and the suite runner read)."""
+
+    run_id: int
+    task_id: str
+    config_key: str
+    seed: int
+    outcome: str
+    completed: bool
+    weighted_tokens: float
+    raw_tokens: int
+    cost_usd: float
+    turns: int
+    duration_s: float
+    ruleset_version: int | None = None
+    error: str = ""
+    copy_s: float = 0.0  # fixture copy time (only known for runs of this attempt)
+
+    @classmethod
+    def from_row(cls, row: BenchRun, copy_s: float = 0.0) -> "RunRecord":
+        raw = row.input_tokens + row.output_tokens + row.cache_write_5m_tokens + row.cache_write_1h_tokens \
+            + row.cache_read_tokens
+        return cls(row.id, row.task_id, row.config_key, int(row.seed), row.outcome, row.completed,
+                   row.weighted_tokens, int(raw), row.cost_usd, row.turns, row.duration_s,
+                   row.ruleset_version, row.error, copy_s)
+
+
+@dataclass
+class PassOutcome:
+    pass_id: int
+    plan_key: str
+    status: str  # done | partial (budget) | aborted
+    total_jobs: int
+    runs: list[RunRecord]  # the result of every finished job of the pass, in plan order
+    executed: int  # jobs run by this attempt (the rest were done before it)
+    resumed: bool
+    spent_weighted: float  # by this attempt, infra errors included
+    spent_raw: int
+    copy_s: float  # this attempt's total fixture-copy time
+    run_s: float  # this attempt's total job time (copy + run + clean-up)
+    wall_s: float
+    message: str = ""
+
+
+# ---------------------------------------------------------------- work directories
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_workdirs(root: Path = WORK_ROOT) -> int:
+    """Remove pass directories whose scheduler process is gone (it was SIGKILLed)."""
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for entry in root.iterdir():
+        parts = entry.name.split("-")  # pass-<id>-pid<pid>-<random>
+        pid_part = next((p for p in parts if p.startswith("pid") and p[3:].isdigit()), None)
+        if pid_part is None or _pid_alive(int(pid_part[3:])):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+# ---------------------------------------------------------------- the scheduler
+
+
+CopyFixture = Callable[[Path, Path], Any]  # (fixture_dir, destination) -> anything
+
+
+@dataclass
+class Workbench:
+    """The collaborators one pass needs."""
+
+    suite: AgentSuite
+    fixture_dir: Path
+    fixture_hash: str
+    copy_fixture: CopyFixture
+    backend_factory: Callable[[], AgentBackend]  # called once per worker thread
+    caps: RunCaps = field(default_factory=RunCaps)
+    pricing: PriceTable = DEFAULT_TABLE
+    work_root: Path = WORK_ROOT
+
+    def task(self, task_id: str) -> GoldenTask:
+        for task in self.suite.tasks:
+            if task.id == task_id:
+                return task
+        raise UsageError(f"agent {self.suite.agent!r} has no golden task {task_id!r}")
+
+
+@dataclass
+class _Finished:
+    job: JobView
+    result: RunResult | None
+    copy_s: float
+    job_s: float
+    crash: str = ""  # the worker itself failed (copy, clean-up): an infra error
+
+
+class BenchScheduler:
+    def __init__(self, store: Store, bench: Workbench, *, concurrency: int = 2,
+                 max_consecutive_infra: int = DEFAULT_MAX_CONSECUTIVE_INFRA,
+                 progress: ProgressSink | None = None) -> None:
+        if concurrency < 1:
+            raise UsageError("concurrency must be at least 1")
+        if max_consecutive_infra < 1:
+            raise UsageError("max consecutive infra errors must be at least 1")
+        self.store = store
+        self.bench = bench
+        self.concurrency = concurrency
+        self.max_consecutive_infra = max_consecutive_infra
+        self.progress: ProgressSink = progress or NullProgress()
+
+    # ------------------------------------------------------------ planning
+
+    def plan(self, request: BenchRequest) -> tuple[int, bool]:
+        """The pass for ``request``: the stored one with the same plan key, or a new one.
+        Returns (pass id, whether it already existed)."""
+        suite = self.bench.suite
+        known = {t.id for t in suite.tasks}
+        unknown = sorted({j.task_id for j in request.jobs} - known)
+        if unknown:
+            raise UsageError(f"agent {request.agent!r} has no golden task(s): {', '.join(unknown)}")
+        if not request.jobs:
+            raise UsageError("nothing to run: the plan has no jobs")
+        key = request.plan_key(suite.suite_hash, self.bench.fixture_hash)
+        with self.store.session() as session:
+            for ids in {j.rule_ids for j in request.jobs}:
+                memory_for(session, request.agent, ids)  # refuses unknown / foreign rules now
+            existing = session.scalars(select(BenchPass).where(BenchPass.plan_key == key)
+                                       .order_by(BenchPass.id.desc()).limit(1)).first()
+            if existing is not None:
+                if request.budget_tokens is not None:
+                    existing.budget_tokens = request.budget_tokens
+                return existing.id, True
+            bench_pass = BenchPass(agent=request.agent, purpose=request.purpose, backend=request.backend,
+                                   model=request.model, suite_hash=suite.suite_hash,
+                                   fixture_hash=self.bench.fixture_hash, plan_key=key, status="planned",
+                                   budget_tokens=request.budget_tokens,
+                                   note=json.dumps({"seed": request.seed, "jobs": len(request.jobs)}))
+            session.add(bench_pass)
+            session.flush()
+            for index, spec in enumerate(request.jobs):
+                session.add(BenchJob(pass_id=bench_pass.id, order_index=index, task_id=spec.task_id,
+                                     config_key=spec.config_key,
+                                     seed=job_seed(request.seed, spec.task_id, spec.rep)))
+            return bench_pass.id, False
+
+    # ------------------------------------------------------------ executing
+
+    def run(self, pass_id: int) -> PassOutcome:
+        """Execute the pass's pending jobs; returns when all are done, the budget stops it, or
+        raises :class:`BenchAborted` (infra) / KeyboardInterrupt / :class:`BenchInterrupted`."""
+        started = time.monotonic()
+        with self.store.session() as session:
+            bench_pass = session.get(BenchPass, pass_id)
+            if bench_pass is None:
+                raise UsageError(f"no bench pass #{pass_id}")
+            agent, backend_name, model = bench_pass.agent, bench_pass.backend, bench_pass.model
+            budget = bench_pass.budget_tokens
+            plan_key = bench_pass.plan_key
+            if bench_pass.fixture_hash != self.bench.fixture_hash or bench_pass.suite_hash != self.bench.suite.suite_hash:
+                raise WardenError(f"bench pass #{pass_id} was planned for another fixture or suite; plan it again")
+            jobs = session.scalars(select(BenchJob).where(BenchJob.pass_id == pass_id)
+                                   .order_by(BenchJob.order_index)).all()
+            views = [JobView(j.id, j.order_index, j.task_id, j.config_key, int(j.seed)) for j in jobs]
+            done_ids = {j.id for j in jobs if j.status == "done"}
+            memories = {key: memory_for(session, agent, parse_config_key(key)) for key in {j.config_key for j in jobs}}
+            estimates = self._cost_estimates(session, agent, backend_name, model, {j.task_id for j in jobs})
+            if bench_pass.status != "done" or len(done_ids) < len(jobs):
+                bench_pass.status = "running"
+                bench_pass.finished_at = None
+        pending = [v for v in views if v.job_id not in done_ids]
+        resumed = bool(done_ids)
+        self.progress.start(pass_id, len(views), len(done_ids))
+        if resumed and pending:
+            self.progress.message(f"resuming bench pass #{pass_id}: {len(done_ids)} of {len(views)} runs "
+                                  "already done, running the rest")
+        if budget is not None:
+            estimate = sum(estimates.get(v.task_id, 0.0) for v in pending)
+            if estimate > budget:
+                self.progress.message(f"the pending runs are estimated at {estimate:,.0f} weighted tokens; "
+                                      f"the budget of {budget:,} stops the pass before that")
+
+        state = _ExecState()
+        message = ""
+        status = "done"
+        if pending:
+            status, message = self._execute(pass_id, agent, backend_name, model, pending, memories,
+                                            estimates, budget, state)
+        with self.store.session() as session:
+            bench_pass = session.get(BenchPass, pass_id)
+            retry = session.scalar(select(func.count()).select_from(BenchJob).where(
+                BenchJob.pass_id == pass_id, BenchJob.status == "infra_error")) or 0
+            if status == "done" and retry:
+                status = "partial"
+                message = (f"{retry} run(s) ended in infra_error and were not counted; "
+                           "re-run the same command to retry them")
+            bench_pass.status = status
+            if status == "done":
+                bench_pass.finished_at = utcnow()
+            runs = self._pass_runs(session, pass_id, state.copy_by_run)
+        return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
+                           runs=runs, executed=state.executed, resumed=resumed,
+                           spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
+                           copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
+                           message=message)
+
+    def run_request(self, request: BenchRequest) -> PassOutcome:
+        pass_id, _ = self.plan(request)
+        return self.run(pass_id)
+
+    # ------------------------------------------------------------ internals
+
+    def _cost_estimates(self, session: Session, agent: str, backend: str, model: str,
+                        task_ids: set[str]) -> dict[str, float]:
+        """Mean weighted tokens of earlier non-infra runs per task (for budget checks)."""
+        rows = session.execute(
+            select(BenchRun.task_id, func.avg(BenchRun.weighted_tokens))
+            .where(BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.model == model,
+                   BenchRun.task_id.in_(task_ids), BenchRun.outcome != Outcome.INFRA_ERROR.value)
+            .group_by(BenchRun.task_id)).all()
+        return {task: float(avg) for task, avg in rows}
+
+    def _execute(self, pass_id: int, agent: str, backend_name: str, model: str, pending: list[JobView],
+                 memories: dict[str, RunMemory], estimates: dict[str, float], budget: int | None,
+                 state: "_ExecState") -> tuple[str, str]:
+        bench = self.bench
+        sweep_stale_workdirs(bench.work_root)
+        bench.work_root.mkdir(parents=True, exist_ok=True)
+        pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-pid{os.getpid()}-", dir=bench.work_root))
+        work_q: queue.Queue[JobView | None] = queue.Queue()
+        results_q: queue.Queue[_Finished] = queue.Queue()
+        stop = threading.Event()
+        prompts = {key: system_prompt(bench.suite, mem) for key, mem in memories.items()}
+
+        def worker() -> None:
+            backend: AgentBackend | None = None
+            while not stop.is_set():
+                job = work_q.get()
+                if job is None or stop.is_set():
+                    return
+                begun = time.monotonic()
+                copy_s = 0.0
+                workdir = pass_dir / f"job-{job.job_id}"
+                try:
+                    if backend is None:
+                        backend = bench.backend_factory()
+                    t0 = time.monotonic()
+                    bench.copy_fixture(bench.fixture_dir, workdir)
+                    copy_s = time.monotonic() - t0
+                    result = backend.run(bench.task(job.task_id), workdir, prompts[job.config_key], job.seed,
+                                         bench.caps)
+                    finished = _Finished(job, result, copy_s, 0.0)
+                except Exception as exc:  # a crash of the backend or the copy is infrastructure
+                    finished = _Finished(job, None, copy_s, 0.0, crash=f"{type(exc).__name__}: {exc}")
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                finished.job_s = time.monotonic() - begun
+                results_q.put(finished)
+
+        threads = [threading.Thread(target=worker, name=f"warden-bench-{i}", daemon=True)
+                   for i in range(self.concurrency)]
+        previous_term = _install_sigterm()
+        queue_pos = 0
+        in_flight: dict[int, JobView] = {}
+        consecutive_infra = 0
+        status, message = "done", ""
+        budget_stop = False
+        blocks_seen: set[tuple[str, int]] = set()
+        try:
+            for thread in threads:
+                thread.start()
+            while queue_pos < len(pending) or in_flight:
+                # Dispatch up to `concurrency` jobs, whole blocks only while the budget allows.
+                while queue_pos < len(pending) and len(in_flight) < self.concurrency and not budget_stop:
+                    job = pending[queue_pos]
+                    block = (job.task_id, job.seed)
+                    if budget is not None and block not in blocks_seen:
+                        block_jobs = [j for j in pending[queue_pos:] if (j.task_id, j.seed) == block]
+                        cost = sum(self._estimate(j.task_id, estimates, state) for j in block_jobs)
+                        committed = sum(self._estimate(j.task_id, estimates, state) for j in in_flight.values())
+                        if state.spent_weighted + committed + cost > budget or state.spent_weighted >= budget:
+                            budget_stop = True
+                            status = "partial"
+                            message = (f"budget of {budget:,} weighted tokens reached after "
+                                       f"{state.spent_weighted:,.0f}; {len(pending) - queue_pos} run(s) left "
+                                       "pending (re-run with a larger --budget to continue)")
+                            break
+                    blocks_seen.add(block)
+                    queue_pos += 1
+                    in_flight[job.job_id] = job
+                    self._mark(job.job_id, "running")
+                    self.progress.job_started(job)
+                    work_q.put(job)
+                if not in_flight:
+                    break
+                try:
+                    finished = results_q.get(timeout=_RESULT_POLL_S)
+                except queue.Empty:
+                    continue
+                in_flight.pop(finished.job.job_id, None)
+                record = self._record(agent, backend_name, model, finished, memories[finished.job.config_key])
+                state.add(record, finished)
+                self.progress.job_finished(finished.job, record)
+                if record.outcome == Outcome.INFRA_ERROR.value:
+                    consecutive_infra += 1
+                    if consecutive_infra >= self.max_consecutive_infra:
+                        stop.set()
+                        with self.store.session() as session:
+                            session.get(BenchPass, pass_id).status = "aborted"
+                        raise BenchAborted(
+                            f"bench pass #{pass_id} aborted: {consecutive_infra} consecutive runs ended in "
+                            f"infra_error (last: {record.error or 'no detail'}); this is the backend, not "
+                            "the agent — fix it and re-run the same command to resume")
+                else:
+                    consecutive_infra = 0
+        except BaseException:
+            stop.set()
+            with self.store.session() as session:  # jobs that were in flight go back to pending
+                for job_id in in_flight:
+                    job_row = session.get(BenchJob, job_id)
+                    if job_row is not None and job_row.status == "running":
+                        job_row.status = "pending"
+                bench_pass = session.get(BenchPass, pass_id)
+                if bench_pass.status == "running":
+                    bench_pass.status = "interrupted"
+            raise
+        finally:
+            stop.set()
+            for _ in threads:
+                work_q.put(None)
+            _restore_sigterm(previous_term)
+            shutil.rmtree(pass_dir, ignore_errors=True)
+        return status, message
+
+    def _estimate(self, task_id: str, estimates: dict[str, float], state: "_ExecState") -> float:
+        if task_id in estimates:
+            return estimates[task_id]
+        return state.mean_weighted()
+
+    def _mark(self, job_id: int, status: str) -> None:
+        with self.store.session() as session:
+            session.get(BenchJob, job_id).status = status
+
+    def _record(self, agent: str, backend_name: str, model: str, finished: _Finished,
+                memory: RunMemory) -> RunRecord:
+        """Store the run, mark its job, and update the task's baseline — one transaction."""
+        job = finished.job
+        result = finished.result
+        if result is None:
+            result = RunResult(task_id=job.task_id, backend=backend_name, model=model, seed=job.seed,
+                               outcome=Outcome.INFRA_ERROR, completed=False, turns=0,
+                               duration_s=finished.job_s, error=finished.crash)
+        outcome = Outcome(result.outcome)
+        usage = result.usage
+        run_model = result.model or model
+        pricing = self.bench.pricing
+        cost = sum(pricing.cost_usd(c.model or run_model, c.usage) for c in result.calls)
+        weighted = sum(pricing.weighted_tokens(c.model or run_model, c.usage) for c in result.calls)
+        with self.store.session() as session:
+            row = BenchRun(agent=agent, task_id=job.task_id, config_key=job.config_key,
+                           rule_ids=list(memory.rule_ids), ruleset_version=memory.ruleset_version,
+                           memory_sha256=memory.sha256, backend=backend_name, model=model, seed=job.seed,
+                           suite_hash=self.bench.suite.suite_hash, fixture_hash=self.bench.fixture_hash,
+                           outcome=outcome.value, completed=bool(result.completed and outcome == Outcome.COMPLETED),
+                           turns=result.turns, duration_s=result.duration_s,
+                           input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                           cache_write_5m_tokens=usage.cache_write_5m, cache_write_1h_tokens=usage.cache_write_1h,
+                           cache_read_tokens=usage.cache_read, cost_usd=cost, weighted_tokens=weighted,
+                           calls=[c.as_dict() for c in result.calls], error=(result.error or "")[:2000])
+            session.add(row)
+            session.flush()
+            job_row = session.get(BenchJob, job.job_id)
+            job_row.bench_run_id = row.id
+            # An infra error is not a result: the job stays to be retried on the next attempt.
+            job_row.status = "infra_error" if outcome == Outcome.INFRA_ERROR else "done"
+            if row.completed and memory.rule_ids == active_rule_ids(session, agent):
+                update_baseline(session, row)
+            return RunRecord.from_row(row, finished.copy_s)
+
+    def _pass_runs(self, session: Session, pass_id: int, copy_by_run: dict[int, float]) -> list[RunRecord]:
+        rows = session.execute(select(BenchRun).join(BenchJob, BenchJob.bench_run_id == BenchRun.id)
+                               .where(BenchJob.pass_id == pass_id, BenchJob.status == "done")
+                               .order_by(BenchJob.order_index)).scalars().all()
+        return [RunRecord.from_row(r, copy_by_run.get(r.id, 0.0)) for r in rows]
+
+
+@dataclass
+class _ExecState:
+    executed: int = 0
+    spent_weighted: float = 0.0
+    spent_raw: int = 0
+    copy_s: float = 0.0
+    run_s: float = 0.0
+    copy_by_run: dict[int, float] = field(default_factory=dict)
+    _weights: list[float] = field(default_factory=list)
+
+    def add(self, record: RunRecord, finished: _Finished) -> None:
+        self.executed += 1
+        self.spent_weighted += record.weighted_tokens
+        self.spent_raw += record.raw_tokens
+        self.copy_s += finished.copy_s
+        self.run_s += finished.job_s
+        self.copy_by_run[record.run_id] = finished.copy_s
+        if record.outcome != Outcome.INFRA_ERROR.value:
+            self._weights.append(record.weighted_tokens)
+
+    def mean_weighted(self) -> float:
+        return statistics.fmean(self._weights) if self._weights else 0.0
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM → BenchInterrupted in the main thread, so the same clean-up as Ctrl-C runs."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise BenchInterrupted("terminated (SIGTERM); re-run the same command to resume")
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def update_baseline(session: Session, run: BenchRun) -> Baseline:
+    """A task's first completed run with the active set freezes ``run1`` forever; later ones only
+    ever lower ``best``."""
+    baseline = session.scalars(select(Baseline).where(
+        Baseline.agent == run.agent, Baseline.task_id == run.task_id, Baseline.backend == run.backend,
+        Baseline.model == run.model)).first()
+    if baseline is None:
+        baseline = Baseline(agent=run.agent, task_id=run.task_id, backend=run.backend, model=run.model,
+                            run1_weighted=run.weighted_tokens, run1_run_id=run.id,
+                            best_weighted=run.weighted_tokens, best_run_id=run.id)
+        session.add(baseline)
+    elif run.weighted_tokens < baseline.best_weighted:
+        baseline.best_weighted = run.weighted_tokens
+        baseline.best_run_id = run.id
+    return baseline
+
+
+# ---------------------------------------------------------------- summaries (pure)
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    task_id: str
+    config_key: str
+    n: int  # runs with a result (infra errors excluded)
+    completed: int
+    mean_weighted: float
+    stdev_weighted: float  # sample standard deviation (0 with one run)
+    min_weighted: float
+    max_weighted: float
+    mean_raw: float
+
+    @property
+    def completion_rate(self) -> float:
+        return self.completed / self.n if self.n else 0.0
+
+    @property
+    def cv(self) -> float:
+        return self.stdev_weighted / self.mean_weighted if self.mean_weighted else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task_id, "config": self.config_key, "n": self.n, "completed": self.completed,
+                "completion_rate": round(self.completion_rate, 4), "mean_weighted": round(self.mean_weighted, 1),
+                "stdev_weighted": round(self.stdev_weighted, 1), "cv": round(self.cv, 4),
+                "min_weighted": round(self.min_weighted, 1), "max_weighted": round(self.max_weighted, 1),
+                "mean_raw": round(self.mean_raw, 1)}
+
+
+def summarize(runs: Iterable[RunRecord]) -> list[ConfigSummary]:
+    """Per task and configuration: mean, spread, completion (infra errors are not results)."""
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for run in runs:
+        if run.outcome == Outcome.INFRA_ERROR.value:
+            continue
+        groups.setdefault((run.task_id, run.config_key), []).append(run)
+    out = []
+    for (task, key), items in sorted(groups.items(), key=lambda kv: (kv[0][0], parse_config_key(kv[0][1]))):
+        weights = [r.weighted_tokens for r in items]
+        out.append(ConfigSummary(task, key, len(items), sum(r.completed for r in items), statistics.fmean(weights),
+                                 statistics.stdev(weights) if len(weights) > 1 else 0.0, min(weights),
+                                 max(weights), statistics.fmean(r.raw_tokens for r in items)))
+    return out
+
+
+def paired_differences(runs: Iterable[RunRecord], reference: str, other: str) -> dict[str, list[float]]:
+    """Per task: reference minus other weighted tokens for blocks (same seed) where both ran.
+    Positive = ``other`` is cheaper."""
+    by_key: dict[tuple[str, int, str], RunRecord] = {}
+    for run in runs:
+        if run.outcome != Outcome.INFRA_ERROR.value:
+            by_key[(run.task_id, run.seed, run.config_key)] = run
+    diffs: dict[str, list[float]] = {}
+    for (task, seed, key), run in sorted(by_key.items()):
+        if key != reference:
+            continue
+        twin = by_key.get((task, seed, other))
+        if twin is not None:
+            diffs.setdefault(task, []).append(run.weighted_tokens - twin.weighted_tokens)
+    return diffs
+
+
+# ---------------------------------------------------------------- spend share
+
+
+@dataclass(frozen=True)
+class SpendShare:
+    bench_weighted: float  # bench runs in the window
+    work_weighted: float  # real-work session runs in the window
+    window_days: float
+
+    @property
+    def share(self) -> float | None:
+        return self.bench_weighted / self.work_weighted if self.work_weighted > 0 else None
+
+    @property
+    def warning(self) -> str | None:
+        share = self.share
+        if share is not None and share > SPEND_WARN_SHARE:
+            return (f"bench spend is {share:.0%} of the last {self.window_days:g} days' real-work tokens "
+                    f"(above {SPEND_WARN_SHARE:.0%}); consider a smaller --runs or a --budget")
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        share = self.share
+        return {"bench_weighted": round(self.bench_weighted, 1), "work_weighted": round(self.work_weighted, 1),
+                "window_days": self.window_days, "share": None if share is None else round(share, 4),
+                "warning": self.warning}
+
+
+def spend_share(session: Session, now: datetime | None = None, window: timedelta = SPEND_WINDOW) -> SpendShare:
+    """Bench spend in the window as a share of the real-work tokens collected in it."""
+    since = (now or utcnow()) - window
+    bench = session.scalar(select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+                           .where(BenchRun.created_at >= since)) or 0.0
+    when = func.coalesce(SessionRun.ended_at, SessionRun.started_at, SessionRun.created_at)
+    work = session.scalar(select(func.coalesce(func.sum(SessionRun.weighted_tokens), 0.0))
+                          .where(when >= since)) or 0.0
+    return SpendShare(float(bench), float(work), window.total_seconds() / 86400)
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def find_resumable_pass(session: Session, family_key: str) -> BenchPass | None:
+    """The newest unfinished pass of a plan family (same plan, any seed)."""
+    return session.scalars(select(BenchPass).where(BenchPass.plan_key.like(f"{family_key}:%"),
+                                                   BenchPass.status != "done")
+                           .order_by(BenchPass.id.desc()).limit(1)).first()
+
+
+def seed_of(bench_pass: BenchPass) -> int:
+    return int(bench_pass.plan_key.rsplit(":", 1)[1])
+
