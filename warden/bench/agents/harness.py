@@ -1,0 +1,370 @@
+"""The agent harness: one tool-use loop that drives any Messages API model through a real
+``anthropic.Anthropic`` client, whatever transport is behind it (the network, a compatible
+endpoint, or the simulated model's in-process transport).
+
+Tool-loop contract (what every model behind :func:`run_task` can rely on, and must honour)
+-----------------------------------------------------------------------------------------
+Request, every turn — ``client.messages.create(...)`` with
+
+* ``model``: the run's model id; ``max_tokens``: ``min(max_tokens_per_call, output tokens
+  left under caps.max_output_tokens)``;
+* ``system``: a list with one text block holding the whole system prompt (agent.md body +
+  compiled MEMORY.md under test), marked ``cache_control: ephemeral`` (omitted when empty);
+* ``tools``: :data:`warden.bench.agents.tools.TOOL_DEFINITIONS`, always the same list;
+* ``messages``: the full conversation. Turn 1 is one user message — the task prompt as a text
+  block. Every assistant reply is sent back as given (text / tool_use / thinking blocks,
+  minimal fields). After an assistant turn with ``tool_use`` blocks comes one user message
+  holding one ``tool_result`` per ``tool_use``, in the same order, with plain-text ``content``
+  and ``is_error: true`` when the tool refused or failed. The last block of the last user
+  message carries ``cache_control: ephemeral`` (a moving cache breakpoint, like Claude Code).
+
+Response — a Message. ``tool_use`` blocks are executed in order in the run's copy (see
+``tools.py``); a response without ``tool_use`` ends the agent's work (``end_turn``,
+``stop_sequence``, ``refusal``), except ``stop_reason == "max_tokens"``, after which the model
+is asked to continue. ``usage`` (input, output, ``cache_creation`` split 5m/1h — or
+``cache_creation_input_tokens`` alone, counted as 5m — and ``cache_read_input_tokens``) is
+recorded per call as a :class:`CallUsage`, under the model the response names.
+
+Retries — the harness owns them: the client is used with ``max_retries=0`` (set here via
+``with_options``) and :class:`RetryPolicy` retries 408/409/429/5xx (529 overloaded included)
+and connection errors/timeouts with exponential backoff and jitter, honouring ``retry-after``.
+
+Outcomes — the run ends with exactly one :class:`Outcome`:
+
+* ``infra_error``: an API error after retries, a non-retryable API error (auth, quota, bad
+  request, unknown model), an unusable response, a crash of the model client, a missing copy,
+  or a success check that could not be started. Never counted as the agent failing.
+* ``budget_exceeded``: the output-token cap, the total-token cap (input + output + cache
+  writes + cache reads, summed over calls) or the wall-time cap was reached, or the prompt
+  outgrew the model's context (HTTP 413 / "prompt is too long"). The check is not run.
+* after the agent stops (or uses its last turn of ``caps.max_turns``; the tools it asked for
+  on that turn still run), the task's ``success_check`` runs in the copy with
+  :func:`~warden.bench.agents.tools.sandbox_env` (no API keys) and ``timeout = task.timeout_s``:
+  exit 0 → ``completed``, anything else (a timeout included) → ``task_failed``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import anthropic
+
+from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, run_process,
+                                       sandbox_env)
+from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
+from warden.bench.tasks import GoldenTask
+from warden.ingest.pricing import Usage
+
+DEFAULT_MAX_TOKENS_PER_CALL = 8_192
+DEFAULT_CALL_TIMEOUT_S = 600.0
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_CACHE = {"type": "ephemeral"}
+_ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter around one API call.
+
+    Attempt ``n`` (1-based) that fails retryably waits ``min(max_delay, base * 2**(n-1))``,
+    scaled down by up to ``jitter`` at random, or the server's ``retry-after`` when it asks
+    for longer (never beyond ``max_delay``). ``sleep`` and ``rng`` are injectable for tests.
+    """
+
+    max_attempts: int = 6
+    base_delay_s: float = 1.0
+    max_delay_s: float = 30.0
+    jitter: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        backoff = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        backoff *= 1.0 - self.jitter * self.rng.random()
+        if retry_after is not None:
+            backoff = max(backoff, min(retry_after, self.max_delay_s))
+        return backoff
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+    return False
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+class RetriesExhausted(Exception):
+    """The last retryable error, after ``attempts`` tries."""
+
+    def __init__(self, last: BaseException, attempts: int) -> None:
+        super().__init__(f"{describe_error(last)} (after {attempts} attempts)")
+        self.last = last
+        self.attempts = attempts
+
+
+def call_with_retries(call: Callable[[], Any], policy: RetryPolicy,
+                      *, time_left: Callable[[], float] | None = None) -> Any:
+    """Run ``call`` under ``policy``. Non-retryable errors propagate at once; retryable ones
+    raise :class:`RetriesExhausted` after the last attempt (or when no time is left to wait)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return call()
+        except Exception as exc:
+            if not is_retryable(exc):
+                raise
+            if attempt >= policy.max_attempts:
+                raise RetriesExhausted(exc, attempt) from exc
+            wait = policy.delay(attempt, _retry_after_s(exc))
+            if time_left is not None and time_left() <= wait:
+                raise RetriesExhausted(exc, attempt) from exc
+            policy.sleep(wait)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming an API failure: status and error type/message, or the exception."""
+    if isinstance(exc, RetriesExhausted):
+        return str(exc)
+    if isinstance(exc, anthropic.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        kind = error.get("type") or type(exc).__name__
+        message = error.get("message") or exc.message
+        return _one_line(f"HTTP {exc.status_code} {kind}: {message}")
+    if isinstance(exc, anthropic.APITimeoutError):
+        return "API request timed out"
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__
+        return _one_line(f"API connection error: {cause or exc}")
+    return _one_line(f"{type(exc).__name__}: {exc}")
+
+
+def classify_error(exc: BaseException) -> Outcome:
+    """An exception out of the model call → the run's outcome. Only an outgrown context counts
+    as the agent's budget; everything else is infrastructure, never a task failure."""
+    last = exc.last if isinstance(exc, RetriesExhausted) else exc
+    if isinstance(last, anthropic.APIStatusError):
+        if last.status_code == 413:
+            return Outcome.BUDGET_EXCEEDED
+        if last.status_code == 400 and "prompt is too long" in describe_error(last).lower():
+            return Outcome.BUDGET_EXCEEDED
+    return Outcome.INFRA_ERROR
+
+
+def usage_of(response_usage: Any) -> Usage:
+    """Messages API ``usage`` → :class:`Usage`, with the cache-write split by TTL."""
+    creation = int(getattr(response_usage, "cache_creation_input_tokens", None) or 0)
+    split = getattr(response_usage, "cache_creation", None)
+    write_5m = write_1h = 0
+    if split is not None:
+        write_5m = int(getattr(split, "ephemeral_5m_input_tokens", 0) or 0)
+        write_1h = int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0)
+    write_5m += max(0, creation - write_5m - write_1h)  # unsplit remainder: the default TTL
+    return Usage(input_tokens=int(response_usage.input_tokens or 0),
+                 output_tokens=int(response_usage.output_tokens or 0),
+                 cache_write_5m=write_5m, cache_write_1h=write_1h,
+                 cache_read=int(getattr(response_usage, "cache_read_input_tokens", None) or 0))
+
+
+def run_success_check(task: GoldenTask, workdir: Path,
+                      env: dict[str, str] | None = None) -> CommandResult:
+    """Run the task's success check in ``workdir`` (shell string, env allowlist, no API keys,
+    ``timeout = task.timeout_s``). Raises ``OSError`` only if the shell cannot start."""
+    return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s,
+                       env=sandbox_env() if env is None else env, shell=True)
+
+
+def run_task(client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path, system_prompt: str,
+             model: str, caps: RunCaps, backend_name: str, seed: int,
+             retry: RetryPolicy | None = None,
+             max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
+             call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+             clock: Callable[[], float] = time.monotonic,
+             env: dict[str, str] | None = None) -> RunResult:
+    """Play ``task`` in the throwaway copy ``workdir`` with ``client`` and return what it cost.
+
+    Never raises for a failure of the model, the tools or the check: every run ends in a
+    :class:`RunResult` with a typed outcome (see the module docstring). ``env`` is the
+    environment of tool commands and the check (default :func:`sandbox_env`).
+    """
+    loop = _Loop(client.with_options(max_retries=0), task=task, workdir=Path(workdir),
+                 system_prompt=system_prompt, model=model, caps=caps, retry=retry or RetryPolicy(),
+                 max_tokens_per_call=max_tokens_per_call, call_timeout_s=call_timeout_s,
+                 clock=clock, env=sandbox_env() if env is None else env)
+    outcome, error = loop.play()
+    completed = False
+    if outcome is None:  # the agent stopped: the check decides
+        outcome, completed, error = loop.check()
+    return RunResult(task_id=task.id, backend=backend_name, model=model, seed=seed,
+                     outcome=outcome, completed=completed, turns=loop.turns,
+                     duration_s=clock() - loop.started, calls=loop.calls, error=error)
+
+
+class _Loop:
+    def __init__(self, client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path,
+                 system_prompt: str, model: str, caps: RunCaps, retry: RetryPolicy,
+                 max_tokens_per_call: int, call_timeout_s: float, clock: Callable[[], float],
+                 env: dict[str, str]) -> None:
+        self.client, self.task, self.workdir = client, task, workdir
+        self.system_prompt, self.model, self.caps, self.retry = system_prompt, model, caps, retry
+        self.max_tokens_per_call, self.call_timeout_s = max_tokens_per_call, call_timeout_s
+        self.clock, self.env = clock, env
+        self.started = clock()
+        self.deadline = self.started + caps.max_wall_s
+        self.turns = 0
+        self.calls: list[CallUsage] = []
+        self.messages: list[dict[str, Any]] = [
+            {"role": "user", "content": [{"type": "text", "text": task.prompt}]}]
+
+    def time_left(self) -> float:
+        return self.deadline - self.clock()
+
+    def play(self) -> tuple[Outcome | None, str]:
+        """The tool loop. ``(None, "")`` when the agent stopped and the check should run."""
+        if not self.workdir.is_dir():
+            return Outcome.INFRA_ERROR, f"run copy {self.workdir} does not exist"
+        toolbox = Toolbox(self.workdir, check_command=self.task.success_check,
+                          command_timeout_s=self.task.timeout_s, deadline=self.deadline,
+                          env=self.env, clock=self.clock)
+        while self.turns < self.caps.max_turns:
+            if self.time_left() <= 0:
+                return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
+            output_left = self.caps.max_output_tokens - self.usage.output_tokens
+            try:
+                response = call_with_retries(lambda: self._create(output_left), self.retry,
+                                             time_left=self.time_left)
+            except Exception as exc:  # any failure of the model call ends the run, typed
+                if isinstance(exc, (anthropic.APITimeoutError, RetriesExhausted)) and self.time_left() <= 0:
+                    return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
+                return classify_error(exc), describe_error(exc)
+            self.turns += 1
+            try:
+                self.calls.append(CallUsage(model=str(getattr(response, "model", None) or self.model),
+                                            usage=usage_of(response.usage),
+                                            duration_s=self._last_call_s))
+                assistant = [_block_param(b) for b in response.content]
+            except (AttributeError, TypeError, ValueError) as exc:
+                return Outcome.INFRA_ERROR, _one_line(f"unusable model response: {exc}")
+            cap = self._token_cap_reached()
+            if cap:
+                return Outcome.BUDGET_EXCEEDED, cap
+            if not assistant:  # an empty reply: nothing to continue from, the agent is done
+                return None, ""
+            self.messages.append({"role": "assistant", "content": assistant})
+            tool_uses = [b for b in assistant if b.get("type") == "tool_use"]
+            if not tool_uses:
+                if response.stop_reason == "max_tokens":
+                    self.messages.append({"role": "user", "content": [
+                        {"type": "text", "text": "Your reply hit the output limit; continue."}]})
+                    continue
+                return None, ""
+            results = []
+            for block in tool_uses:
+                if self.time_left() <= 0:
+                    return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
+                result = toolbox.execute(str(block.get("name")), block.get("input"))
+                entry: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"),
+                                         "content": result.text}
+                if result.is_error:
+                    entry["is_error"] = True
+                results.append(entry)
+            self.messages.append({"role": "user", "content": results})
+        return None, ""  # turn cap: the agent is done; the check decides
+
+    _last_call_s = 0.0
+
+    def _create(self, output_left: int) -> Any:
+        started = time.monotonic()
+        try:
+            return self.client.messages.create(**self.request(output_left))
+        finally:
+            self._last_call_s = time.monotonic() - started
+
+    def request(self, output_left: int) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max(1, min(self.max_tokens_per_call, output_left)),
+            "tools": TOOL_DEFINITIONS,
+            "messages": _with_moving_breakpoint(self.messages),
+            "timeout": max(0.001, min(self.call_timeout_s, self.time_left())),
+        }
+        if self.system_prompt:
+            params["system"] = [{"type": "text", "text": self.system_prompt, "cache_control": _CACHE}]
+        return params
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for call in self.calls:
+            total = total + call.usage
+        return total
+
+    def _token_cap_reached(self) -> str:
+        usage = self.usage
+        if usage.output_tokens >= self.caps.max_output_tokens:
+            return f"output-token cap of {self.caps.max_output_tokens} reached"
+        if usage.total >= self.caps.max_total_tokens:
+            return f"total-token cap of {self.caps.max_total_tokens} reached"
+        return ""
+
+    def check(self) -> tuple[Outcome, bool, str]:
+        try:
+            result = run_success_check(self.task, self.workdir, env=self.env)
+        except OSError as exc:
+            return Outcome.INFRA_ERROR, False, _one_line(f"success check could not start: {exc}")
+        if result.exit_code == 0:
+            return Outcome.COMPLETED, True, ""
+        if result.timed_out:
+            return Outcome.TASK_FAILED, False, f"success check timed out after {self.task.timeout_s:g}s"
+        tail = result.output.strip()[-_ERROR_CHARS:]
+        return Outcome.TASK_FAILED, False, f"success check failed (exit {result.exit_code}): {tail}"
+
+
+def _block_param(block: Any) -> dict[str, Any]:
+    """A response content block → the minimal param dict sent back in the next request."""
+    kind = block.type
+    if kind == "text":
+        return {"type": "text", "text": block.text}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return block.model_dump(exclude_none=True)
+
+
+def _with_moving_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of ``messages`` whose last block carries the cache breakpoint (stored messages
+    stay unmarked, so only one message-level breakpoint is ever sent)."""
+    if not messages:
+        return messages
+    last = messages[-1]
+    blocks = list(last["content"])
+    blocks[-1] = {**blocks[-1], "cache_control": _CACHE}
+    return [*messages[:-1], {**last, "content": blocks}]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:_ERROR_CHARS]

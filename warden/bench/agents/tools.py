@@ -1,0 +1,483 @@
+"""The agent harness's tools, executed inside one run's throwaway copy.
+
+Every model (sim, anthropic, and — through its own CLI tools — claude-code) works on the task
+with the same seven tools. Their definitions (:data:`TOOL_DEFINITIONS`) are sent with every
+Messages API call; :class:`Toolbox` executes a ``tool_use`` block and returns a plain-text
+:class:`ToolResult` (``is_error=True`` for anything refused or failed — the model sees the
+message and can recover, the run goes on).
+
+Confinement: every path is resolved (symlinks included) and must stay inside the copy; ``..``,
+absolute paths elsewhere and symlinks pointing out are refused. Commands are not run through a
+shell (except a task's own success-check string, which the task author wrote), only an
+allowlist of programs is accepted, and they run with :func:`sandbox_env` — an environment
+allowlist that never carries API keys or tokens. This is a scope, not a security sandbox: code
+in the copy (its tests) runs with the user's privileges, as it would for a real agent.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+# Caps keep one tool result from flooding the context (and the run's token bill).
+MAX_RESULT_CHARS = 30_000
+DEFAULT_READ_LIMIT = 2_000  # lines
+MAX_LINE_CHARS = 2_000
+MAX_GLOB_RESULTS = 200
+MAX_GREP_MATCHES = 200
+MAX_GREP_LINE_CHARS = 300
+MAX_GREP_FILE_BYTES = 2_000_000
+MAX_WRITE_BYTES = 2_000_000
+DEFAULT_COMMAND_TIMEOUT_S = 120.0
+
+# Directories no tool walks into: VCS data and caches are never part of the task.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache",
+                          ".venv", "venv", "node_modules", ".tox"})
+
+# Environment variables a tool command or success check may inherit. Nothing else passes:
+# in particular no ANTHROPIC_API_KEY, auth tokens or cloud credentials.
+ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM", "USER",
+                 "LOGNAME", "SYSTEMROOT")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+TOOL_DEFINITIONS: list[dict[str, Any]] = [
+    {
+        "name": "read_file",
+        "description": ("Read a text file of the project. Output lines are numbered (cat -n style). "
+                        "Use offset (1-based first line) and limit (line count) to read a range."),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "file path relative to the project root"},
+                "offset": {"type": "integer", "minimum": 1, "description": "first line, 1-based"},
+                "limit": {"type": "integer", "minimum": 1, "description": "number of lines"},
+            },
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "list_dir",
+        "description": "List a directory of the project; sub-directories end with '/'.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "directory; '.' is the root"}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "glob",
+        "description": "Find files by glob pattern relative to the project root, e.g. '**/*.py'.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}},
+            "required": ["pattern"],
+        },
+    },
+    {
+        "name": "grep",
+        "description": ("Search file contents with a Python regular expression. Output lines are "
+                        "'path:line:text'. Optional path (file or directory) and glob filter "
+                        "(e.g. '*.py')."),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+            },
+            "required": ["pattern"],
+        },
+    },
+    {
+        "name": "edit_file",
+        "description": ("Replace one exact occurrence of old_string with new_string in a file. "
+                        "old_string must match exactly once (include surrounding lines to make "
+                        "it unique)."),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+    },
+    {
+        "name": "write_file",
+        "description": "Create or overwrite a file with the given content.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    },
+    {
+        "name": "run_command",
+        "description": ("Run an allowed command in the project root: 'python -m pytest ...', "
+                        "'pytest ...', the task's check command, or read-only helpers "
+                        "(ls, cat, head, tail, wc, grep). No shell operators."),
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+]
+
+TOOL_NAMES = tuple(t["name"] for t in TOOL_DEFINITIONS)
+
+
+class ToolError(Exception):
+    """A refused or failed tool call; its message becomes an ``is_error`` tool result."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None  # None when it timed out
+    output: str  # stdout and stderr interleaved, capped
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+
+def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of tool commands and success checks: an allowlist, never a secret.
+
+    ``python``/``pytest`` resolve to warden's own interpreter first, so a check written as
+    ``python -m pytest ...`` finds pytest; bytecode is not written into the copy.
+    """
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST and not _SECRET_NAME.search(k)}
+    interpreter_dir = str(Path(sys.executable).parent)
+    path = env.get("PATH", os.defpath)
+    env["PATH"] = interpreter_dir + os.pathsep + path
+    env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8",
+                "PYTHONNOUSERSITE": "1", "NO_COLOR": "1"})
+    return env
+
+
+def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    """Keep head and tail of an over-long output, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit // 3):]
+    return f"{head}\n… [{len(text) - len(head) - len(tail)} characters cut] …\n{tail}"
+
+
+def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict[str, str],
+                shell: bool = False) -> CommandResult:
+    """Run a subprocess in its own process group; on timeout the whole group is killed."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, shell=shell, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=max(timeout_s, 0.01))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, _ = proc.communicate()
+        timed_out = True
+    text = cap_text(out.decode("utf-8", errors="replace"))
+    return CommandResult(None if timed_out else proc.returncode, text, timed_out,
+                         time.monotonic() - started)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+_SHELL_OPERATORS = re.compile(r"[|;&<>`]|\$\(")
+_PYTHONS = ("python", "python3", Path(sys.executable).name)
+_READ_ONLY_HELPERS = {"ls", "cat", "head", "tail", "wc", "grep"}
+
+
+def split_check_commands(check: str) -> list[str]:
+    """The simple commands a success check is made of (split on ``&&``, ``||``, ``;``)."""
+    return [part.strip() for part in re.split(r"&&|\|\||;", check) if part.strip()]
+
+
+@dataclass
+class Toolbox:
+    """Executes tool calls inside ``root`` (the run's copy).
+
+    ``check_command`` is the task's success check: the model may run it verbatim (through
+    ``sh -c``, since its author wrote it) and any of its simple commands on their own.
+    ``deadline`` (a value of ``clock``) bounds command timeouts by the run's wall cap.
+    """
+
+    root: Path
+    check_command: str = ""
+    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S
+    deadline: float | None = None
+    env: dict[str, str] = field(default_factory=sandbox_env)
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()
+
+    # ----------------------------------------------------------------- dispatch
+    def execute(self, name: str, tool_input: Any) -> ToolResult:
+        """Run one tool call; never raises for bad input — the model gets an error result."""
+        handler = getattr(self, f"_tool_{name}", None) if name in TOOL_NAMES else None
+        if handler is None:
+            return ToolResult(f"unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}", True)
+        if not isinstance(tool_input, dict):
+            return ToolResult("tool input must be a JSON object", True)
+        try:
+            return ToolResult(handler(**tool_input))
+        except TypeError as exc:  # missing / unexpected arguments
+            return ToolResult(f"bad arguments for {name}: {exc}", True)
+        except ToolError as exc:
+            return ToolResult(str(exc), True)
+        except OSError as exc:
+            return ToolResult(f"{name} failed: {exc.strerror or exc}", True)
+        except ValueError as exc:  # e.g. a file that is not UTF-8
+            return ToolResult(f"{name} failed: {exc}", True)
+
+    # ----------------------------------------------------------------- paths
+    def resolve(self, path: Any, *, must_exist: bool = True) -> Path:
+        """Resolve a model-given path inside the copy, or raise :class:`ToolError`."""
+        if not isinstance(path, str) or not path.strip():
+            raise ToolError("path must be a non-empty string")
+        if "\x00" in path:
+            raise ToolError("path contains a NUL byte")
+        raw = Path(path)
+        candidate = raw if raw.is_absolute() else self.root / raw
+        resolved = candidate.resolve()  # follows symlinks, also of missing tails' parents
+        if resolved != self.root and self.root not in resolved.parents:
+            raise ToolError(f"path {path!r} is outside the project; paths are relative to its root")
+        if must_exist and not resolved.exists():
+            raise ToolError(f"{path}: no such file or directory")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        rel = path.relative_to(self.root).as_posix()
+        return rel or "."
+
+    # ----------------------------------------------------------------- tools
+    def _tool_read_file(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
+        target = self.resolve(path)
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory; use list_dir")
+        first = _positive_int(offset, "offset", 1)
+        count = _positive_int(limit, "limit", DEFAULT_READ_LIMIT)
+        data = target.read_bytes()
+        if b"\x00" in data[:8192]:
+            raise ToolError(f"{path} is a binary file")
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        if not lines:
+            return "(empty file)"
+        if first > len(lines):
+            raise ToolError(f"offset {first} is past the end of {path} ({len(lines)} lines)")
+        chosen = lines[first - 1: first - 1 + count]
+        out = [f"{n:>6}\t{_clip(line, MAX_LINE_CHARS)}" for n, line in enumerate(chosen, start=first)]
+        shown_last = first + len(chosen) - 1
+        if shown_last < len(lines):
+            out.append(f"… ({len(lines)} lines in total; use offset={shown_last + 1} to read on)")
+        return cap_text("\n".join(out))
+
+    def _tool_list_dir(self, path: str = ".") -> str:
+        target = self.resolve(path)
+        if not target.is_dir():
+            raise ToolError(f"{path} is not a directory")
+        entries = []
+        for child in sorted(target.iterdir(), key=lambda p: p.name):
+            if child.name in SKIPPED_DIRS:
+                continue
+            entries.append(child.name + ("/" if child.is_dir() else ""))
+        return "\n".join(entries) if entries else "(empty directory)"
+
+    def _tool_glob(self, pattern: str) -> str:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise ToolError("pattern must be a non-empty string")
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise ToolError("glob patterns are relative to the project root and cannot contain '..'")
+        try:
+            found = sorted(self._inside(self.root.glob(pattern)))
+        except (ValueError, NotImplementedError) as exc:
+            raise ToolError(f"bad glob pattern: {exc}") from None
+        if not found:
+            return "(no matches)"
+        shown = [self.relative(p) + ("/" if p.is_dir() else "") for p in found[:MAX_GLOB_RESULTS]]
+        if len(found) > MAX_GLOB_RESULTS:
+            shown.append(f"… ({len(found)} matches; showing the first {MAX_GLOB_RESULTS})")
+        return "\n".join(shown)
+
+    def _tool_grep(self, pattern: str, path: str | None = None, glob: str | None = None) -> str:
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("pattern must be a non-empty string")
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"bad regular expression: {exc}") from None
+        base = self.resolve(path or ".")
+        files = [base] if base.is_file() else self._walk_files(base)
+        matches: list[str] = []
+        total = 0
+        for file in files:
+            rel = self.relative(file)
+            if glob and not (fnmatch.fnmatch(file.name, glob) or fnmatch.fnmatch(rel, glob)):
+                continue
+            try:
+                if file.stat().st_size > MAX_GREP_FILE_BYTES:
+                    continue
+                data = file.read_bytes()
+            except OSError:
+                continue
+            if b"\x00" in data[:8192]:
+                continue
+            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    total += 1
+                    if len(matches) < MAX_GREP_MATCHES:
+                        matches.append(f"{rel}:{number}:{_clip(line, MAX_GREP_LINE_CHARS)}")
+        if not matches:
+            return "(no matches)"
+        if total > len(matches):
+            matches.append(f"… ({total} matches; showing the first {len(matches)})")
+        return cap_text("\n".join(matches))
+
+    def _tool_edit_file(self, path: str, old_string: str, new_string: str) -> str:
+        target = self.resolve(path)
+        if not target.is_file():
+            raise ToolError(f"{path} is not a file")
+        if not isinstance(old_string, str) or not isinstance(new_string, str):
+            raise ToolError("old_string and new_string must be strings")
+        if not old_string:
+            raise ToolError("old_string is empty; use write_file to create a file")
+        if old_string == new_string:
+            raise ToolError("old_string and new_string are identical")
+        text = target.read_text(encoding="utf-8")
+        count = text.count(old_string)
+        if count == 0:
+            raise ToolError(f"old_string not found in {path}")
+        if count > 1:
+            raise ToolError(f"old_string occurs {count} times in {path}; include more context")
+        target.write_text(text.replace(old_string, new_string, 1), encoding="utf-8")
+        return f"edited {self.relative(target)}"
+
+    def _tool_write_file(self, path: str, content: str) -> str:
+        if not isinstance(content, str):
+            raise ToolError("content must be a string")
+        if len(content.encode("utf-8")) > MAX_WRITE_BYTES:
+            raise ToolError(f"content is larger than {MAX_WRITE_BYTES} bytes")
+        target = self.resolve(path, must_exist=False)
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        existed = target.exists()
+        target.write_text(content, encoding="utf-8")
+        verb = "overwrote" if existed else "created"
+        return f"{verb} {self.relative(target)} ({len(content.splitlines())} lines)"
+
+    def _tool_run_command(self, command: str) -> str:
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("command must be a non-empty string")
+        command = command.strip()
+        timeout = self._command_timeout()
+        if self.check_command and command == self.check_command.strip():
+            result = run_process(command, self.root, timeout_s=timeout, env=self.env, shell=True)
+        else:
+            argv = self.allowed_argv(command)
+            result = run_process(argv, self.root, timeout_s=timeout, env=self.env)
+        if result.timed_out:
+            raise ToolError(f"command timed out after {timeout:.0f}s\n{result.output}")
+        return f"exit code {result.exit_code}\n{result.output}".rstrip()
+
+    # ----------------------------------------------------------------- helpers
+    def allowed_argv(self, command: str) -> list[str]:
+        """Parse ``command`` and accept it only if it is on the allowlist."""
+        check_parts = {" ".join(_split(p)) for p in split_check_commands(self.check_command)}
+        if _SHELL_OPERATORS.search(command):
+            raise ToolError("shell operators (| ; & < > ` $()) are not allowed; run one command")
+        argv = _split(command)
+        if not argv:
+            raise ToolError("empty command")
+        if " ".join(argv) in check_parts:
+            return self._python_argv(argv)
+        program = argv[0]
+        if program in _PYTHONS and argv[1:3] == ["-m", "pytest"]:
+            return self._python_argv(argv)
+        if program == "pytest":
+            return [sys.executable, "-m", "pytest", *argv[1:]]
+        if program in _READ_ONLY_HELPERS:
+            operands = [a for a in argv[1:] if not a.startswith("-")]
+            if program == "grep" and operands:
+                operands = operands[1:]  # the first operand is the pattern
+            for operand in operands:
+                self.resolve(operand)
+            return argv
+        raise ToolError("command not allowed; allowed: python -m pytest …, pytest …, the task's "
+                        "check command, ls, cat, head, tail, wc, grep")
+
+    @staticmethod
+    def _python_argv(argv: list[str]) -> list[str]:
+        # "python" means warden's interpreter (it has pytest), whatever PATH says.
+        if argv[0] in _PYTHONS:
+            return [sys.executable, *argv[1:]]
+        return argv
+
+    def _command_timeout(self) -> float:
+        timeout = self.command_timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - self.clock())
+        if timeout <= 0:
+            raise ToolError("no wall time left for a command")
+        return timeout
+
+    def _inside(self, paths: Any) -> list[Path]:
+        kept = []
+        for p in paths:
+            if any(part in SKIPPED_DIRS for part in p.relative_to(self.root).parts):
+                continue
+            resolved = p.resolve()
+            if resolved == self.root or self.root in resolved.parents:
+                kept.append(p)
+        return kept
+
+    def _walk_files(self, base: Path) -> list[Path]:
+        files: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(base):  # does not follow dir symlinks
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            for name in sorted(filenames):
+                files.append(Path(dirpath) / name)
+        return self._inside(files)
+
+
+def _split(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError as exc:
+        raise ToolError(f"cannot parse command: {exc}") from None
+
+
+def _positive_int(value: Any, name: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ToolError(f"{name} must be a positive integer")
+    return value
+
+
+def _clip(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[:limit] + "…"
