@@ -1,9 +1,129 @@
-"""Commands of the continuity stage (being built; see the issue for this stage)."""
+"""``warden recover`` and ``warden checkpoints list|show|forget|prune`` (DESIGN.md §6).
+
+Checkpoint text is untrusted: it reaches the terminal only fenced as data (``show``, ``recover``)
+or through :func:`safe` (listings); JSON output has controls stripped as well.
+"""
 
 from __future__ import annotations
 
+import sys
+from typing import Any, Optional
+
 import typer
+
+from warden.cli.common import console, print_json, safe, settings, store
+from warden.continuity import service
+from warden.continuity.capture import CheckpointData
+from warden.continuity.fence import fence_checkpoint
+from warden.errors import UsageError
+from warden.sanitize import strip_controls
+
+checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("recover")(recover)
+    app.add_typer(checkpoints_app, name="checkpoints")
+
+
+def _clean(value: Any) -> Any:
+    """JSON output of untrusted text: same control/bidi stripping as everywhere else."""
+    if isinstance(value, str):
+        return strip_controls(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+def _write_block(text: str) -> None:
+    # The fenced block is already defanged; write it raw so rich markup cannot reinterpret it.
+    sys.stdout.write(strip_controls(text) + "\n")
+
+
+def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's prompt."),
+            cwd: Optional[str] = typer.Option(None, "--cwd", help="Current project; other projects' items are dropped."),
+            session_id: Optional[str] = typer.Option(None, "--session-id", help="Current session (never recovered)."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Recover the one earlier checkpoint relevant to PROMPT, fenced as data."""
+    s = settings()
+    with store(s).session() as db:
+        outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=cwd)
+    if as_json:
+        print_json(_clean(outcome.as_json()))
+    elif outcome.block is not None:
+        _write_block(outcome.block)
+    else:
+        kind = "nothing relevant found" if outcome.result.status == "below_threshold" else "nothing to score"
+        console.print(f"warden: {kind}: {safe(outcome.result.reason)}", highlight=False)
+
+
+@checkpoints_app.command("list")
+def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="Only this session."),
+             project: Optional[str] = typer.Option(None, "--project", help="Only this project (cwd)."),
+             limit: int = typer.Option(50, "--limit", min=1),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """Stored checkpoints, newest first."""
+    s = settings()
+    with store(s).session() as db:
+        rows = [service.checkpoint_summary(r) for r in service.list_checkpoints(db, session_id=session_id,
+                                                                                 project=project, limit=limit)]
+    if as_json:
+        print_json(_clean(rows))
+        return
+    if not rows:
+        console.print("no checkpoints stored")
+        return
+    for r in rows:
+        when = r["captured_at"].strftime("%Y-%m-%d %H:%M") if r["captured_at"] else "undated"
+        console.print(f"{r['id']:>6}  {when}  {safe(r['session_id'], 12):<12}  {safe(r['trigger'], 28):<28}  "
+                      f"fill {r['fill']:>3.0f}%  q {r['quality']:>3.0f}  {safe(r['project'] or '-', 40)}  "
+                      f"{safe(r['active_task'], 60)}", highlight=False)
+
+
+@checkpoints_app.command("show")
+def show_cmd(checkpoint_id: int = typer.Argument(..., help="Checkpoint id (see `warden checkpoints list`)."),
+             cwd: Optional[str] = typer.Option(None, "--cwd", help="Scope to this project."),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """One checkpoint, fenced as data."""
+    s = settings()
+    with store(s).session() as db:
+        data = CheckpointData.from_row(service.get_checkpoint(db, checkpoint_id))
+    if as_json:
+        payload = {k: v for k, v in data.__dict__.items()}
+        payload["block"] = fence_checkpoint(data, current_project=cwd)
+        print_json(_clean(payload))
+    else:
+        _write_block(fence_checkpoint(data, current_project=cwd))
+
+
+@checkpoints_app.command("forget")
+def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, help="Checkpoint ids to delete."),
+               session_id: Optional[str] = typer.Option(None, "--session", help="Delete every checkpoint of a session."),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """Delete checkpoints by id, or all of one session."""
+    s = settings()
+    with store(s).session() as db:
+        n = service.forget(db, checkpoint_ids=list(checkpoint_ids or []), session_id=session_id)
+    if as_json:
+        print_json({"forgotten": n})
+    else:
+        console.print(f"forgot {n} checkpoint(s)")
+
+
+@checkpoints_app.command("prune")
+def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", help="Days (default: checkpoint_max_age_days)."),
+              keep: Optional[int] = typer.Option(None, "--keep", help="Keep at most N newest (default: checkpoint_keep)."),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """Retention: delete checkpoints older than DAYS, then all but the newest N."""
+    s = settings()
+    if (older_than is not None and older_than < 0) or (keep is not None and keep < 0):
+        raise UsageError("--older-than and --keep must not be negative")
+    with store(s).session() as db:
+        res = service.prune(db, max_age_days=s.checkpoint_max_age_days if older_than is None else older_than,
+                            keep=s.checkpoint_keep if keep is None else keep)
+    if as_json:
+        print_json({"deleted_by_age": res.by_age, "deleted_by_count": res.by_count, "remaining": res.remaining})
+    else:
+        console.print(f"pruned {res.by_age} by age, {res.by_count} by count; {res.remaining} remain")

@@ -1,0 +1,206 @@
+"""Checkpoint capture: thresholds, milestones, content, redaction, storage without duplicates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from continuity_fixtures import RunBuilder, bash, edit, read, write
+from warden.config import load_settings
+from warden.continuity.capture import (capture_checkpoints, context_window, path_project, quality_score,
+                                       record_checkpoints, redact_secrets)
+from warden.store.db import open_store
+from warden.store.models import Checkpoint, CheckpointTerm
+
+W = 200_000
+
+
+def triggers(run) -> list[str]:
+    return [c.trigger for c in capture_checkpoints(run)]
+
+
+def test_first_seen_at_82_percent_captures_one_checkpoint() -> None:
+    run = RunBuilder().prompt("resume the refactor").turn(int(0.82 * W), "Continuing.").build()
+    cps = capture_checkpoints(run)
+    fills = [c for c in cps if c.trigger.startswith("fill:")]
+    assert [c.trigger for c in fills] == ["fill:80"]
+    assert fills[0].fill == pytest.approx(82.0)
+
+
+def test_each_fill_band_is_captured_once_in_order() -> None:
+    b = RunBuilder().prompt("build it")
+    for frac in (0.10, 0.21, 0.25, 0.36, 0.52, 0.51, 0.66, 0.79, 0.81, 0.90):
+        b.turn(int(frac * W), "ok")
+    fills = [t for t in triggers(b.build()) if t.startswith("fill:")]
+    assert fills == ["fill:20", "fill:35", "fill:50", "fill:65", "fill:80"]
+
+
+def test_a_jump_over_several_bands_is_one_checkpoint_named_after_the_highest() -> None:
+    run = RunBuilder().prompt("x").turn(int(0.1 * W)).turn(int(0.7 * W)).build()
+    assert [t for t in triggers(run) if t.startswith("fill:")] == ["fill:65"]
+
+
+def test_fill_after_compaction_does_not_recapture_crossed_bands() -> None:
+    run = (RunBuilder().prompt("x").turn(int(0.55 * W)).turn(int(0.1 * W)).turn(int(0.56 * W)).build())
+    assert [t for t in triggers(run) if t.startswith("fill:")] == ["fill:50"]
+
+
+def test_long_context_model_window_is_inferred_from_observed_prompts() -> None:
+    assert context_window(["claude-sonnet-4-5"], 150_000) == 200_000
+    assert context_window(["claude-sonnet-4-5"], 300_000) == 1_000_000
+    assert context_window(["claude-sonnet-4-5[1m]"], 0) == 1_000_000
+
+
+def test_quality_score_is_documented_formula() -> None:
+    assert quality_score(0.1, 10, 0, 10, 0, 0) == 100.0
+    assert quality_score(1.0, 0, 0, 0, 0, 0) == 50.0  # full context costs 50
+    assert quality_score(0.4, 8, 4, 10, 0, 0) == 87.5  # half the reads were re-reads
+    assert quality_score(0.4, 0, 0, 8, 4, 0) == 87.5  # half the calls failed
+    assert quality_score(0.0, 0, 0, 0, 0, 5) == 80.0  # compactions capped at 20
+    assert quality_score(1.0, 4, 4, 4, 4, 2) == 0.0
+
+
+def test_quality_drops_through_bands_once_each() -> None:
+    b = RunBuilder().prompt("debug the parser")
+    b.turn(int(0.1 * W), "", [bash("pytest -q", "boom", error=True) for _ in range(4)])  # 25 off -> 75
+    b.turn(int(0.1 * W), "", [read("/home/dev/proj/a.py"), read("/home/dev/proj/a.py", reread=True)])
+    b.turn(int(0.95 * W), "", [])  # fill penalty pushes below 40
+    qs = [t for t in triggers(b.build()) if t.startswith("quality:")]
+    assert qs[0] == "quality:80"
+    assert qs[-1] == "quality:40"
+    assert len(qs) == len(set(qs))
+
+
+def test_edit_burst_and_tests_passing_milestones() -> None:
+    b = RunBuilder().prompt("add the feature")
+    b.turn(1000, "", [edit("/home/dev/proj/a.py"), edit("/home/dev/proj/b.py")])
+    b.turn(1000, "", [edit("/home/dev/proj/a.py"), edit("/home/dev/proj/c.py")])  # 4 writes -> burst
+    b.turn(1000, "", [bash("python -m pytest -q", "12 passed in 0.3s")])  # tests pass after edits
+    b.turn(1000, "", [bash("python -m pytest -q", "12 passed in 0.3s")])  # no edits since: nothing
+    b.turn(1000, "", [write("/home/dev/proj/n1.py"), write("/home/dev/proj/n2.py"),
+                      write("/home/dev/proj/n3.py")])  # 3 new files -> burst
+    b.turn(1000, "", [bash("pytest", "1 failed, 11 passed")])  # failing run is no milestone
+    ms = [t for t in triggers(b.build()) if t.startswith("milestone:")]
+    assert [m.rsplit(":", 1)[0] for m in ms] == ["milestone:edits", "milestone:tests", "milestone:edits"]
+    assert len(set(ms)) == 3
+
+
+def test_content_task_decisions_files_questions_errors_and_state() -> None:
+    b = RunBuilder(cwd="/home/dev/proj")
+    b.prompt("<command-name>/clear</command-name>")
+    b.prompt("Make the CSV export stream rows instead of building a list")
+    b.turn(int(0.25 * W), "I'll use a generator so the export never holds all rows. Should the header be optional?",
+           [read("/home/dev/proj/export.py"), edit("/home/dev/proj/export.py", error=True,
+                                                     result="old_string not found in file")])
+    b.turn(int(0.26 * W), "Fixed the edit.", [edit("/home/dev/proj/export.py")])
+    cp = capture_checkpoints(b.build())[0]
+    assert cp.trigger == "fill:20"
+    assert cp.active_task == "Make the CSV export stream rows instead of building a list"
+    assert cp.decisions[0]["text"].startswith("I'll use a generator")
+    assert cp.open_questions[0]["text"] == "Should the header be optional?"
+    assert cp.read_files == ["/home/dev/proj/export.py"]
+    assert cp.project == "/home/dev/proj" and cp.projects == ["/home/dev/proj"]
+    # the checkpoint holds the state at its trigger (turn 1), the fix comes later
+    last = capture_checkpoints(b.turn(int(0.4 * W), "Done: rows stream now.").build())[-1]
+    assert last.errors[0]["error"] == "old_string not found in file"
+    assert last.errors[0]["fix"] == "Edit /home/dev/proj/export.py"
+    assert last.edited_files == ["/home/dev/proj/export.py"]
+    assert last.last_state == "Done: rows stream now."
+
+
+def test_projects_its_paths_touch() -> None:
+    assert path_project("/home/dev/proj/src/a.py", "/home/dev/proj") == "/home/dev/proj"
+    assert path_project("/home/dev/other/src/a.py", "/home/dev/proj") == "/home/dev/other"
+    assert path_project("src/a.py", "/home/dev/proj") == "/home/dev/proj"
+    assert path_project("/tmp/scratch.txt", "/home/dev/proj") is None
+    assert path_project("/home/dev/.claude/settings.json", "/home/dev/proj") is None
+    run = (RunBuilder(cwd="/home/dev/proj").prompt("sync both repos")
+           .turn(int(0.3 * W), "", [read("/home/dev/other/lib/x.py"), bash("ls /home/dev/third/docs/")]).build())
+    assert capture_checkpoints(run)[0].projects == ["/home/dev/proj", "/home/dev/other", "/home/dev/third"]
+
+
+@pytest.mark.parametrize("secret, leak", [
+    ("export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345", "abcdefghijklmnop"),
+    ("aws key AKIAIOSFODNN7EXAMPLE in config", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abcdefghij.klmnopqrst'", "eyJhbGciOiJIUzI1NiJ9"),
+    ("use token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnop"),
+    ("DATABASE_URL=postgresql://app:hunter2secret@db.internal:5432/prod", "hunter2secret"),
+    ("password: correct-horse-battery", "correct-horse-battery"),
+    ('{"client_secret": "s3cr3t-value-123"}', "s3cr3t-value-123"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA"),
+    ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
+])
+def test_secrets_are_redacted(secret: str, leak: str) -> None:
+    out = redact_secrets(secret)
+    assert leak not in out and "[REDACTED" in out
+
+
+def test_redaction_keeps_ordinary_text() -> None:
+    text = "Fix the token counter in warden/tokens.py and rerun pytest"
+    assert redact_secrets(text) == text
+
+
+def test_secrets_never_reach_a_checkpoint() -> None:
+    run = (RunBuilder().prompt("deploy with ANTHROPIC_API_KEY=sk-ant-api03-SECRETSECRETSECRET99 please")
+           .turn(int(0.3 * W), "I'll use the password hunter2 from password=hunter2pass.").build())
+    cp = capture_checkpoints(run)[0]
+    assert "SECRETSECRET" not in cp.active_task and "hunter2pass" not in str(cp.decisions)
+
+
+def _store():
+    return open_store(load_settings())
+
+
+def _rich_run():
+    b = RunBuilder(session_id="sess-store").prompt("wire the collector")
+    for i, frac in enumerate((0.1, 0.3, 0.5, 0.7, 0.9)):
+        b.turn(int(frac * W), f"I'll use step {i}.", [edit(f"/home/dev/proj/f{i}.py")])
+    return b.build()
+
+
+def test_record_checkpoints_is_idempotent_on_reingest() -> None:
+    store = _store()
+    run = _rich_run()
+    with store.session() as s:
+        first = record_checkpoints(s, None, run)
+    with store.session() as s:
+        again = record_checkpoints(s, None, run)
+        count = s.scalar(select(func.count()).select_from(Checkpoint))
+        terms = s.scalar(select(func.count()).select_from(CheckpointTerm))
+    assert first == count and first >= 5
+    assert again == 0
+    with store.session() as s:
+        record_checkpoints(s, None, run)
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == count
+        assert s.scalar(select(func.count()).select_from(CheckpointTerm)) == terms
+
+
+def test_incremental_tail_parse_does_not_recapture_crossed_bands() -> None:
+    store = _store()
+    full = _rich_run()
+    with store.session() as s:
+        record_checkpoints(s, None, full)
+        before = sorted(s.scalars(select(Checkpoint.trigger)))
+    tail = RunBuilder(session_id="sess-store", start=full.ended_at).prompt("go on").turn(int(0.6 * W), "ok").build()
+    with store.session() as s:
+        assert record_checkpoints(s, None, tail) == 0
+        assert sorted(s.scalars(select(Checkpoint.trigger))) == before
+
+
+def test_capture_over_the_real_corpus_does_not_crash(corpus: Path) -> None:
+    parser = pytest.importorskip("warden.ingest.parser")
+    store = _store()
+    total = 0
+    for path in sorted(corpus.rglob("*.jsonl")):
+        session_id, agent_id = parser.ids_from_path(str(path))
+        run = parser.parse_bytes(path.read_bytes(), session_id=session_id, agent_id=agent_id,
+                                 source_path=str(path))
+        with store.session() as s:
+            total += record_checkpoints(s, None, run)
+            record_checkpoints(s, None, run)
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == total
+    assert total > 0

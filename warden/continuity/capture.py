@@ -1,0 +1,540 @@
+"""Checkpoint capture (DESIGN.md §6): from a parsed transcript run, the moments worth recording.
+
+Pure extraction (:func:`capture_checkpoints`) plus one storage function
+(:func:`record_checkpoints`) the collector calls after a run is ingested.
+
+Triggers, each captured once per run (the store is unique on ``run_key + trigger``):
+
+* ``fill:<band>`` — the context fill (prompt tokens of a call / the model's window) first
+  crosses 20/35/50/65/80 %. Several bands crossed in one step (a session first seen at 82 %)
+  give ONE checkpoint, named after the highest band crossed.
+* ``quality:<band>`` — the quality score first drops through 80/70/50/40; one checkpoint per
+  step, named after the lowest band crossed.
+* ``milestone:edits:<id>`` — an edit burst: ≥ 4 writes, or ≥ 3 new files, since the last one.
+* ``milestone:tests:<id>`` — a test command passed after edits made since the last one.
+  Milestone ids come from the triggering tool call's id, so re-ingesting (whole or
+  incrementally) names the same milestone the same way.
+
+Quality score (0–100, higher is healthier), computed after every assistant call from what the
+run has measurably done so far::
+
+    quality = 100 − fill_penalty − reread_penalty − failure_penalty − compaction_penalty
+    fill_penalty       = 50 × max(0, fill − 0.40) / 0.60     (0 up to 40 % fill, 50 when full)
+    reread_penalty     = 25 × rereads / max(reads, 4)        (re-reading unchanged files)
+    failure_penalty    = 25 × failed tool results / max(tool calls, 4)
+    compaction_penalty = 10 per compaction, at most 20       (context was summarised away)
+
+clamped to [0, 100]. The ``max(…, 4)`` floors keep one early mistake from reading as a 100 %
+rate. Compactions are placed where the context visibly collapses (a call whose prompt is less
+than half the previous one's, after ≥ 30 % fill); compactions the parser counted but we could not
+place apply at the last call.
+
+All text is untrusted transcript text: secrets are redacted at capture (:func:`redact_secrets`),
+and it is fenced as data wherever it is shown (``continuity/fence.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+from warden.ingest.records import ParsedRun, ToolCall, Turn
+
+FILL_BANDS = (20, 35, 50, 65, 80)
+QUALITY_BANDS = (80, 70, 50, 40)
+EDIT_BURST_WRITES = 4
+EDIT_BURST_NEW_FILES = 3
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+LARGE_CONTEXT_WINDOW = 1_000_000
+
+# Caps on what one checkpoint keeps (characters / items): a checkpoint is a pointer, not a log.
+MAX_TASK_CHARS = 800
+MAX_ITEM_CHARS = 240
+MAX_STATE_CHARS = 500
+MAX_DECISIONS = 8
+MAX_FILES = 25
+MAX_QUESTIONS = 5
+MAX_ERRORS = 5
+
+
+# ---------------------------------------------------------------- secrets
+
+REDACTED = "[REDACTED]"
+
+# Order matters: whole private-key blocks first, then structured credentials, then key=value.
+_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+     "[REDACTED PRIVATE KEY]"),
+    # scheme://user:password@host → keep user and host
+    (re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@'\"]+:)(?P<pw>[^\s@/'\"]+)(?=@)"), r"\g<pre>" + REDACTED),
+    (re.compile(r"(?i)\b(?P<pre>(?:authorization|proxy-authorization)\s*[:=]\s*)(?:bearer|basic|token)?\s*[A-Za-z0-9._~+/=\-]{8,}"),
+     r"\g<pre>" + REDACTED),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
+    # key = value / key: value / "key": "value" for names that hold secrets
+    (re.compile(r"(?i)(?P<pre>\b[\w\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
+                r"private[_\-]?key|client[_\-]?secret|auth)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"
+                r"(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
+]
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers and
+    connection-string passwords replaced by ``[REDACTED]``."""
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _clip(text: str, limit: int) -> str:
+    text = redact_secrets(text.strip())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# ---------------------------------------------------------------- the checkpoint
+
+
+@dataclass
+class CheckpointData:
+    """One captured checkpoint, independent of the store (the fence and recall read this).
+
+    ``decisions`` and ``open_questions`` are ``{"text", "project"}`` dicts, ``errors`` are
+    ``{"error", "fix", "tool", "path", "project"}`` dicts; files are plain paths whose project is
+    found with :func:`project_of` against ``projects``.
+    """
+
+    run_key: str
+    session_id: str
+    agent_id: str | None
+    agent: str
+    project: str | None
+    projects: list[str]
+    trigger: str
+    fill: float  # percent of the context window
+    quality: float
+    active_task: str = ""
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    edited_files: list[str] = field(default_factory=list)
+    read_files: list[str] = field(default_factory=list)
+    open_questions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    last_state: str = ""
+    captured_at: datetime | None = None
+    id: int | None = None  # store id, when loaded from the store
+
+    @classmethod
+    def from_row(cls, row: Any) -> "CheckpointData":
+        """From a ``warden.store.models.Checkpoint`` row (or anything with its attributes)."""
+        return cls(run_key=row.run_key, session_id=row.session_id, agent_id=row.agent_id, agent=row.agent,
+                   project=row.project, projects=list(row.projects or []), trigger=row.trigger,
+                   fill=row.fill, quality=row.quality, active_task=row.active_task or "",
+                   decisions=[_as_item(d) for d in row.decisions or []],
+                   edited_files=list(row.edited_files or []), read_files=list(row.read_files or []),
+                   open_questions=[_as_item(q) for q in row.open_questions or []],
+                   errors=[e if isinstance(e, dict) else {"error": str(e)} for e in row.errors or []],
+                   last_state=row.last_state or "", captured_at=row.captured_at, id=row.id)
+
+    def searchable_text(self) -> str:
+        """What recall matches a prompt against."""
+        parts = [self.active_task, *(d.get("text", "") for d in self.decisions),
+                 *(q.get("text", "") for q in self.open_questions), *self.edited_files, *self.read_files,
+                 *(f"{e.get('error', '')} {e.get('fix', '')}" for e in self.errors), self.last_state,
+                 self.project or ""]
+        return "\n".join(p for p in parts if p)
+
+
+def _as_item(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"text": str(value), "project": None}
+
+
+# ---------------------------------------------------------------- projects
+
+
+# Paths under these roots are tooling or system files, not anyone's project.
+_AMBIENT_ROOTS = ("/tmp", "/var", "/etc", "/usr", "/opt", "/proc", "/dev", "/sys", "/private", "/bin",
+                  "/sbin", "/lib", "/nix")
+
+
+def _is_within(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/") or root == "/"
+
+
+def path_project(path: str, cwd: str | None) -> str | None:
+    """The project a path belongs to, guessed without I/O: ``cwd`` for paths inside it or
+    relative; otherwise the path cut to the cwd's depth (a sibling checkout such as
+    ``~/work/other`` beside ``~/work/warden``); None for system paths or when unknowable."""
+    if not path:
+        return None
+    if not path.startswith("/"):
+        return cwd
+    norm = str(PurePosixPath(path))
+    if cwd and _is_within(norm, cwd):
+        return cwd.rstrip("/") or "/"
+    if any(_is_within(norm, root) for root in _AMBIENT_ROOTS) or "/." in norm:
+        return None  # system paths and dot-directories (~/.claude, ~/.cache, …)
+    if not cwd or not cwd.startswith("/"):
+        return None
+    depth = len(PurePosixPath(cwd).parts)
+    parts = PurePosixPath(norm).parts
+    if len(parts) <= depth:  # no deeper than the cwd itself: a loose file, not a checkout
+        return None
+    return str(PurePosixPath(*parts[:depth]))
+
+
+def project_of(path: str, projects: list[str], cwd: str | None) -> str | None:
+    """A stored file's project: the longest known project containing it, else :func:`path_project`."""
+    if path and not path.startswith("/"):
+        return cwd
+    best = None
+    for project in projects:
+        if _is_within(path, project) and (best is None or len(project) > len(best)):
+            best = project
+    return best or path_project(path, cwd)
+
+
+_ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]+")
+
+
+# ---------------------------------------------------------------- text mining
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_DECISION = re.compile(
+    r"(?i)\b(?:i(?:'ll| will)|let(?:'s| us)|we(?:'ll| will| should)|i(?:'m| am) going to|going with|"
+    r"decid(?:e|ed|ing)|decision|chose|choose|choosing|opt(?:ed)? for|instead of|rather than|"
+    r"prefer(?:red)?|the (?:best|right|simplest) (?:approach|option|fix|way)|switch(?:ed)? to|"
+    r"settled on|plan is|approach is)\b")
+_NOISE_PROMPT = re.compile(r"^\s*(?:<command-|<local-command|<system-reminder|Caveat:|\[Request interrupted)")
+_TEST_COMMAND = re.compile(
+    r"(?i)(?:\bpytest\b|-m\s+pytest|\bunittest\b|\btox\b|\bnox\b|\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test\b|"
+    r"\bjest\b|\bvitest\b|\bmocha\b|\bgo\s+test\b|\bcargo\s+test\b|\bmake\s+(?:test|check)\b|\bctest\b|"
+    r"\bmvn\s+test\b|\bgradle\w*\s+test\b|\brspec\b|\bphpunit\b|\bdotnet\s+test\b|\.ci/run\b)")
+_TEST_FAILED = re.compile(r"(?i)\b(?:[1-9]\d* (?:failed|errors?)|FAILED|FAIL\b|failures?:\s*[1-9]|Traceback|"
+                          r"error\[|AssertionError|panicked)")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip(" -*•#>`_\t") for s in _SENTENCE_SPLIT.split(text) if s and s.strip(" -*•#>`_\t")]
+
+
+_ERROR_WORDS = re.compile(r"(?i)\b(?:error|failed|failure|exception|not found|denied|invalid|cannot|can't|"
+                          r"unable|refused|no such|missing|traceback)\b")
+
+
+def _error_line(result: str) -> str:
+    """The most telling line of a failed tool result: the first that names an error, else the first
+    with words in it (banners such as '===== test session starts =====' say nothing)."""
+    lines = [ln.strip() for ln in result.splitlines() if ln.strip()]
+    telling = [ln for ln in lines if _ERROR_WORDS.search(ln)]
+    wordy = [ln for ln in lines if sum(ch.isalnum() for ch in ln) >= len(ln) / 2]
+    return (telling or wordy or lines or ["(error)"])[0]
+
+
+def _is_test_pass(call: ToolCall) -> bool:
+    return (call.kind == "bash" and bool(call.command) and bool(_TEST_COMMAND.search(call.command))
+            and not call.is_error and not _TEST_FAILED.search(call.result_text or ""))
+
+
+def _real_prompt(text: str) -> bool:
+    return bool(text.strip()) and not _NOISE_PROMPT.match(text)
+
+
+# ---------------------------------------------------------------- context window and quality
+
+
+def context_window(models: list[str], max_context_tokens: int = 0) -> int:
+    """The model's context window. 200k for Claude models, 1M for "[1m]"-suffixed ones or when a
+    call's prompt already exceeded 200k (the run must have had the long-context window)."""
+    if any("[1m]" in m or m.endswith("-1m") for m in models) or max_context_tokens > DEFAULT_CONTEXT_WINDOW:
+        return LARGE_CONTEXT_WINDOW
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def quality_score(fill: float, reads: int, rereads: int, calls: int, failures: int, compactions: int) -> float:
+    """The documented quality score (module docstring); ``fill`` is a fraction 0–1."""
+    fill_penalty = 50.0 * max(0.0, fill - 0.40) / 0.60
+    reread_penalty = 25.0 * rereads / max(reads, 4)
+    failure_penalty = 25.0 * failures / max(calls, 4)
+    compaction_penalty = min(20.0, 10.0 * compactions)
+    return round(max(0.0, min(100.0, 100.0 - fill_penalty - reread_penalty - failure_penalty - compaction_penalty)), 1)
+
+
+# ---------------------------------------------------------------- capture
+
+
+@dataclass
+class _Trigger:
+    name: str
+    turn_pos: int  # position in the run's turn list; the checkpoint holds state up to this call
+    fill: float  # percent
+    quality: float
+    tool_pos: int | None = None  # milestone: the triggering tool call's index
+
+
+def _milestone_id(call: ToolCall) -> str:
+    return hashlib.sha1((call.tool_use_id or f"#{call.index}").encode()).hexdigest()[:10]
+
+
+def _turn_position_of_calls(run: ParsedRun) -> dict[int, int]:
+    """tool-call index → position of its turn in run.turns."""
+    by_turn_index = {t.index: pos for pos, t in enumerate(run.turns)}
+    mapping: dict[int, int] = {}
+    for pos, turn in enumerate(run.turns):
+        for ci in turn.tool_call_indexes:
+            mapping[ci] = pos
+    for call in run.tool_calls:
+        if call.index not in mapping:
+            mapping[call.index] = by_turn_index.get(call.turn, max(0, min(call.turn, len(run.turns) - 1)))
+    return mapping
+
+
+def _find_triggers(run: ParsedRun) -> list[_Trigger]:
+    turns = run.turns
+    if not turns:
+        return []
+    max_ctx = max(t.context_tokens for t in turns)
+    window = context_window(run.models, max_ctx)
+    call_turn = _turn_position_of_calls(run)
+    calls_by_turn: dict[int, list[ToolCall]] = {}
+    for call in run.tool_calls:
+        calls_by_turn.setdefault(call_turn[call.index], []).append(call)
+
+    triggers: list[_Trigger] = []
+    crossed_fill: set[int] = set()
+    crossed_quality: set[int] = set()
+    reads = rereads = calls = failures = compactions = 0
+    writes_since = 0
+    new_files_since: set[str] = set()
+    seen_paths: set[str] = set()
+    edits_since_tests = 0
+    prev_ctx = 0
+    last_pos = len(turns) - 1
+    for pos, turn in enumerate(turns):
+        ctx = turn.context_tokens
+        if prev_ctx and ctx < prev_ctx / 2 and prev_ctx >= 0.30 * window:
+            compactions += 1
+        if pos == last_pos:
+            compactions = max(compactions, run.compactions)
+        if ctx:
+            prev_ctx = ctx
+        fill = ctx / window
+        milestone_calls: list[tuple[str, ToolCall]] = []
+        for call in calls_by_turn.get(pos, []):
+            calls += 1
+            failures += int(call.is_error)
+            if call.kind == "read":
+                reads += 1
+                rereads += int(call.is_reread)
+            if call.kind in ("edit", "write") and not call.is_error:
+                writes_since += 1
+                edits_since_tests += 1
+                if call.kind == "write" and call.path and call.path not in seen_paths:
+                    new_files_since.add(call.path)
+                if writes_since >= EDIT_BURST_WRITES or len(new_files_since) >= EDIT_BURST_NEW_FILES:
+                    milestone_calls.append(("edits", call))
+                    writes_since, new_files_since = 0, set()
+            if call.path:
+                seen_paths.add(call.path)
+            if edits_since_tests and _is_test_pass(call):
+                milestone_calls.append(("tests", call))
+                edits_since_tests = 0
+        quality = quality_score(fill, reads, rereads, calls, failures, compactions)
+        fill_pct = round(100.0 * fill, 1)
+
+        newly = [b for b in FILL_BANDS if b not in crossed_fill and fill_pct >= b]
+        if newly:
+            crossed_fill.update(b for b in FILL_BANDS if b <= max(newly))
+            triggers.append(_Trigger(f"fill:{max(newly)}", pos, fill_pct, quality))
+        dropped = [b for b in QUALITY_BANDS if b not in crossed_quality and quality < b]
+        if dropped:
+            crossed_quality.update(b for b in QUALITY_BANDS if b >= min(dropped))
+            triggers.append(_Trigger(f"quality:{min(dropped)}", pos, fill_pct, quality))
+        for kind, call in milestone_calls:
+            triggers.append(_Trigger(f"milestone:{kind}:{_milestone_id(call)}", pos, fill_pct, quality, call.index))
+    return triggers
+
+
+def _before(ts: datetime | None, limit: datetime | None) -> bool:
+    return ts is None or limit is None or ts <= limit
+
+
+def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_run: list[str]) -> dict[str, Any]:
+    """The state of the run up to and including the call at ``pos``."""
+    turn = run.turns[pos]
+    cwd = run.cwd
+    calls = [c for c in run.tool_calls if call_turn[c.index] <= pos]
+
+    prompts = [p for p in run.user_prompts if _real_prompt(p.text) and _before(p.timestamp, turn.timestamp)]
+    active_task = _clip(prompts[-1].text, MAX_TASK_CHARS) if prompts else ""
+
+    # the project being worked in at each turn: that of the latest call with a path
+    working: dict[int, str | None] = {}
+    current = cwd
+    for c in sorted(calls, key=lambda c: c.index):
+        if c.path:
+            current = path_project(c.path, cwd) or current
+        working[call_turn[c.index]] = current
+
+    def project_at(turn_pos: int, text: str) -> str | None:
+        mentioned = [path_project(m, cwd) for m in _ABS_PATH.findall(text)]
+        mentioned = [m for m in mentioned if m]
+        if mentioned:
+            return mentioned[-1]
+        known = [p for tp, p in working.items() if tp <= turn_pos]
+        return known[-1] if known else cwd
+
+    decisions: list[dict[str, Any]] = []
+    seen_decisions: set[str] = set()
+    questions: list[dict[str, Any]] = []
+    for tpos in range(pos + 1):
+        text = run.turns[tpos].text or ""
+        if not text:
+            continue
+        for sentence in _sentences(text):
+            if len(sentence) < 12:
+                continue
+            if _DECISION.search(sentence) and not sentence.endswith("?"):
+                clipped = _clip(sentence, MAX_ITEM_CHARS)
+                if clipped.casefold() not in seen_decisions:
+                    seen_decisions.add(clipped.casefold())
+                    decisions.append({"text": clipped, "project": project_at(tpos, sentence)})
+            if sentence.endswith(("?", "？")) and tpos >= pos - 3:
+                questions.append({"text": _clip(sentence, MAX_ITEM_CHARS), "project": project_at(tpos, sentence)})
+
+    edited: list[str] = []
+    read: list[str] = []
+    for c in calls:
+        if not c.path or c.is_error:
+            continue
+        if c.kind in ("edit", "write") and c.path not in edited:
+            edited.append(c.path)
+        elif c.kind == "read" and c.path not in read:
+            read.append(c.path)
+    read = [p for p in read if p not in edited]
+
+    errors: list[dict[str, Any]] = []
+    for i, c in enumerate(calls):
+        if not c.is_error:
+            continue
+        fix = ""
+        for later in calls[i + 1:]:
+            if later.is_error:
+                continue
+            if (c.path and later.path == c.path and later.kind in ("edit", "write", c.kind)) or \
+               (c.command and later.kind == c.kind and later.command and
+                later.command.split()[:1] == c.command.split()[:1]):
+                fix = f"{later.name} {later.path or later.command or ''}".strip()
+                break
+        first_line = _error_line(c.result_text or "")
+        errors.append({"error": _clip(first_line, MAX_ITEM_CHARS), "fix": _clip(fix, MAX_ITEM_CHARS),
+                       "tool": c.name, "path": c.path,
+                       "project": path_project(c.path, cwd) if c.path else project_at(call_turn[c.index], c.command or "")})
+
+    last_text = next((run.turns[t].text for t in range(pos, -1, -1) if (run.turns[t].text or "").strip()), "")
+    return {
+        "active_task": active_task,
+        "decisions": decisions[-MAX_DECISIONS:],
+        "edited_files": edited[-MAX_FILES:],
+        "read_files": read[-MAX_FILES:],
+        "open_questions": questions[-MAX_QUESTIONS:],
+        "errors": errors[-MAX_ERRORS:],
+        "last_state": _clip(last_text, MAX_STATE_CHARS),
+    }
+
+
+def run_projects(run: ParsedRun) -> list[str]:
+    """The run's project (cwd) first, then every other project its paths touch."""
+    found: list[str] = [run.cwd] if run.cwd else []
+    for call in run.tool_calls:
+        for candidate in ([call.path] if call.path else []) + _ABS_PATH.findall(call.command or ""):
+            project = path_project(candidate, run.cwd)
+            if project and project not in found:
+                found.append(project)
+    return found
+
+
+def capture_checkpoints(run: ParsedRun, agent: str | None = None) -> list[CheckpointData]:
+    """Every checkpoint of ``run``, in session order. Pure: the same run gives the same list."""
+    triggers = _find_triggers(run)
+    if not triggers:
+        return []
+    call_turn = _turn_position_of_calls(run)
+    projects = run_projects(run)
+    agent_name = agent or (run.agent_type or "main" if run.agent_id is None else run.agent_type or "subagent")
+    result: list[CheckpointData] = []
+    for trig in triggers:
+        turn = run.turns[trig.turn_pos]
+        content = _content(run, trig.turn_pos, call_turn, projects)
+        result.append(CheckpointData(
+            run_key=run.run_key, session_id=run.session_id, agent_id=run.agent_id, agent=agent_name,
+            project=run.cwd, projects=projects, trigger=trig.name, fill=trig.fill, quality=trig.quality,
+            captured_at=turn.timestamp or run.ended_at or run.started_at, **content))
+    return result
+
+
+# ---------------------------------------------------------------- storage
+
+
+def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
+    """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
+
+    Upsert on (run_key, trigger): re-ingesting never duplicates. A trigger already stored is
+    refreshed only when the new capture is of the same or an earlier moment (a fuller re-parse);
+    an incremental parse that sees only the tail of a run cannot overwrite a real crossing.
+    """
+    from sqlalchemy import delete, select
+
+    from warden.continuity.recall import checkpoint_terms
+    from warden.store.models import Checkpoint, CheckpointTerm, utcnow
+
+    agent = getattr(run_row, "agent", None) if run_row is not None else None
+    captured = capture_checkpoints(parsed, agent=agent)
+    if not captured:
+        return 0
+    existing = {cp.trigger: cp for cp in session.scalars(
+        select(Checkpoint).where(Checkpoint.run_key == parsed.run_key))}
+    stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
+    stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
+    new = 0
+    for data in captured:
+        row = existing.get(data.trigger)
+        family, _, band = data.trigger.partition(":")
+        # An incremental parse sees only the run's tail: a band the stored checkpoints already
+        # passed was crossed before, and "first crosses" means once per run.
+        if row is None and family == "fill" and any(b >= int(band) for b in stored_fill):
+            continue
+        if row is None and family == "quality" and any(b <= int(band) for b in stored_quality):
+            continue
+        when = data.captured_at or utcnow()
+        if row is None:
+            row = Checkpoint(run_key=data.run_key, trigger=data.trigger)
+            session.add(row)
+            new += 1
+        elif row.captured_at is not None and when > row.captured_at:
+            continue
+        row.session_id, row.agent_id, row.agent = data.session_id, data.agent_id, data.agent
+        row.project, row.projects = data.project, data.projects
+        row.fill, row.quality = data.fill, data.quality
+        row.active_task, row.decisions = data.active_task, data.decisions
+        row.edited_files, row.read_files = data.edited_files, data.read_files
+        row.open_questions, row.errors, row.last_state = data.open_questions, data.errors, data.last_state
+        row.captured_at = when
+        session.flush()
+        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id == row.id))
+        terms = checkpoint_terms(data.searchable_text())
+        if terms:
+            session.execute(CheckpointTerm.__table__.insert(),
+                            [{"checkpoint_id": row.id, "term": t} for t in sorted(terms)])
+    return new

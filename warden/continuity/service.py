@@ -1,0 +1,185 @@
+"""Continuity I/O: load recall candidates from the store, recover, list, show, forget, prune.
+
+Recall goes through the ``checkpoint_terms`` inverted index: only the prompt's own terms are
+looked up, so a prompt is scored against 10,000 checkpoints without re-tokenizing them.
+The scoring itself is the pure :func:`warden.continuity.recall.score_postings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from warden.config import Settings
+from warden.continuity.capture import CheckpointData
+from warden.continuity.fence import fence_checkpoint
+from warden.continuity.recall import RELEVANCE_THRESHOLD, RecallResult, score_postings, tokenize
+from warden.errors import UsageError, WardenError
+from warden.store.models import Checkpoint, CheckpointTerm, utcnow
+
+# session-start pointer: a same-project checkpoint this recent is "strong" enough to mention
+POINTER_MAX_AGE_HOURS = 48.0
+
+
+@dataclass
+class Recovery:
+    result: RecallResult
+    checkpoint: CheckpointData | None = None
+    block: str | None = None  # the fenced text, when matched
+
+    def as_json(self) -> dict[str, Any]:
+        r = self.result
+        return {"status": r.status, "reason": r.reason, "checkpoint_id": r.checkpoint_id,
+                "score": round(r.score, 4), "best_score": round(r.best_score, 4),
+                "candidates": r.candidates, "prompt_terms": r.prompt_terms, "block": self.block}
+
+
+def _pool_filter(since: datetime, exclude_session: str | None) -> list[Any]:
+    conditions: list[Any] = [Checkpoint.captured_at >= since]
+    if exclude_session:
+        conditions.append(Checkpoint.session_id != exclude_session)
+    return conditions
+
+
+def recall_from_store(session: Session, prompt: str, *, exclude_session: str | None, window_days: float,
+                      now: datetime | None = None, threshold: float = RELEVANCE_THRESHOLD) -> RecallResult:
+    """Indexed recall: pool = checkpoints of other sessions captured within ``window_days``."""
+    since = (now or utcnow()) - timedelta(days=window_days)
+    conditions = _pool_filter(since, exclude_session)
+    query_terms = sorted(set(tokenize(prompt)))
+    pool_size = session.scalar(select(func.count()).select_from(Checkpoint).where(*conditions)) or 0
+    postings: dict[int, list[str]] = {}
+    doc_freq: dict[str, int] = {}
+    recency: dict[int, datetime] = {}
+    if query_terms and pool_size:
+        rows = session.execute(
+            select(CheckpointTerm.checkpoint_id, CheckpointTerm.term, Checkpoint.captured_at)
+            .join(Checkpoint, Checkpoint.id == CheckpointTerm.checkpoint_id)
+            .where(CheckpointTerm.term.in_(query_terms), *conditions))
+        for cid, term, captured in rows:
+            postings.setdefault(cid, []).append(term)
+            doc_freq[term] = doc_freq.get(term, 0) + 1
+            recency[cid] = captured
+    return score_postings(prompt, pool_size=pool_size, postings=postings, doc_freq=doc_freq, recency=recency,
+                          threshold=threshold)
+
+
+def recover(session: Session, settings: Settings, *, prompt: str, session_id: str | None, cwd: str | None,
+            now: datetime | None = None) -> Recovery:
+    """Recall for a prompt and fence the winner for the current project (cwd)."""
+    result = recall_from_store(session, prompt, exclude_session=session_id,
+                               window_days=settings.recall_window_days, now=now)
+    if not result.matched:
+        return Recovery(result)
+    row = session.get(Checkpoint, result.checkpoint_id)
+    data = CheckpointData.from_row(row)
+    return Recovery(result, data, fence_checkpoint(data, current_project=cwd or None))
+
+
+def session_start_pointer(store_session: Session, cwd: str | None, session_id: str | None,
+                          now: datetime | None = None, window_days: float = 7.0) -> str | None:
+    """One line (a pointer, never checkpoint content) when another session of this project left a
+    recent checkpoint; None otherwise. One indexed query: well inside the hook's 2 s budget."""
+    if not cwd:
+        return None
+    now = now or utcnow()
+    since = now - timedelta(hours=min(POINTER_MAX_AGE_HOURS, window_days * 24))
+    conditions = [Checkpoint.project == cwd, Checkpoint.captured_at >= since, Checkpoint.active_task != ""]
+    if session_id:
+        conditions.append(Checkpoint.session_id != session_id)
+    row = store_session.execute(
+        select(Checkpoint.id, Checkpoint.captured_at).where(*conditions)
+        .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(1)).first()
+    if row is None:
+        return None
+    cid, captured = row
+    hours = max(0.0, (now - captured).total_seconds() / 3600)
+    age = f"{hours:.0f} h ago" if hours >= 1 else "under an hour ago"
+    return (f"warden: an earlier session in this project left a checkpoint ({age}); "
+            f"`warden checkpoints show {cid}` prints it, fenced as data.")
+
+
+# ---------------------------------------------------------------- operator surface
+
+
+def list_checkpoints(session: Session, *, session_id: str | None = None, project: str | None = None,
+                     limit: int = 50) -> list[Checkpoint]:
+    query = select(Checkpoint).order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(limit)
+    if session_id:
+        query = query.where(Checkpoint.session_id == session_id)
+    if project:
+        query = query.where(Checkpoint.project == project)
+    return list(session.scalars(query))
+
+
+def get_checkpoint(session: Session, checkpoint_id: int) -> Checkpoint:
+    row = session.get(Checkpoint, checkpoint_id)
+    if row is None:
+        raise WardenError(f"no checkpoint with id {checkpoint_id}")
+    return row
+
+
+def _delete_ids(session: Session, ids: list[int]) -> int:
+    if not ids:
+        return 0
+    for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+        chunk = ids[start:start + 500]
+        # explicit: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON
+        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_(chunk)))
+        session.execute(delete(Checkpoint).where(Checkpoint.id.in_(chunk)))
+    return len(ids)
+
+
+def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session_id: str | None = None) -> int:
+    """Delete checkpoints by id or every checkpoint of a session; returns how many went."""
+    if not checkpoint_ids and not session_id:
+        raise UsageError("say which checkpoints to forget: ids or --session")
+    ids: list[int] = []
+    if checkpoint_ids:
+        found = set(session.scalars(select(Checkpoint.id).where(Checkpoint.id.in_(checkpoint_ids))))
+        missing = sorted(set(checkpoint_ids) - found)
+        if missing:
+            raise WardenError(f"no checkpoint with id {', '.join(map(str, missing))}")
+        ids += sorted(found)
+    if session_id:
+        ids += list(session.scalars(select(Checkpoint.id).where(Checkpoint.session_id == session_id)))
+    return _delete_ids(session, sorted(set(ids)))
+
+
+@dataclass
+class PruneResult:
+    by_age: int
+    by_count: int
+    remaining: int
+
+
+def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | None = None) -> PruneResult:
+    """Retention: drop checkpoints captured more than ``max_age_days`` ago, then all but the newest
+    ``keep``. The store never grows without bound."""
+    if max_age_days < 0 or keep < 0:
+        raise UsageError("--older-than and --keep must not be negative")
+    cutoff = (now or utcnow()) - timedelta(days=max_age_days)
+    old = list(session.scalars(select(Checkpoint.id).where(Checkpoint.captured_at < cutoff)))
+    by_age = _delete_ids(session, old)
+    surplus = list(session.scalars(select(Checkpoint.id)
+                                   .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).offset(keep)))
+    by_count = _delete_ids(session, surplus)
+    remaining = session.scalar(select(func.count()).select_from(Checkpoint)) or 0
+    return PruneResult(by_age, by_count, remaining)
+
+
+def prune_with_settings(session: Session, settings: Settings, now: datetime | None = None) -> PruneResult:
+    """Retention per ``checkpoint_max_age_days`` / ``checkpoint_keep`` (the nightly job's call)."""
+    return prune(session, max_age_days=settings.checkpoint_max_age_days, keep=settings.checkpoint_keep, now=now)
+
+
+def checkpoint_summary(row: Checkpoint) -> dict[str, Any]:
+    """A listing row (untrusted text left raw here: renderers sanitize)."""
+    return {"id": row.id, "session_id": row.session_id, "agent": row.agent, "agent_id": row.agent_id,
+            "project": row.project, "projects": row.projects, "trigger": row.trigger,
+            "fill": row.fill, "quality": row.quality, "captured_at": row.captured_at,
+            "active_task": row.active_task}
