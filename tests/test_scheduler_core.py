@@ -103,13 +103,14 @@ def test_system_prompt_is_agent_md_plus_rendered_memory(store, tmp_path):
     assert expected in seen and any("(no rules yet)" in p for p in seen)
 
 
-def test_same_plan_again_runs_nothing(store, tmp_path):
+def test_a_finished_plan_asked_again_is_measured_again_identically(store, tmp_path):
     bench = make_workbench(tmp_path, FakeBackend)
     first = BenchScheduler(store, bench).run_request(standard_request(bench))
     again = BenchScheduler(store, bench).run_request(standard_request(bench))
-    assert again.pass_id == first.pass_id and again.executed == 0 and again.status == "done"
-    assert [r.run_id for r in again.runs] == [r.run_id for r in first.runs]
-    assert count(store, BenchRun) == 6
+    assert again.pass_id != first.pass_id and again.executed == 6 and not again.resumed
+    assert [(r.task_id, r.seed, r.weighted_tokens) for r in again.runs] == \
+        [(r.task_id, r.seed, r.weighted_tokens) for r in first.runs]
+    assert count(store, BenchRun) == 12
 
 
 class InterruptAfter(NullProgress):

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -62,6 +62,9 @@ SPEND_WARN_SHARE = 0.10  # bench spend above this share of real work gets a warn
 SPEND_WINDOW = timedelta(days=7)
 # States whose rules sit in the agent's memory (the "active set"); matches select/compile.py.
 IN_MEMORY_STATES = ("active", "probation", "protected")
+if TYPE_CHECKING:
+    from warden.config import Settings
+
 WORK_ROOT = Path(tempfile.gettempdir()) / "warden-bench-runs"
 _RESULT_POLL_S = 0.2  # how often the main thread wakes while waiting (keeps Ctrl-C responsive)
 
@@ -110,22 +113,32 @@ def interleave(configs: Sequence[Iterable[int]], task_ids: Sequence[str],
                rep_start: int | Mapping[str, int] = 0) -> list[JobSpec]:
     """Pair and interleave: one block per (task, replicate) holding every configuration, the
     jobs within a block and the blocks in seeded random order."""
-    rng = random.Random(seed)
     normalized = []
     for cfg in configs:
         ids = tuple(sorted({int(i) for i in cfg}))
         if ids not in normalized:
             normalized.append(ids)
-    blocks: list[list[JobSpec]] = []
+    jobs: list[JobSpec] = []
     for task in task_ids:
         n = runs.get(task, 0) if isinstance(runs, Mapping) else runs
         start = rep_start.get(task, 0) if isinstance(rep_start, Mapping) else rep_start
-        for rep in range(start, start + n):
-            block = [JobSpec(task, ids, rep) for ids in normalized]
-            rng.shuffle(block)
-            blocks.append(block)
-    rng.shuffle(blocks)
-    return [job for block in blocks for job in block]
+        jobs.extend(JobSpec(task, ids, rep) for rep in range(start, start + n) for ids in normalized)
+    return shuffle_blocks(jobs, seed)
+
+
+def shuffle_blocks(jobs: Iterable[JobSpec], seed: int) -> list[JobSpec]:
+    """Group jobs into blocks by (task, replicate) and put both the jobs within each block and
+    the blocks in seeded random order (the jobs of a block stay adjacent)."""
+    rng = random.Random(seed)
+    blocks: dict[tuple[str, int], list[JobSpec]] = {}
+    for job in jobs:
+        blocks.setdefault((job.task_id, job.rep), []).append(job)
+    ordered = [blocks[key] for key in sorted(blocks)]
+    for block in ordered:
+        block.sort(key=lambda j: j.config_key)
+        rng.shuffle(block)
+    rng.shuffle(ordered)
+    return [job for block in ordered for job in block]
 
 
 @dataclass(frozen=True)
@@ -141,10 +154,11 @@ class BenchRequest:
     budget_tokens: int | None = None
 
     def family_key(self, suite_hash: str, fixture_hash: str) -> str:
-        """Everything that identifies the plan except its seed (to resume an unseeded bench)."""
+        """Everything that identifies the plan except its seed (to resume an unseeded bench).
+        The job *set* counts, not its order: the order follows from the seed."""
         payload = {"agent": self.agent, "purpose": self.purpose, "backend": self.backend,
                    "model": self.model, "suite": suite_hash, "fixture": fixture_hash,
-                   "jobs": [[j.task_id, j.config_key, j.rep] for j in self.jobs]}
+                   "jobs": sorted([j.task_id, j.config_key, j.rep] for j in self.jobs)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
     def plan_key(self, suite_hash: str, fixture_hash: str) -> str:
@@ -363,12 +377,13 @@ class BenchScheduler:
         self.concurrency = concurrency
         self.max_consecutive_infra = max_consecutive_infra
         self.progress: ProgressSink = progress or NullProgress()
+        self.last_attempt: _ExecState | None = None
 
     # ------------------------------------------------------------ planning
 
     def plan(self, request: BenchRequest) -> tuple[int, bool]:
-        """The pass for ``request``: the stored one with the same plan key, or a new one.
-        Returns (pass id, whether it already existed)."""
+        """The pass for ``request``: the unfinished one with the same plan key (resume), or a new
+        one (a finished plan asked again is measured again). Returns (pass id, resumed?)."""
         suite = self.bench.suite
         known = {t.id for t in suite.tasks}
         unknown = sorted({j.task_id for j in request.jobs} - known)
@@ -380,7 +395,7 @@ class BenchScheduler:
         with self.store.session() as session:
             for ids in {j.rule_ids for j in request.jobs}:
                 memory_for(session, request.agent, ids)  # refuses unknown / foreign rules now
-            existing = session.scalars(select(BenchPass).where(BenchPass.plan_key == key)
+            existing = session.scalars(select(BenchPass).where(BenchPass.plan_key == key, BenchPass.status != "done")
                                        .order_by(BenchPass.id.desc()).limit(1)).first()
             if existing is not None:
                 if request.budget_tokens is not None:
@@ -436,6 +451,7 @@ class BenchScheduler:
                                       f"the budget of {budget:,} stops the pass before that")
 
         state = _ExecState()
+        self.last_attempt = state  # readable even when the attempt raised (spend accounting)
         message = ""
         status = "done"
         if pending:
@@ -815,3 +831,160 @@ def find_resumable_pass(session: Session, family_key: str) -> BenchPass | None:
 def seed_of(bench_pass: BenchPass) -> int:
     return int(bench_pass.plan_key.rsplit(":", 1)[1])
 
+
+
+# ---------------------------------------------------------------- the entry point (CLI, selector)
+
+
+def _load_suite(settings: "Settings", agent: str) -> AgentSuite:
+    from warden.bench.tasks import load_suite  # written by the golden-task loader
+
+    return load_suite(settings.golden_dir, agent)
+
+
+def _fixture(settings: "Settings") -> tuple[str, CopyFixture]:
+    """The frozen fixture's hash (refusing a modified fixture) and its copy function."""
+    from warden.bench import fixture
+
+    return fixture.verify_fixture(settings.fixture_dir), fixture.copy_fixture
+
+
+def caps_from(settings: "Settings") -> RunCaps:
+    return RunCaps(max_turns=settings.max_turns, max_output_tokens=settings.max_output_tokens,
+                   max_total_tokens=settings.max_total_tokens, max_wall_s=settings.max_wall_s)
+
+
+def open_workbench(settings: "Settings", agent: str, backend: str, model: str | None = None,
+                   **backend_options: Any) -> tuple[Workbench, str]:
+    """Suite + verified fixture + a backend factory for ``agent``; returns it and the model id.
+
+    The model is ``model``, else the settings' model, else the one agent.md names, else the
+    backend's default (the backend reports the id it will use)."""
+    from warden.bench.agents import get_backend
+    from warden.names import validate_agent_name
+
+    validate_agent_name(agent)
+    suite = _load_suite(settings, agent)
+    fixture_hash, copy = _fixture(settings)
+    chosen = model or settings.model or (suite.model if backend != "sim" else None)
+    options = dict(backend_options)
+    if chosen:
+        options["model"] = chosen
+    probe = get_backend(backend, settings, **options)  # fails early (unknown backend, no key)
+    spare = [probe]
+
+    def factory() -> AgentBackend:
+        # The probe serves the first worker; every other worker gets its own instance.
+        return spare.pop() if spare else get_backend(backend, settings, **options)
+
+    bench = Workbench(suite=suite, fixture_dir=settings.fixture_dir, fixture_hash=fixture_hash,
+                      copy_fixture=copy, backend_factory=factory, caps=caps_from(settings),
+                      pricing=PriceTable(settings.pricing))
+    return bench, str(getattr(probe, "model", chosen or backend))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A configuration against the reference on one task, over paired (same-seed) runs."""
+
+    task_id: str
+    reference: str
+    config_key: str
+    pairs: int
+    mean_saving: float  # reference minus configuration, weighted tokens per run (positive = cheaper)
+    reference_mean: float
+
+    @property
+    def relative(self) -> float:
+        return self.mean_saving / self.reference_mean if self.reference_mean else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task_id, "reference": self.reference, "config": self.config_key,
+                "pairs": self.pairs, "mean_saving": round(self.mean_saving, 1),
+                "relative_saving": round(self.relative, 4)}
+
+
+def compare(runs: Sequence[RunRecord], reference: str, others: Sequence[str]) -> list[Comparison]:
+    out = []
+    for other in others:
+        for task, diffs in sorted(paired_differences(runs, reference, other).items()):
+            ref_weights = [r.weighted_tokens for r in runs if r.task_id == task and r.config_key == reference
+                           and r.outcome != Outcome.INFRA_ERROR.value]
+            out.append(Comparison(task, reference, other, len(diffs), statistics.fmean(diffs),
+                                  statistics.fmean(ref_weights)))
+    return out
+
+
+@dataclass
+class BenchReport:
+    agent: str
+    backend: str
+    model: str
+    seed: int
+    configs: list[str]  # configuration keys; the first is the reference of the comparisons
+    outcome: PassOutcome
+    summaries: list[ConfigSummary]
+    comparisons: list[Comparison]
+    spend: SpendShare
+
+    def as_dict(self) -> dict[str, Any]:
+        o = self.outcome
+        return {"agent": self.agent, "backend": self.backend, "model": self.model, "seed": self.seed,
+                "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
+                "jobs": o.total_jobs, "executed": o.executed, "configs": self.configs,
+                "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,
+                "wall_s": round(o.wall_s, 2), "summary": [s.as_dict() for s in self.summaries],
+                "comparisons": [c.as_dict() for c in self.comparisons], "spend_share": self.spend.as_dict(),
+                "runs": [{"run_id": r.run_id, "task": r.task_id, "config": r.config_key, "seed": r.seed,
+                          "outcome": r.outcome, "weighted_tokens": round(r.weighted_tokens, 1),
+                          "raw_tokens": r.raw_tokens, "turns": r.turns} for r in o.runs]}
+
+
+def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Sequence[Iterable[int]] = (),
+                include_active: bool = False, runs: int = 3, backend: str | None = None,
+                model: str | None = None, concurrency: int | None = None, budget: int | None = None,
+                seed: int | None = None, progress: ProgressSink | None = None,
+                max_consecutive_infra: int = DEFAULT_MAX_CONSECUTIVE_INFRA,
+                bench: Workbench | None = None) -> BenchReport:
+    """``warden bench``: run each configuration ``runs`` times on every golden task of ``agent``,
+    paired and interleaved. Without ``rule_sets`` the active set is benchmarked. Without a
+    ``seed`` an unfinished pass of the same plan is resumed, else a fresh seed is drawn."""
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if budget is not None and budget <= 0:
+        raise UsageError("--budget must be a positive number of tokens")
+    backend = backend or settings.backend
+    model_id = model
+    if bench is None:
+        bench, model_id = open_workbench(settings, agent, backend, model)
+    model_id = model_id or model or backend
+    with store.session() as session:
+        active = active_rule_ids(session, agent)
+    configs: list[tuple[int, ...]] = []
+    if include_active or not rule_sets:
+        configs.append(active)
+    for ids in rule_sets:
+        normalized = tuple(sorted({int(i) for i in ids}))
+        if normalized not in configs:
+            configs.append(normalized)
+    task_ids = [t.id for t in bench.suite.tasks]
+    if not task_ids:
+        raise UsageError(f"agent {agent!r} has no golden tasks")
+    chosen_seed = seed
+    if chosen_seed is None:  # resume an unfinished pass of the same plan (the job set ignores the seed)
+        family = BenchRequest(agent, tuple(interleave(configs, task_ids, runs, 0)), 0, backend,
+                              model_id).family_key(bench.suite.suite_hash, bench.fixture_hash)
+        with store.session() as session:
+            unfinished = find_resumable_pass(session, family)
+            chosen_seed = seed_of(unfinished) if unfinished is not None else random.SystemRandom().randrange(2**31)
+    request = BenchRequest(agent, tuple(interleave(configs, task_ids, runs, chosen_seed)), chosen_seed, backend,
+                           model_id, budget_tokens=budget)
+    scheduler = BenchScheduler(store, bench, concurrency=concurrency or settings.concurrency,
+                               max_consecutive_infra=max_consecutive_infra, progress=progress)
+    outcome = scheduler.run_request(request)
+    keys = [config_key(c) for c in configs]
+    with store.session() as session:
+        share = spend_share(session)
+    return BenchReport(agent=agent, backend=backend, model=model_id, seed=chosen_seed, configs=keys,
+                       outcome=outcome, summaries=summarize(outcome.runs),
+                       comparisons=compare(outcome.runs, keys[0], keys[1:]), spend=share)

@@ -1,9 +1,134 @@
-"""Commands of the bench stage (being built; see the issue for this stage)."""
+"""Commands of the bench stage: ``warden bench`` and ``warden sim truth``."""
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from warden.cli.common import console, err_console, print_json, safe, settings, store
+from warden.errors import UsageError
+
+
+def parse_rule_set(text: str) -> tuple[int, ...]:
+    """``"3,7"`` → (3, 7); ``"none"`` or ``""`` → () (the agent with no rules)."""
+    cleaned = text.strip()
+    if cleaned.lower() in ("", "none"):
+        return ()
+    ids = []
+    for part in cleaned.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise UsageError(f"--rules expects rule ids like 3,7 (or 'none'), got {text!r}")
+        ids.append(int(part))
+    return tuple(sorted(set(ids)))
+
+
+class RichProgress:
+    """The scheduler's progress sink as a rich progress bar on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.bar = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.description}"),
+                            console=err_console, transient=True, disable=not enabled)
+        self.task: Any = None
+        self.failed = 0
+
+    def __enter__(self) -> "RichProgress":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def start(self, pass_id: int, total: int, done: int) -> None:
+        self.task = self.bar.add_task(f"pass #{pass_id}", total=total, completed=done)
+
+    def job_started(self, job: Any) -> None:
+        pass
+
+    def job_finished(self, job: Any, run: Any) -> None:
+        if run.outcome != "completed":
+            self.failed += 1
+        config = run.config_key or "no rules"
+        self.bar.update(self.task, advance=1 if run.outcome != "infra_error" else 0,
+                        description=f"{safe(run.task_id, 40)} [{safe(config, 30)}] {run.outcome} "
+                                    f"{run.weighted_tokens:,.0f} wt" + (f" · {self.failed} not completed"
+                                                                       if self.failed else ""))
+
+    def message(self, text: str) -> None:
+        self.bar.console.print(f"warden: {text}", markup=False, highlight=False)
+
+
+def _render(report: Any) -> None:
+    o = report.outcome
+    console.print(f"[bold]bench[/] agent {safe(report.agent)} · backend {safe(report.backend)} · model "
+                  f"{safe(report.model)} · seed {report.seed} · pass #{o.pass_id} ({o.status})")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("task", "rules", "n", "completed", "mean wt", "sd", "cv", "min–max"):
+        table.add_column(column, justify="left" if column in ("task", "rules") else "right")
+    for s in report.summaries:
+        table.add_row(safe(s.task_id, 40), safe(s.config_key or "none", 30), str(s.n), f"{s.completed}/{s.n}",
+                      f"{s.mean_weighted:,.0f}", f"{s.stdev_weighted:,.0f}", f"{s.cv:.0%}",
+                      f"{s.min_weighted:,.0f}–{s.max_weighted:,.0f}")
+    console.print(table)
+    if report.comparisons:
+        reference = report.configs[0] or "none"
+        console.print(f"paired against rules [{safe(reference)}] (same seeds; positive = cheaper):")
+        totals: dict[str, list[float]] = {}
+        for c in report.comparisons:
+            totals.setdefault(c.config_key, [0.0, 0.0])
+            totals[c.config_key][0] += c.mean_saving
+            totals[c.config_key][1] += c.reference_mean
+            console.print(f"  {safe(c.task_id, 40)} rules [{safe(c.config_key or 'none')}]: "
+                          f"{c.mean_saving:+,.0f} wt/run ({c.relative:+.1%}) over {c.pairs} pair(s)")
+        for key, (saving, ref) in totals.items():
+            console.print(f"  suite, rules [{safe(key or 'none')}]: {saving:+,.0f} wt per task-run "
+                          f"({(saving / ref if ref else 0):+.1%})")
+    console.print(f"spent {o.spent_weighted:,.0f} weighted tokens ({o.spent_raw:,} raw) on {o.executed} run(s) "
+                  f"in {o.wall_s:.1f}s" + (f"; {o.total_jobs - o.executed} run(s) were already done"
+                                           if o.resumed else ""))
+    share = report.spend.share
+    if share is None:
+        console.print("bench spend share: no real-work sessions collected in the last 7 days")
+    else:
+        console.print(f"bench spend over the last 7 days: {share:.1%} of real-work tokens")
+    if report.spend.warning:
+        err_console.print(f"warden: warning: {report.spend.warning}", markup=False, highlight=False)
+    if o.message:
+        err_console.print(f"warden: {o.message}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command("bench")
+    def bench_command(
+        agent: str = typer.Option(..., "--agent", help="The agent whose golden tasks to run."),
+        rules: Optional[list[str]] = typer.Option(
+            None, "--rules", help="A rule set to run, e.g. 3,7 ('none' = no rules); repeat to pair several."),
+        active: bool = typer.Option(False, "--active", help="Also run the agent's active set (the default "
+                                                            "when no --rules is given)."),
+        runs: int = typer.Option(3, "--runs", help="Runs per task and configuration."),
+        backend: Optional[str] = typer.Option(None, "--backend", help="sim | anthropic | claude-code"),
+        model: Optional[str] = typer.Option(None, "--model", help="Model id (default: settings, agent.md, backend)."),
+        concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Runs at a time."),
+        budget: Optional[int] = typer.Option(None, "--budget", help="Stop before spending more weighted tokens."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: resume or draw one)."),
+        max_infra: int = typer.Option(3, "--max-infra-errors", help="Consecutive infra errors that abort."),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Replay the agent's golden tasks on throwaway fixture copies and report what runs cost."""
+        from warden.bench.scheduler import bench_agent
+
+        rule_sets = [parse_rule_set(r) for r in rules or []]
+        s = settings()
+        db = store(s)
+        with RichProgress(enabled=err_console.is_terminal) as progress:
+            report = bench_agent(db, s, agent, rule_sets=rule_sets, include_active=active, runs=runs,
+                                 backend=backend, model=model, concurrency=concurrency, budget=budget,
+                                 seed=seed, progress=progress, max_consecutive_infra=max_infra)
+        if as_json:
+            print_json(report.as_dict())
+        else:
+            _render(report)
