@@ -164,6 +164,8 @@ class Receipt(Base):
     ruleset_version: Mapped[int | None] = mapped_column(Integer)
     method: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # estimator, alpha, beta, ...
     provenance_digest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # the runs the verdict rested on: [side, task, round, weighted, raw, completed, outcome, run id]
+    evidence: Mapped[list[Any]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     rule: Mapped[Rule] = relationship(back_populates="receipts")

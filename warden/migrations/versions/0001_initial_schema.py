@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 07:44:08.267442
+Create Date: 2026-11-30 07:48:37.509185
 """
 from __future__ import annotations
 
@@ -285,6 +285,7 @@ def upgrade() -> None:
     sa.Column('ruleset_version', sa.Integer(), nullable=True),
     sa.Column('method', sa.JSON(), nullable=False),
     sa.Column('provenance_digest', sa.JSON(), nullable=False),
+    sa.Column('evidence', sa.JSON(), nullable=False),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.ForeignKeyConstraint(['rule_id'], ['rules.id'], name=op.f('fk_receipts_rule_id_rules'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_receipts'))

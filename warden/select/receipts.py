@@ -1,0 +1,78 @@
+"""Receipts: one immutable row per decision, and the views of a rule's history.
+
+Rows are only ever inserted (:func:`write_receipt`); nothing in warden updates or deletes one
+except ``rules forget``, which removes the rule with its history on the user's request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from warden import __version__
+from warden.errors import UsageError
+from warden.store.models import Receipt, Rule
+
+
+def receipt_dict(r: Receipt) -> dict[str, Any]:
+    return {
+        "id": r.id, "rule_id": r.rule_id, "agent": r.agent, "kind": r.kind, "verdict": r.verdict,
+        "reason": r.reason, "state_after": r.state_after, "estimate": r.estimate,
+        "interval": [r.ci_low, r.ci_high], "margin": r.margin, "rent": r.rent, "k": r.k,
+        "n_per_side": r.n_per_side, "paired_diffs": r.paired_diffs, "pass_counts": r.pass_counts,
+        "tokens_spent": r.tokens_spent, "raw_tokens_spent": r.raw_tokens_spent, "model": r.model,
+        "backend": r.backend, "suite_hash": r.suite_hash, "fixture_hash": r.fixture_hash,
+        "warden_version": r.warden_version, "ruleset_version": r.ruleset_version, "method": r.method,
+        "provenance_digest": r.provenance_digest, "created_at": r.created_at.isoformat() + "Z",
+    }
+
+
+def rule_dict(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id, "agent": rule.agent, "body": rule.body, "scope": rule.scope, "state": rule.state,
+        "evict_reason": rule.evict_reason, "strikes": rule.strikes, "rent_tokens": rule.rent_tokens,
+        "origin": rule.origin, "measured_saving": rule.measured_saving,
+        "provenance_run_id": rule.provenance_run_id, "provenance_digest": rule.provenance_digest,
+        "claimed_evidence": rule.claimed_evidence, "created_at": rule.created_at.isoformat() + "Z",
+        "decided_at": rule.decided_at.isoformat() + "Z" if rule.decided_at else None,
+    }
+
+
+def get_rule(session: Session, rule_id: int) -> Rule:
+    rule = session.get(Rule, rule_id)
+    if rule is None:
+        raise UsageError(f"no rule with id {rule_id}")
+    return rule
+
+
+def rule_history(session: Session, rule_id: int) -> dict[str, Any]:
+    """The rule, its provenance and every decision about it, oldest first."""
+    rule = get_rule(session, rule_id)
+    receipts = session.scalars(select(Receipt).where(Receipt.rule_id == rule_id).order_by(Receipt.id)).all()
+    return {"rule": rule_dict(rule), "receipts": [receipt_dict(r) for r in receipts]}
+
+
+def latest_receipts(session: Session, agent: str | None = None) -> list[dict[str, Any]]:
+    """The latest receipt of every rule (of one agent, or all)."""
+    latest = select(func.max(Receipt.id)).group_by(Receipt.rule_id)
+    query = select(Receipt).where(Receipt.id.in_(latest)).order_by(Receipt.agent, Receipt.rule_id)
+    if agent:
+        query = query.where(Receipt.agent == agent)
+    out = []
+    for r in session.scalars(query).all():
+        d = receipt_dict(r)
+        d["body"] = r.rule.body
+        d["state"] = r.rule.state
+        out.append(d)
+    return out
+
+
+def write_receipt(session: Session, rule: Rule, **fields: Any) -> Receipt:
+    receipt = Receipt(rule_id=rule.id, agent=rule.agent, rent=rule.rent_tokens,
+                      warden_version=__version__, provenance_digest=rule.provenance_digest or {},
+                      **fields)
+    session.add(receipt)
+    session.flush()
+    return receipt
