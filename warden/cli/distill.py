@@ -1,9 +1,187 @@
-"""Commands of the distill stage (being built; see the issue for this stage)."""
+"""Commands of the distill stage: ``warden distill`` and ``warden rules`` (list, add, protect, …)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.table import Table
+
+from warden.cli.common import console, print_json, safe, settings, store
+from warden.distill import rules_admin
+from warden.distill.service import distill_paths, distill_runs
+from warden.errors import UsageError, WardenError
+
+rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, scope, forget).",
+                        invoke_without_command=True, no_args_is_help=False)
+
+
+def _sanitised(value: object) -> object:
+    """Transcript-derived strings made safe for a terminal/JSON consumer, recursively."""
+    from warden.sanitize import strip_controls
+
+    if isinstance(value, str):
+        return strip_controls(value, keep_newlines=False)
+    if isinstance(value, list):
+        return [_sanitised(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _sanitised(v) for k, v in value.items()}
+    return value
+
+
+def distill_command(
+    paths: list[Path] = typer.Argument(None, help="Transcript files or directories (implies --dry-run)."),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's queued runs."),
+    run: Optional[int] = typer.Option(None, "--run", help="Distill this session run id (queued or not)."),
+    distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (offline) or anthropic."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show findings and proposals; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Distill candidate rules from expensive session runs (the queue the collector fills)."""
+    s = settings()
+    chosen = distiller or s.distiller
+    if paths:
+        if agent or run is not None:
+            raise UsageError("give transcript PATHS or --agent/--run, not both")
+        reports = distill_paths(list(paths), s, distiller=chosen)
+        dry_run = True
+    else:
+        reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run)
+    if as_json:
+        print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports]}))
+    else:
+        _render_reports(reports, dry_run)
+    if any(r.infra_error for r in reports):
+        raise WardenError("the model distiller failed for at least one run (see above); those runs stay queued")
+
+
+def _render_reports(reports: list, dry_run: bool) -> None:  # noqa: ANN001 - service.RunReport
+    if not reports:
+        console.print("nothing to distill (no queued runs)")
+        return
+    for report in reports:
+        head = f"run {report.run_id}" if report.run_id is not None else safe(report.source_path)
+        cost = f", {report.weighted_tokens:,.0f} weighted tokens" if report.weighted_tokens else ""
+        console.print(f"[bold]{head}[/bold] {safe(report.agent or '')} — {report.tool_calls} tool calls{cost}")
+        if report.error:
+            console.print(f"  error: {safe(report.error)}")
+        for finding in report.findings:
+            calls = ", ".join(str(e.get("index", f"turn {e.get('turn')}")) for e in finding.evidence[:8])
+            console.print(f"  {finding.waste_kind:<17} ×{finding.occurrences:<3} ~{finding.saving_tokens:>9,.0f} "
+                          f"tokens  calls {calls}")
+        for body in report.proposals:
+            console.print(f"  proposed: {safe(body, 220)}")
+        for rule in report.admitted:
+            label = "would admit" if dry_run else f"admitted rule {rule['id']}"
+            console.print(f"  {label}: {safe(rule['body'], 220)}")
+        for refusal in report.refused:
+            console.print(f"  refused: {safe(refusal.body, 120)} — {safe(refusal.reason)}")
+        for why in report.dropped:
+            console.print(f"  model reply dropped: {safe(why)}")
+
+
+# ---------------------------------------------------------------- rules
+
+
+@rules_app.callback(invoke_without_command=True)
+def rules_list(
+    ctx: typer.Context,
+    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's rules."),
+    status: Optional[str] = typer.Option(None, "--status", help="candidate|active|probation|protected|evicted"),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List rules (``warden rules --agent A``); subcommands manage them by hand."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with store().session() as session:
+        rows = rules_admin.list_rules(session, agent=agent, status=status)
+        rents = rules_admin.memory_rent(session, agent=agent)
+    if as_json:
+        print_json({"rules": rows, "memory_rent_tokens": rents})
+        return
+    if not rows:
+        console.print("no rules" + (f" for {safe(agent)}" if agent else ""))
+        return
+    table = Table("id", "agent", "state", "rent", "saving", "origin", "rule")
+    for row in rows:
+        scope = f"(when {row['scope']}) " if row["scope"] else ""
+        state = row["state"] + (f" ({row['evict_reason']})" if row["evict_reason"] else "")
+        saving = "" if row["measured_saving"] is None else f"{row['measured_saving']:,.0f}"
+        table.add_row(str(row["id"]), safe(row["agent"]), state, str(row["rent_tokens"]), saving,
+                      row["origin"], safe(scope + row["body"], 200))
+    console.print(table)
+    for name, rent in rents.items():
+        console.print(f"{safe(name)}: {rent} tokens of rent in memory (active, probation, protected)")
+
+
+def _done(as_json: bool, payload: dict, message: str) -> None:
+    if as_json:
+        print_json(payload)
+    else:
+        console.print(message)
+
+
+_RECOMPILE_HINT = " — run `warden memory compile --agent {agent}` to update MEMORY.md"
+
+
+@rules_app.command("add")
+def rules_add(
+    body: str = typer.Argument(..., help="One imperative sentence, 10–200 characters."),
+    agent: str = typer.Option(..., "--agent", help="The agent the rule is for."),
+    protected: bool = typer.Option(False, "--protected", help="Human-authored: in memory at once, never token-evicted."),
+    scope: Optional[str] = typer.Option(None, "--scope", help="Only when … (e.g. 'editing SQL migrations')."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Add a rule by hand: a candidate to be measured, or --protected."""
+    with store().session() as session:
+        row = rules_admin.add_rule(session, agent, body, protected=protected, scope=scope)
+    hint = _RECOMPILE_HINT.format(agent=safe(agent)) if protected else " (a candidate: `warden select` measures it)"
+    _done(as_json, row, f"added rule {row['id']} for {safe(agent)} as {row['state']}, "
+                        f"rent {row['rent_tokens']} tokens{hint}")
+
+
+@rules_app.command("protect")
+def rules_protect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Protect a rule: kept in memory, counted for rent, never evicted for tokens."""
+    with store().session() as session:
+        row = rules_admin.protect(session, rule_id)
+    _done(as_json, row, f"rule {rule_id} is protected{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+
+
+@rules_app.command("unprotect")
+def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Unprotect a rule: back to active if it was ever measured to pay, else a candidate."""
+    with store().session() as session:
+        row = rules_admin.unprotect(session, rule_id)
+    _done(as_json, row, f"rule {rule_id} is now {row['state']}{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+
+
+@rules_app.command("scope")
+def rules_scope(
+    rule_id: int = typer.Argument(..., metavar="ID"),
+    scope: Optional[str] = typer.Argument(None, help="When the rule applies; omit with --clear."),
+    clear: bool = typer.Option(False, "--clear", help="Remove the scope."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Set (or --clear) the scope a rule applies in: rendered as "(when SCOPE) …"."""
+    if clear == (scope is not None):
+        raise UsageError("give a SCOPE or --clear (not both)")
+    with store().session() as session:
+        row = rules_admin.set_scope(session, rule_id, None if clear else scope)
+    what = f"scoped to '{safe(row['scope'])}'" if row["scope"] else "unscoped"
+    _done(as_json, row, f"rule {rule_id} is {what}, rent {row['rent_tokens']} tokens"
+                        f"{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+
+
+@rules_app.command("forget")
+def rules_forget(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Evict a rule by hand (reason: manual). It stays in the ledger as negative data."""
+    with store().session() as session:
+        row = rules_admin.forget(session, rule_id)
+    _done(as_json, row, f"rule {rule_id} evicted (manual){_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("distill")(distill_command)
+    app.add_typer(rules_app, name="rules")

@@ -1,0 +1,110 @@
+"""Rules by hand (``warden rules …``): list, add, protect, unprotect, scope, forget.
+
+State changes a human may make, next to the selector's measured ones:
+
+* ``add`` — through the same admission gate as distilled rules (validator, near-duplicates of
+  any rule in any state); ``--protected`` puts it straight into memory, else it is a candidate.
+* ``protect`` — state ``protected``: in memory, counted for rent, never evicted for tokens (the
+  selector skips it in re-audits). Strikes are cleared.
+* ``unprotect`` — back to ``active`` if the rule was ever measured (``measured_saving`` set, so
+  the next re-audit judges it), else ``candidate``: an unmeasured rule must earn its place.
+* ``scope`` — "(when …)" prefix; changes the rule's line, so its rent is recomputed.
+* ``forget`` — evicted with reason ``manual``; kept forever as negative data, so the distiller
+  never proposes a near-duplicate again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden.distill.admission import add_manual, rent_of, validate_scope
+from warden.errors import UsageError
+from warden.names import validate_agent_name
+from warden.select.compile import IN_MEMORY_STATES
+from warden.store.models import Rule, utcnow
+
+RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
+
+
+
+def rule_dict(rule: Rule) -> dict[str, Any]:
+    return {"id": rule.id, "agent": rule.agent, "body": rule.body, "scope": rule.scope, "state": rule.state,
+            "evict_reason": rule.evict_reason, "strikes": rule.strikes, "rent_tokens": rule.rent_tokens,
+            "origin": rule.origin, "measured_saving": rule.measured_saving,
+            "provenance_run_id": rule.provenance_run_id,
+            "created_at": rule.created_at.isoformat() if rule.created_at else None,
+            "decided_at": rule.decided_at.isoformat() if rule.decided_at else None}
+
+
+def list_rules(session: Session, *, agent: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    if status is not None and status not in RULE_STATES:
+        raise UsageError(f"unknown status {status!r}: choose one of {', '.join(RULE_STATES)}")
+    query = select(Rule)
+    if agent:
+        query = query.where(Rule.agent == agent)
+    if status:
+        query = query.where(Rule.state == status)
+    return [rule_dict(r) for r in session.scalars(query.order_by(Rule.agent, Rule.id))]
+
+
+def memory_rent(session: Session, *, agent: str | None = None) -> dict[str, int]:
+    """Rent per agent of the rules that sit in memory (protected ones included)."""
+    query = select(Rule.agent, Rule.rent_tokens).where(Rule.state.in_(IN_MEMORY_STATES))
+    if agent:
+        query = query.where(Rule.agent == agent)
+    totals: dict[str, int] = {}
+    for name, rent in session.execute(query):
+        totals[name] = totals.get(name, 0) + int(rent or 0)
+    return totals
+
+
+def _get(session: Session, rule_id: int) -> Rule:
+    rule = session.get(Rule, rule_id)
+    if rule is None:
+        raise UsageError(f"no rule with id {rule_id}")
+    return rule
+
+
+def add_rule(session: Session, agent: str, body: str, *, protected: bool, scope: str | None = None) -> dict[str, Any]:
+    validate_agent_name(agent)
+    rule = add_manual(session, agent, body, protected=protected, scope=scope)
+    if protected:
+        rule.decided_at = utcnow()
+    session.flush()
+    return rule_dict(rule)
+
+
+def protect(session: Session, rule_id: int) -> dict[str, Any]:
+    rule = _get(session, rule_id)
+    rule.state, rule.evict_reason, rule.strikes, rule.decided_at = "protected", None, 0, utcnow()
+    session.flush()
+    return rule_dict(rule)
+
+
+def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
+    rule = _get(session, rule_id)
+    if rule.state != "protected":
+        raise UsageError(f"rule {rule_id} is {rule.state}, not protected")
+    rule.state = "active" if rule.measured_saving is not None else "candidate"
+    session.flush()
+    return rule_dict(rule)
+
+
+def set_scope(session: Session, rule_id: int, scope: str | None) -> dict[str, Any]:
+    rule = _get(session, rule_id)
+    rule.scope = validate_scope(scope)
+    rule.rent_tokens = rent_of(rule.body, rule.scope)
+    session.flush()
+    return rule_dict(rule)
+
+
+def forget(session: Session, rule_id: int) -> dict[str, Any]:
+    rule = _get(session, rule_id)
+    if rule.state == "evicted":
+        raise UsageError(f"rule {rule_id} is already evicted ({rule.evict_reason or 'no reason'})")
+    rule.state, rule.evict_reason, rule.decided_at = "evicted", "manual", utcnow()
+    session.flush()
+    return rule_dict(rule)

@@ -1,0 +1,263 @@
+"""Distillation orchestration (the I/O around the pure detectors and distillers).
+
+``distill_runs`` works the queue the trigger fills (or one given run): parse the run's transcript
+from its ``source_path`` with the collector's parser, detect waste, propose rules (heuristic or
+model), admit them, mark the run done. Each run is its own transaction, so one bad transcript
+never loses another's work. ``distill_paths`` is the read-only variant over arbitrary transcript
+files and directories (``warden distill --dry-run PATHS…``): findings and what would be proposed,
+no database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic
+from sqlalchemy import select
+
+from warden.config import Settings
+from warden.distill import heuristic
+from warden.distill.admission import Refusal, admit
+from warden.distill.detectors import Finding, detect_waste
+from warden.distill.model_distiller import (DistillContext, ModelReply, digest_lines, distill_with_model,
+                                            make_client)
+from warden.distill.rule_text import RuleTextError, validate_rule_body
+from warden.errors import UsageError
+from warden.habits import is_false_economy
+from warden.ingest.parser import ids_from_path, parse_lines
+from warden.ingest.records import ParsedRun
+from warden.store.db import Store
+from warden.store.models import Rule, SessionRun, utcnow
+
+log = logging.getLogger("warden.distill")
+
+DISTILLERS = ("heuristic", "anthropic")
+LIVE_STATES = ("candidate", "active", "probation", "protected")
+PROVENANCE_TRACE_STEPS = 60  # steps of the trace digest kept with each rule
+
+
+@dataclass
+class RunReport:
+    source_path: str
+    run_id: int | None = None
+    run_key: str | None = None
+    agent: str | None = None
+    weighted_tokens: float | None = None
+    tool_calls: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    proposals: list[str] = field(default_factory=list)
+    admitted: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # model replies dropped, and why
+    error: str | None = None
+    infra_error: bool = False
+    state_after: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source_path": self.source_path, "run_id": self.run_id, "run_key": self.run_key,
+                "agent": self.agent, "weighted_tokens": self.weighted_tokens, "tool_calls": self.tool_calls,
+                "findings": [f.to_dict() for f in self.findings], "proposals": self.proposals,
+                "admitted": self.admitted, "refused": [r.to_dict() for r in self.refused],
+                "dropped": self.dropped, "error": self.error, "state_after": self.state_after}
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def parse_transcript(path: Path) -> ParsedRun:
+    """Parse one transcript file with the collector's parser (ids from the path as hints)."""
+    session_hint, agent_hint = ids_from_path(str(path))
+    try:
+        with path.open("rb") as handle:
+            return parse_lines(handle, session_id=session_hint, agent_id=agent_hint, source_path=str(path))
+    except OSError as exc:
+        raise UsageError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
+
+
+def transcript_files(paths: list[Path]) -> list[Path]:
+    """Files as given, directories expanded to their ``*.jsonl`` files (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise UsageError(f"no such transcript file or directory: {path}")
+    return files
+
+
+# ---------------------------------------------------------------- distillers
+
+
+def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Finding], distiller: str,
+                model: str | None) -> dict[str, Any]:
+    trace = parsed.trace_digest or {}
+    return {
+        "run_key": parsed.run_key if run is None else run.run_key,
+        "distiller": distiller, "model": model,
+        "findings": [{"waste_kind": f.waste_kind, "occurrences": f.occurrences,
+                      "saving_tokens": round(f.saving_tokens, 1)} for f in findings],
+        "trace_sha256": hashlib.sha256(json.dumps(trace, sort_keys=True, default=str).encode()).hexdigest(),
+        "trace": (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS],
+    }
+
+
+def _rule_context(session, agent: str) -> DistillContext:  # noqa: ANN001 - sqlalchemy Session
+    rules = list(session.scalars(select(Rule).where(Rule.agent == agent).order_by(Rule.id)))
+    evicted = sorted((r for r in rules if r.state == "evicted"),
+                     key=lambda r: r.updated_at or r.created_at, reverse=True)
+    return DistillContext(
+        agent=agent, current_rules=[r.body for r in rules if r.state in LIVE_STATES],
+        evicted_rules=[{"body": r.body, "evict_reason": r.evict_reason, "measured_saving": r.measured_saving}
+                       for r in evicted])
+
+
+def _propose(parsed: ParsedRun, findings: list[Finding], context: DistillContext, distiller: str,
+             settings: Settings, client: anthropic.Anthropic | None) -> tuple[list[str], ModelReply | None]:
+    if distiller == "heuristic":
+        evicted = [r["body"] for r in context.evicted_rules]
+        return [p.body for p in heuristic.propose(findings, evicted)], None
+    reply = distill_with_model(client or make_client(settings), settings.distill_model, findings,
+                               digest_lines(parsed.trace_digest or {}), context)
+    return reply.bodies, reply
+
+
+def _screen(bodies: list[str], distiller: str) -> list[Refusal]:
+    """What admission would refuse without a database (validator and false-economy guard)."""
+    refused: list[Refusal] = []
+    for body in bodies:
+        try:
+            clean = validate_rule_body(body)
+        except RuleTextError as exc:
+            refused.append(Refusal(str(body)[:300], str(exc)))
+            continue
+        if is_false_economy(clean):
+            refused.append(Refusal(clean, "false economy: trades verification or testing for tokens"))
+    return refused
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def check_distiller(distiller: str) -> str:
+    if distiller not in DISTILLERS:
+        raise UsageError(f"unknown distiller {distiller!r}: choose one of {', '.join(DISTILLERS)}")
+    return distiller
+
+
+def select_runs(store: Store, *, agent: str | None = None, run_id: int | None = None) -> list[int]:
+    """The runs to distill: the given one, or the queued ones (oldest first)."""
+    with store.session() as session:
+        if run_id is not None:
+            if session.get(SessionRun, run_id) is None:
+                raise UsageError(f"no session run with id {run_id}")
+            return [run_id]
+        query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
+        if agent:
+            query = query.where(SessionRun.agent == agent)
+        return list(session.scalars(query.order_by(SessionRun.id)))
+
+
+def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str = "heuristic",
+                client: anthropic.Anthropic | None = None, dry_run: bool = False) -> RunReport:
+    """Distill one session run; with ``dry_run`` nothing is written (admission is rolled back)."""
+    check_distiller(distiller)
+    with store.sessions() as session:
+        run = session.get(SessionRun, run_id)
+        if run is None:
+            raise UsageError(f"no session run with id {run_id}")
+        report = RunReport(source_path=run.source_path, run_id=run.id, run_key=run.run_key, agent=run.agent,
+                           weighted_tokens=run.weighted_tokens)
+        path = Path(run.source_path) if run.source_path else None
+        if path is None or not path.is_file():
+            report.error = f"transcript not found: {run.source_path or '(no source path)'}"
+            report.state_after = "skipped"
+            if not dry_run:
+                run.distill_state, run.distilled_at = "skipped", utcnow()
+                session.commit()
+            return report
+        try:
+            parsed = parse_transcript(path)
+        except UsageError as exc:
+            report.error, report.state_after = str(exc), run.distill_state
+            return report
+        findings = detect_waste(parsed)
+        report.findings, report.tool_calls = findings, len(parsed.tool_calls)
+        context = _rule_context(session, run.agent)
+        bodies, reply = _propose(parsed, findings, context, distiller, settings, client)
+        report.proposals = list(bodies)
+        if reply is not None:
+            report.dropped = list(reply.dropped)
+            if reply.error:
+                # Infra, not the agent: nothing admitted, the run stays queued for a later night.
+                report.error, report.infra_error, report.state_after = reply.error, True, run.distill_state
+                return report
+        result = admit(session, run.agent, bodies, origin=distiller, provenance_run_id=run.id,
+                       provenance_digest=_provenance(run, parsed, findings, distiller,
+                                                     reply.model if reply else None))
+        report.refused = result.refused
+        report.admitted = [{"id": r.id, "body": r.body, "state": r.state, "rent_tokens": r.rent_tokens}
+                           for r in result.admitted]
+        if dry_run:
+            session.rollback()
+            report.state_after = run.distill_state
+            for item in report.admitted:
+                item["id"] = None
+            return report
+        run.distill_state, run.distilled_at = "done", utcnow()
+        report.state_after = "done"
+        session.commit()
+    log.info("distilled run %s: %d admitted, %d refused", run_id, len(report.admitted), len(report.refused))
+    return report
+
+
+def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, run_id: int | None = None,
+                 distiller: str = "heuristic", client: anthropic.Anthropic | None = None,
+                 dry_run: bool = False) -> list[RunReport]:
+    """Distill the queued runs (optionally of one agent) or one given run."""
+    check_distiller(distiller)
+    run_ids = select_runs(store, agent=agent, run_id=run_id)
+    if distiller == "anthropic" and client is None and run_ids:
+        client = make_client(settings)
+    return [distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
+            for rid in run_ids]
+
+
+def distill_paths(paths: list[Path], settings: Settings, *, distiller: str = "heuristic",
+                  client: anthropic.Anthropic | None = None) -> list[RunReport]:
+    """Read-only: findings and proposals for arbitrary transcript files; never touches the store.
+
+    A file that cannot be parsed or analysed is reported with its error; the others go on."""
+    check_distiller(distiller)
+    files = transcript_files(paths)
+    if distiller == "anthropic" and client is None and files:
+        client = make_client(settings)
+    reports: list[RunReport] = []
+    for path in files:
+        report = RunReport(source_path=str(path))
+        try:
+            parsed = parse_transcript(path)
+            report.run_key, report.agent = parsed.run_key, parsed.agent_type or (
+                "main" if parsed.agent_id is None else None)
+            report.tool_calls = len(parsed.tool_calls)
+            report.findings = detect_waste(parsed)
+            bodies, reply = _propose(parsed, report.findings, DistillContext(agent=report.agent or "unknown"),
+                                     distiller, settings, client)
+            report.proposals = list(bodies)
+            if reply is not None:
+                report.dropped = list(reply.dropped)
+                report.error, report.infra_error = reply.error, bool(reply.error)
+            report.refused = _screen(bodies, distiller)
+        except UsageError as exc:
+            report.error = str(exc)
+        except Exception as exc:  # a detector bug must not hide every other file's findings
+            log.exception("distill dry-run failed on %s", path)
+            report.error = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        reports.append(report)
+    return reports

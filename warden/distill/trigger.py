@@ -1,0 +1,97 @@
+"""When a session run is worth distilling (issue 4 §1).
+
+A run is queued when its cost-weighted tokens exceed the agent's rolling p75 (nearest-rank) over
+its last :data:`WINDOW` completed real-work runs, given at least :data:`MIN_PRIORS` of them.
+The collector calls :func:`queue_if_expensive` after every ingest (hooks fire every turn), so the
+decision is idempotent: a run is queued at most once, and distillation itself never runs here —
+``warden distill`` / the nightly job works the queue.
+
+``main`` sessions are distilled only when the agent ``main`` has a bench suite
+(``golden_tasks/main/``): a candidate that cannot be measured would never leave the queue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden.config import Settings
+from warden.store.models import SessionRun
+
+WINDOW = 50
+MIN_PRIORS = 5
+PERCENTILE = 75.0
+
+
+def nearest_rank(values: list[float], percentile: float) -> float:
+    """The nearest-rank percentile: the smallest value with at least ``percentile``% at or below it."""
+    if not values:
+        raise ValueError("nearest_rank of no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(percentile / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class TriggerDecision:
+    expensive: bool
+    reason: str
+    threshold: float | None = None
+    priors: int = 0
+
+
+def decide(cost: float, prior_costs: list[float]) -> TriggerDecision:
+    """Pure: is ``cost`` above the p75 of the priors (most recent first, at most WINDOW used)?"""
+    window = prior_costs[:WINDOW]
+    if len(window) < MIN_PRIORS:
+        return TriggerDecision(False, f"only {len(window)} prior completed run(s), need {MIN_PRIORS}",
+                               None, len(window))
+    threshold = nearest_rank(window, PERCENTILE)
+    if cost > threshold:
+        return TriggerDecision(True, f"{cost:.0f} > p75 {threshold:.0f} of {len(window)} runs",
+                               threshold, len(window))
+    return TriggerDecision(False, f"{cost:.0f} <= p75 {threshold:.0f} of {len(window)} runs",
+                           threshold, len(window))
+
+
+def has_bench_suite(settings: Settings, agent: str) -> bool:
+    return (settings.golden_dir / agent).is_dir()
+
+
+def prior_costs(session: Session, run_row: SessionRun, window: int = WINDOW) -> list[float]:
+    """Cost-weighted tokens of the agent's last ``window`` completed real-work runs before this one.
+
+    "Real work" = session runs (bench replays live in their own table); runs whose output counts
+    are placeholders are untrusted and left out. Most recent first, by start time, then id."""
+    query = (select(SessionRun.weighted_tokens)
+             .where(SessionRun.agent == run_row.agent, SessionRun.completed.is_(True),
+                    SessionRun.placeholder_output.is_(False), SessionRun.id != run_row.id))
+    if run_row.started_at is not None:
+        query = query.where((SessionRun.started_at.is_(None)) | (SessionRun.started_at <= run_row.started_at))
+    query = query.order_by(SessionRun.started_at.desc().nulls_last(), SessionRun.id.desc()).limit(window)
+    return [float(c or 0.0) for c in session.scalars(query)]
+
+
+def evaluate(session: Session, run_row: SessionRun, settings: Settings) -> TriggerDecision:
+    """Whether ``run_row`` should be distilled (no writes)."""
+    if run_row.distill_state is not None:
+        return TriggerDecision(False, f"already {run_row.distill_state}")
+    if run_row.placeholder_output:
+        return TriggerDecision(False, "placeholder output counts: cost untrusted")
+    if run_row.agent == "main" and not has_bench_suite(settings, "main"):
+        return TriggerDecision(False, "main session without a bench suite")
+    return decide(float(run_row.weighted_tokens or 0.0), prior_costs(session, run_row))
+
+
+def queue_if_expensive(session: Session, run_row: SessionRun, settings: Settings) -> bool:
+    """Queue ``run_row`` for distillation when it is expensive; True if it was queued now.
+
+    Cheap to call on every hook invocation: one indexed query, at most one column update, and a
+    run already queued/done/skipped is never touched again."""
+    decision = evaluate(session, run_row, settings)
+    if decision.expensive:
+        run_row.distill_state = "queued"
+    return decision.expensive
