@@ -1,9 +1,172 @@
-"""Commands of the collect stage (being built; see the issue for this stage)."""
+"""Commands of the collect stage: collect, sessions, status, hook, install-hooks, uninstall-hooks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from warden.cli.common import console, err_console, print_json, safe, settings, store
+from warden.errors import UsageError
+from warden.ingest import collector as queries
+from warden.ingest.hooks import install_hooks, uninstall_hooks
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("collect")(collect)
+    app.command("sessions")(sessions)
+    app.command("status")(status)
+    app.command("install-hooks")(install_hooks_cmd)
+    app.command("uninstall-hooks")(uninstall_hooks_cmd)
+    hook_app = typer.Typer(help="Claude Code hook entry points (always exit 0; log to $WARDEN_HOME/hooks.log).",
+                           no_args_is_help=True)
+    hook_app.command("stop")(lambda: _hook("stop"))
+    hook_app.command("subagent-stop")(lambda: _hook("subagent-stop"))
+    hook_app.command("session-start")(lambda: _hook("session-start"))
+    app.add_typer(hook_app, name="hook")
+
+
+def collect(
+    paths: Optional[list[Path]] = typer.Argument(None, help="Transcript files or directories "
+                                                 "(default: $CLAUDE_CONFIG_DIR/projects)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Ingest Claude Code transcripts into the session ledger (incremental, idempotent)."""
+    from warden.ingest.collector import collect_paths
+
+    s = settings()
+    st = store(s)
+    try:
+        show = not as_json and console.is_terminal
+        summary = collect_paths(s, paths or None, store=st,
+                                progress=(lambda n, total: console.print(f"\r{n}/{total} files", end=""))
+                                if show else None)
+        if show:
+            console.print()
+    finally:
+        st.engine.dispose()
+    if as_json:
+        print_json(summary.to_json())
+        return
+    console.print(f"{summary.files_seen} transcript(s): {summary.files_ingested} ingested, "
+                  f"{summary.files_unchanged} unchanged, {summary.files_skipped} skipped; "
+                  f"{summary.runs_updated} run(s) updated, {summary.bytes_read / 1e6:.1f} MB read")
+    for reason in summary.skipped[:20]:
+        err_console.print(f"skipped {safe(reason, 300)}", markup=False)
+
+
+def sessions(
+    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent (main or a subagent type)."),
+    project: Optional[str] = typer.Option(None, "--project", help="Only runs whose project (cwd) contains this."),
+    since: Optional[str] = typer.Option(None, "--since", help="ISO date/time, or an age like 7d, 12h."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many rows (newest first)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+) -> None:
+    """List session runs (a main session or one subagent transcript each)."""
+    s = settings()
+    st = store(s)
+    try:
+        with st.session() as db:
+            rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since),
+                                         limit=limit)
+    finally:
+        st.engine.dispose()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for col in ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
+                "weighted", "tools", "rereads", "done"):
+        table.add_column(col, justify="left" if col in ("run", "agent", "project", "started UTC", "done") else "right",
+                         no_wrap=True)
+    for r in rows:
+        table.add_row(safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
+                      safe(r["agent"], 14), safe(_tail(r["project"] or "", 18)),
+                      (r["started_at"] or "")[:16].replace("T", " "),
+                      _n(r["input_tokens"]), _n(r["output_tokens"]), _n(r["cache_creation_tokens"]),
+                      _n(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", _n(r["weighted_tokens"]),
+                      str(r["tool_calls"]), str(r["rereads"]),
+                      ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else ""))
+    _wide().print(table)
+    if any(r["placeholder_output"] for r in rows):
+        console.print("* output counts in that transcript are streaming placeholders; don't trust its output tokens.")
+
+
+def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Per agent: sessions, tokens by type, cost, cost-weighted tokens, p75, re-read rate."""
+    s = settings()
+    st = store(s)
+    try:
+        with st.session() as db:
+            data = queries.status(db)
+    finally:
+        st.engine.dispose()
+    if as_json:
+        print_json(data)
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for col in ("agent", "sessions", "runs", "in", "out", "cw 5m", "cw 1h", "cache r", "cost $",
+                "weighted", "p75/run", "reread"):
+        table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
+    for a in data["agents"]:
+        table.add_row(safe(a["agent"], 16), str(a["sessions"]), str(a["runs"]), _n(a["input_tokens"]),
+                      _n(a["output_tokens"]), _n(a["cache_write_5m_tokens"]), _n(a["cache_write_1h_tokens"]),
+                      _n(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", _n(a["weighted_tokens"]),
+                      _n(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}")
+    _wide().print(table)
+    if data["agents"]:
+        console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
+    if not data["agents"]:
+        console.print("no sessions yet — run `warden collect`")
+
+
+def _wide() -> Console:
+    """Tables are wide: piped output is not cut to 80 columns."""
+    return console if console.is_terminal else Console(highlight=False, width=200)
+
+
+def _n(value: float) -> str:
+    """Compact token figure: 950, 12.3k, 4.5M."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{suffix}"
+    return f"{value:.0f}"
+
+
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def _hook(event: str) -> None:
+    from warden.ingest.hooks import run_hook
+
+    raise typer.Exit(run_hook(event))
+
+
+def install_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON.")) -> None:
+    """Add warden's Stop/SubagentStop/SessionStart hooks to $CLAUDE_CONFIG_DIR/settings.json."""
+    result = install_hooks(settings().claude_home)
+    _report_hooks(result, as_json)
+
+
+def uninstall_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON.")) -> None:
+    """Remove warden's hooks from $CLAUDE_CONFIG_DIR/settings.json (other hooks are kept)."""
+    result = uninstall_hooks(settings().claude_home)
+    _report_hooks(result, as_json)
+
+
+def _report_hooks(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    if result["changed"]:
+        console.print(f"{result['action']}: {safe(result['settings_path'])}"
+                      + (f" (backup: {safe(result['backup_path'])})" if result.get("backup_path") else ""))
+    else:
+        console.print(f"nothing to do: {safe(result['settings_path'])} already {result['state']}")
+
+
+__all__ = ["register", "UsageError"]

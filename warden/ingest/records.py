@@ -46,6 +46,7 @@ class Turn:
     timestamp: datetime | None
     text: str = ""  # concatenated visible text blocks (no thinking)
     tool_call_indexes: list[int] = field(default_factory=list)
+    content_bytes: int = 0  # text + thinking + tool-input bytes generated (placeholder check)
 
     @property
     def context_tokens(self) -> int:
@@ -69,6 +70,21 @@ class LineStats:
     truncated: int = 0  # a final line with no newline that does not parse (still being written)
     bom: int = 0
     duplicate_usage: int = 0  # usage lines dropped by the (message.id, requestId) dedupe
+    oversized: int = 0  # lines longer than the reader's cap, skipped unread
+
+
+@dataclass
+class EmbeddedUsage:
+    """A subagent's API response seen through a ``progress`` line of its parent transcript.
+
+    It belongs to the subagent's run (``agent_id``); the collector's global dedupe counts it once
+    whether or not the subagent's own transcript is present."""
+
+    message_key: str
+    agent_id: str | None
+    model: str
+    usage: Usage
+    timestamp: datetime | None
 
 
 @dataclass
@@ -91,6 +107,14 @@ class ParsedRun:
     completed: bool = False
     stats: LineStats = field(default_factory=LineStats)
     bytes_consumed: int = 0  # offset just past the last complete line read
+    # A resumed parse (incremental ingest) starts at ``start_offset``: then turns, tool_calls and
+    # user_prompts hold only the lines from there on, while counters and trace_digest are cumulative.
+    start_offset: int = 0
+    counters: dict[str, int] = field(default_factory=dict)  # tool_calls, file_reads, rereads, greps, edits, failed_tool_results
+    embedded_usage: list[EmbeddedUsage] = field(default_factory=list)
+    subagent_types: dict[str, str] = field(default_factory=dict)  # agentId -> subagent_type (from Task calls)
+    placeholder_turns: int = 0
+    trace_digest: dict = field(default_factory=dict)  # compact action trace for the distiller
 
     @property
     def run_key(self) -> str:

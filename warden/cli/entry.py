@@ -1,0 +1,25 @@
+"""The ``warden`` console script: a fast path for Claude Code hooks, then the full CLI.
+
+``warden hook <event>`` runs inside a 2-second budget on every Claude Code stop, so it must not
+pay for importing every command group (typer, rich, numpy, the SDK…); everything else goes to
+:func:`warden.cli.app.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) == 2 and args[0] == "hook" and args[1] in ("stop", "subagent-stop", "session-start"):
+        from warden.ingest.hooks import run_hook
+
+        return run_hook(args[1])
+    from warden.cli.app import main as app_main
+
+    return app_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,623 @@
+"""The collector: transcript files → ledger rows (SessionRun, UsageMessage, IngestOffset).
+
+- **Incremental.** Each file's consumed offset, size, mtime, a hash of its head and the parser's
+  resumable state live in ``ingest_offsets``. An unchanged file is skipped without a write (so
+  re-collecting changes nothing); an appended one is read from the last consumed offset and its
+  run row is updated in place; a rewritten one (head changed, or shorter) is read again whole.
+- **Global usage dedupe.** Every API response is one ``usage_messages`` row keyed by
+  ``message.id|requestId``; across files the row with the largest counts wins and it stays owned
+  by the run that first held it (resumed sessions and sidechains repeat parent messages). A
+  run's token totals and cost are always the sums of the rows it owns, so a response counts once
+  however many files repeat it. Responses a parent saw through ``progress`` lines are owned by the
+  subagent's run (``<session>:<agentId>``), with or without the subagent's own transcript.
+- **Extension point.** After a run's row is written, :func:`_after_run_ingested` runs the later
+  stages' per-run steps (checkpoint capture, distill queueing) in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import orjson
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from warden.config import Settings
+from warden.errors import UsageError
+from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
+from warden.ingest.records import ParsedRun
+from warden.store.db import Store, open_store
+from warden.store.models import IngestOffset, SessionRun, UsageMessage
+
+READ_CHUNK = 8 << 20
+MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
+HEAD_BYTES = 4096  # hashed to notice a transcript rewritten under the same name
+IN_CHUNK = 500  # bound on SQL IN-lists / multi-row statements
+MAIN_AGENT = "main"
+UNKNOWN_SUBAGENT = "subagent"
+
+
+@dataclass
+class CollectSummary:
+    files_seen: int = 0
+    files_ingested: int = 0
+    files_unchanged: int = 0
+    files_skipped: int = 0  # not a regular file, unreadable, vanished
+    bytes_read: int = 0
+    lines: int = 0
+    runs_updated: int = 0
+    usage_messages: int = 0  # usage rows offered to the global dedupe
+    skipped: list[str] = field(default_factory=list)  # "path: reason"
+    run_keys: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
+    """The ``*.jsonl`` files under the given files/directories, main sessions before subagents
+    (so a response repeated in both is owned by the session that wrote it first)."""
+    found: set[Path] = set()
+    for path in paths:
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            raise UsageError(f"no such file or directory: {path}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(mode):
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise UsageError(f"cannot read directory {path}: permission denied")
+            for root, _dirs, files in os.walk(path):
+                for name in files:
+                    if name.endswith(".jsonl"):
+                        found.add(Path(root) / name)
+        else:
+            if not os.access(path, os.R_OK):
+                raise UsageError(f"cannot read {path}: permission denied")
+            found.add(path)
+    return sorted(found, key=_ingest_order)
+
+
+def _ingest_order(path: Path) -> tuple[int, str]:
+    return (1 if path.name.startswith("agent-") else 0, str(path))
+
+
+def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes | None, int, bool]]:
+    """(line without newline | None if oversized, end offset, complete) from ``start`` to EOF.
+
+    Reads in large blocks; a line longer than ``max_line`` is skipped without being buffered."""
+    os.lseek(fd, start, os.SEEK_SET)
+    offset = start
+    carry = b""
+    skipping = False
+    while True:
+        block = os.read(fd, READ_CHUNK)
+        if not block:
+            break
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                offset += len(block)
+                continue
+            offset += nl + 1
+            yield None, offset, True
+            block = block[nl + 1:]
+            skipping = False
+        data = carry + block if carry else block
+        last_nl = data.rfind(b"\n")
+        if last_nl < 0:
+            carry = data
+        else:
+            lines = data[:last_nl].split(b"\n")
+            carry = data[last_nl + 1:]
+            for line in lines:
+                offset += len(line) + 1
+                yield line, offset, True
+        if len(carry) > max_line:
+            offset += len(carry)
+            carry = b""
+            skipping = True
+    if skipping:
+        yield None, offset, True
+    elif carry:
+        yield carry, offset + len(carry), False
+
+
+def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None,
+               agent_type: str | None = None, max_line: int = MAX_LINE_BYTES) -> tuple[ParsedRun, dict[str, Any], int]:
+    """Read ``path`` from ``start`` into a ParsedRun; returns (run, resumable state, bytes scanned
+    up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang."""
+    session_hint, agent_hint = ids_from_path(path)
+    parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
+                              source_path=path, start_offset=start, state=state)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    end = start
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        for line, end, complete in iter_lines(fd, start, max_line):
+            if line is None:
+                parser.feed_oversized(end)
+            else:
+                parser.feed_line(line, complete=complete, end_offset=end)
+    finally:
+        os.close(fd)
+    return parser.result(), parser.state(), end
+
+
+def _head_hash(path: str, length: int) -> str:
+    if length <= 0:
+        return ""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return hashlib.sha256(os.pread(fd, length, 0)).hexdigest()
+    finally:
+        os.close(fd)
+
+
+def read_meta_sidecar(path: str) -> str | None:
+    """Agent type from ``agent-<id>.meta.json`` beside a 2.1.x subagent transcript, if any."""
+    meta = path[:-len(".jsonl")] + ".meta.json" if path.endswith(".jsonl") else path + ".meta.json"
+    try:
+        st = os.stat(meta)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+            return None
+        with open(meta, "rb") as fh:
+            data = orjson.loads(fh.read())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if isinstance(data, dict):
+        for key in ("agentType", "agent_type", "subagent_type", "subagentType"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()[:200]
+    return None
+
+
+# ---------------------------------------------------------------------------- rows
+
+
+def run_key_for(session_id: str, agent_id: str | None) -> str:
+    return f"{session_id}:{agent_id or MAIN_AGENT}"
+
+
+def _usage_row(key: str, run_key: str, model: str, usage: Usage, timestamp: Any) -> dict[str, Any]:
+    return {"message_key": key[:400], "run_key": run_key, "model": model[:120],
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_write_5m_tokens": usage.cache_write_5m, "cache_write_1h_tokens": usage.cache_write_1h,
+            "cache_read_tokens": usage.cache_read, "timestamp": timestamp}
+
+
+def _row_rank(row: dict[str, Any]) -> tuple[int, int]:
+    total = (row["input_tokens"] + row["output_tokens"] + row["cache_write_5m_tokens"]
+             + row["cache_write_1h_tokens"] + row["cache_read_tokens"])
+    return total, row["output_tokens"]
+
+
+def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
+    """Max-wins upsert into the global dedupe; returns the run keys owning these messages."""
+    if not rows:
+        return set()
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    table = UsageMessage.__table__
+    owners: set[str] = set()
+    for i in range(0, len(rows), IN_CHUNK):
+        chunk = rows[i:i + IN_CHUNK]
+        stmt = insert(table)
+        excluded = stmt.excluded
+        new_total = (excluded.input_tokens + excluded.output_tokens + excluded.cache_write_5m_tokens
+                     + excluded.cache_write_1h_tokens + excluded.cache_read_tokens)
+        old_total = (table.c.input_tokens + table.c.output_tokens + table.c.cache_write_5m_tokens
+                     + table.c.cache_write_1h_tokens + table.c.cache_read_tokens)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.message_key],
+            set_={name: excluded[name] for name in ("model", "input_tokens", "output_tokens",
+                                                     "cache_write_5m_tokens", "cache_write_1h_tokens",
+                                                     "cache_read_tokens", "timestamp")},
+            where=(new_total > old_total) | ((new_total == old_total) & (excluded.output_tokens > table.c.output_tokens)),
+        )
+        session.execute(stmt, chunk)
+        keys = [r["message_key"] for r in chunk]
+        owners.update(session.scalars(select(UsageMessage.run_key).where(UsageMessage.message_key.in_(keys)).distinct()))
+    return owners
+
+
+def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Usage]]:
+    """Per run key, per model: the sums of the usage rows the run owns."""
+    result: dict[str, dict[str, Usage]] = {}
+    keys = sorted(set(run_keys))
+    for i in range(0, len(keys), IN_CHUNK):
+        stmt = (select(UsageMessage.run_key, UsageMessage.model, func.sum(UsageMessage.input_tokens),
+                       func.sum(UsageMessage.output_tokens), func.sum(UsageMessage.cache_write_5m_tokens),
+                       func.sum(UsageMessage.cache_write_1h_tokens), func.sum(UsageMessage.cache_read_tokens))
+                .where(UsageMessage.run_key.in_(keys[i:i + IN_CHUNK]))
+                .group_by(UsageMessage.run_key, UsageMessage.model))
+        for run_key, model, i_t, o_t, w5, w1, r in session.execute(stmt):
+            result.setdefault(run_key, {})[model] = Usage(int(i_t or 0), int(o_t or 0), int(w5 or 0),
+                                                          int(w1 or 0), int(r or 0))
+    return result
+
+
+def _apply_totals(row: SessionRun, by_model: dict[str, Usage], prices: PriceTable) -> None:
+    total = Usage()
+    cost = weighted = 0.0
+    unknown = False
+    for model in sorted(by_model):
+        usage = by_model[model]
+        total = total + usage
+        cost += prices.cost_usd(model, usage)
+        weighted += prices.weighted_tokens(model, usage)
+        if usage.total and not prices.is_known(model):
+            unknown = True
+    row.input_tokens = total.input_tokens
+    row.output_tokens = total.output_tokens
+    row.cache_write_5m_tokens = total.cache_write_5m
+    row.cache_write_1h_tokens = total.cache_write_1h
+    row.cache_read_tokens = total.cache_read
+    row.cost_usd = round(cost, 10)
+    row.weighted_tokens = round(weighted, 6)
+    row.unknown_model = unknown
+
+
+# ---------------------------------------------------------------------------- collector
+
+
+class Collector:
+    """Ingests transcript files into one store. Thin wrapper so a batch shares prices and caches."""
+
+    def __init__(self, store: Store, settings: Settings | None = None, *,
+                 max_line: int = MAX_LINE_BYTES) -> None:
+        self.store = store
+        self.prices = PriceTable(settings.pricing) if settings and settings.pricing else DEFAULT_TABLE
+        self.max_line = max_line
+
+    def collect(self, files: Iterable[Path], *, agent_type_hint: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> CollectSummary:
+        summary = CollectSummary()
+        files = list(files)
+        for n, path in enumerate(files, 1):
+            summary.files_seen += 1
+            self.ingest_file(str(path), summary=summary, agent_type_hint=agent_type_hint)
+            if progress:
+                progress(n, len(files))
+        return summary
+
+    def ingest_file(self, path: str, *, summary: CollectSummary | None = None,
+                    agent_type_hint: str | None = None) -> str | None:
+        """Ingest one transcript incrementally; returns its run key (None if skipped/unchanged)."""
+        summary = summary if summary is not None else CollectSummary()
+        path = os.path.abspath(path)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            summary.files_skipped += 1
+            summary.skipped.append(f"{path}: {exc.strerror or exc}")
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            summary.files_skipped += 1
+            summary.skipped.append(f"{path}: not a regular file")
+            return None
+        with self.store.session() as session:
+            offset_row = session.get(IngestOffset, path)
+            if (offset_row is not None and offset_row.size == st.st_size and offset_row.mtime_ns == st.st_mtime_ns
+                    and offset_row.parser_version == PARSER_VERSION
+                    and (agent_type_hint is None or not _needs_agent_type(session, offset_row, agent_type_hint))):
+                summary.files_unchanged += 1
+                return None
+            start, state = 0, None
+            if offset_row is not None and offset_row.parser_version == PARSER_VERSION \
+                    and offset_row.offset <= st.st_size and offset_row.parser_state:
+                head_len = int(offset_row.parser_state.get("head_len", 0))
+                try:
+                    if _head_hash(path, head_len) == offset_row.head_sha256:
+                        start, state = offset_row.offset, offset_row.parser_state.get("parser")
+                except OSError:
+                    pass
+            try:
+                parsed, parser_state, end = parse_file(path, start=start, state=state,
+                                                       agent_type=agent_type_hint, max_line=self.max_line)
+            except OSError as exc:
+                summary.files_skipped += 1
+                summary.skipped.append(f"{path}: {exc.strerror or exc}")
+                return None
+            summary.files_ingested += 1
+            summary.bytes_read += end - start
+            summary.lines += parsed.stats.lines - (state or {}).get("stats", {}).get("lines", 0)
+            head_len = min(parsed.bytes_consumed, HEAD_BYTES)
+            if offset_row is None:
+                offset_row = IngestOffset(path=path)
+                session.add(offset_row)
+            if parsed.agent_id and not parsed.agent_type:
+                parsed.agent_type = read_meta_sidecar(path)
+            run_key = self._store_run(session, parsed, path, summary) if _has_activity(parsed, state) else None
+            offset_row.run_key = run_key
+            offset_row.offset = parsed.bytes_consumed
+            offset_row.size = end
+            offset_row.mtime_ns = st.st_mtime_ns
+            offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
+            offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
+            offset_row.parser_version = PARSER_VERSION
+            return run_key
+
+    def _store_run(self, session: Session, parsed: ParsedRun, path: str, summary: CollectSummary) -> str:
+        session_id = parsed.session_id or Path(path).stem
+        run_key = run_key_for(session_id, parsed.agent_id)
+        usage_rows: dict[str, dict[str, Any]] = {}
+        for turn in parsed.turns:
+            _offer(usage_rows, _usage_row(turn.message_key, run_key, turn.model, turn.usage, turn.timestamp))
+        embedded_owners: dict[str, str | None] = {}
+        for emb in parsed.embedded_usage:
+            owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
+            _offer(usage_rows, _usage_row(emb.message_key, owner, emb.model, emb.usage, emb.timestamp))
+            if owner != run_key:
+                embedded_owners[owner] = emb.agent_id
+        rows = list(usage_rows.values())
+        summary.usage_messages += len(rows)
+        owners = _upsert_usage(session, rows) | {run_key} | set(embedded_owners)
+        session.flush()
+        totals = _totals(session, owners)
+
+        row = session.scalars(select(SessionRun).where(SessionRun.run_key == run_key)).first()
+        if row is None:
+            row = SessionRun(run_key=run_key, session_id=session_id[:200], agent_id=parsed.agent_id,
+                             agent=MAIN_AGENT if parsed.agent_id is None else UNKNOWN_SUBAGENT,
+                             distill_state=None)
+            session.add(row)
+        self._fill_run(session, row, parsed, path)
+        for key in owners:
+            other = row if key == run_key else session.scalars(select(SessionRun).where(SessionRun.run_key == key)).first()
+            if other is None and key in embedded_owners:
+                # A subagent known so far only through its parent's progress lines.
+                agent_id = embedded_owners[key]
+                other = SessionRun(run_key=key, session_id=session_id[:200], agent_id=agent_id,
+                                   agent=parsed.subagent_types.get(agent_id or "", UNKNOWN_SUBAGENT)[:200],
+                                   project=parsed.cwd, source_path=path, models=[], trace_digest={},
+                                   line_stats={}, parser_version=PARSER_VERSION, distill_state=None)
+                session.add(other)
+            if other is not None:
+                by_model = totals.get(key, {})
+                _apply_totals(other, by_model, self.prices)
+                if other is not row:
+                    other.models = sorted(set(other.models or []) | {m for m in by_model if m != "<synthetic>"})
+                    if other.started_at is None:
+                        times = [e.timestamp for e in parsed.embedded_usage
+                                 if e.timestamp and run_key_for(session_id, e.agent_id) == key]
+                        if times:
+                            other.started_at, other.ended_at = min(times), max(times)
+        if parsed.agent_id is None and parsed.subagent_types:
+            self._name_subagents(session, session_id, parsed.subagent_types)
+        summary.runs_updated += 1
+        summary.run_keys.append(run_key)
+        session.flush()
+        _after_run_ingested(session, row, parsed)
+        return run_key
+
+    def _fill_run(self, session: Session, row: SessionRun, parsed: ParsedRun, path: str) -> None:
+        if parsed.agent_id is not None:
+            agent = parsed.agent_type
+            if not agent:
+                parent = session.scalars(select(SessionRun).where(
+                    SessionRun.run_key == run_key_for(row.session_id, None))).first()
+                names = (parent.trace_digest or {}).get("subagents", {}) if parent else {}
+                agent = names.get(parsed.agent_id)
+            if agent:
+                row.agent = agent[:200]
+            elif not row.agent:
+                row.agent = UNKNOWN_SUBAGENT
+        row.project = parsed.cwd or row.project
+        models = list(row.models or [])
+        for model in parsed.models:
+            if model not in models:
+                models.append(model)
+        row.models = models
+        row.started_at = parsed.started_at or row.started_at
+        row.ended_at = parsed.ended_at or row.ended_at
+        for name in ("tool_calls", "file_reads", "rereads", "greps", "edits", "failed_tool_results"):
+            setattr(row, name, int(parsed.counters.get(name, 0)))
+        row.completed = parsed.completed
+        row.placeholder_output = parsed.placeholder_output
+        digest = dict(parsed.trace_digest)
+        if parsed.subagent_types:
+            digest["subagents"] = dict(sorted(parsed.subagent_types.items()))
+        digest["compactions"] = parsed.compactions
+        row.trace_digest = digest
+        row.line_stats = dict(parsed.stats.__dict__)
+        row.source_path = path
+        row.source_offset = parsed.bytes_consumed
+        row.parser_version = PARSER_VERSION
+
+    def _name_subagents(self, session: Session, session_id: str, types: dict[str, str]) -> None:
+        """A parent's Task calls name its subagents' types; fill rows that did not know theirs."""
+        for agent_id, agent_type in types.items():
+            sub = session.scalars(select(SessionRun).where(
+                SessionRun.run_key == run_key_for(session_id, agent_id))).first()
+            if sub is not None and sub.agent == UNKNOWN_SUBAGENT:
+                sub.agent = agent_type[:200]
+
+
+def _offer(rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
+    current = rows.get(row["message_key"])
+    if current is None or _row_rank(row) > _row_rank(current):
+        if current is not None:
+            row["run_key"] = current["run_key"]
+        rows[row["message_key"]] = row
+
+
+def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
+    """Summary-only files (old versions) hold no session activity and get no run row."""
+    return bool(parsed.turns or parsed.tool_calls or parsed.user_prompts or parsed.embedded_usage
+                or (state or {}).get("turn_index"))
+
+
+def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: str) -> bool:
+    if not offset_row.run_key:
+        return False
+    row = session.scalars(select(SessionRun).where(SessionRun.run_key == offset_row.run_key)).first()
+    return row is not None and row.agent_id is not None and row.agent != agent_type
+
+
+def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun) -> None:
+    """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
+
+    ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
+    prompts then cover only the newly appended lines. Add calls here (checkpoint capture,
+    distill queueing); keep each one cheap — hooks run this inside a 2-second budget."""
+
+
+# ---------------------------------------------------------------------------- entry points
+
+
+def default_paths(settings: Settings) -> list[Path]:
+    return [settings.claude_home / "projects"]
+
+
+def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None, *,
+                  agent_type_hint: str | None = None, store: Store | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> CollectSummary:
+    """Collect the given files/directories (default: ``$CLAUDE_CONFIG_DIR/projects``).
+
+    Raises :class:`UsageError` for a path that does not exist or cannot be read; a default
+    projects directory that does not exist yet simply yields nothing."""
+    given = [Path(p).expanduser() for p in (paths or [])]
+    if not given:
+        given = [p for p in default_paths(settings) if p.is_dir()]
+    files = discover_transcripts(given)
+    own_store = store is None
+    store = store or open_store(settings)
+    try:
+        return Collector(store, settings).collect(files, agent_type_hint=agent_type_hint, progress=progress)
+    finally:
+        if own_store:
+            store.engine.dispose()
+
+
+# ---------------------------------------------------------------------------- reading the ledger
+
+
+def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
+    """``--since``: an ISO date/time (UTC unless it says otherwise) or an age like 7d, 12h, 30m."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    units = {"d": 86400, "h": 3600, "m": 60, "w": 7 * 86400}
+    if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
+        return now - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since {value!r}: expected an ISO date/time or an age like 7d, 12h") from None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat(timespec="seconds") + "Z" if dt else None
+
+
+def session_row_json(row: SessionRun) -> dict[str, Any]:
+    """The ``sessions --json`` element (issue 2 lists the required fields)."""
+    return {
+        "session_id": row.session_id, "agent_id": row.agent_id, "agent": row.agent, "project": row.project,
+        "models": list(row.models or []), "input_tokens": row.input_tokens, "output_tokens": row.output_tokens,
+        "cache_creation_tokens": row.cache_write_5m_tokens + row.cache_write_1h_tokens,
+        "cache_write_5m_tokens": row.cache_write_5m_tokens, "cache_write_1h_tokens": row.cache_write_1h_tokens,
+        "cache_read_tokens": row.cache_read_tokens, "cost_usd": row.cost_usd, "weighted_tokens": row.weighted_tokens,
+        "tool_calls": row.tool_calls, "file_reads": row.file_reads, "rereads": row.rereads, "greps": row.greps,
+        "edits": row.edits, "failed_tool_results": row.failed_tool_results, "completed": row.completed,
+        "placeholder_output": row.placeholder_output, "unknown_model": row.unknown_model,
+        "started_at": _iso(row.started_at), "ended_at": _iso(row.ended_at), "source_path": row.source_path,
+        "run_key": row.run_key,
+    }
+
+
+def known_agents(session: Session) -> list[str]:
+    return sorted(session.scalars(select(SessionRun.agent).distinct()))
+
+
+def list_sessions(session: Session, *, agent: str | None = None, project: str | None = None,
+                  since: datetime | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Session runs, newest first. An agent the ledger has never seen is a usage error."""
+    stmt = select(SessionRun)
+    if agent is not None:
+        if agent not in known_agents(session):
+            known = ", ".join(known_agents(session)[:20]) or "none yet"
+            raise UsageError(f"unknown agent {agent!r} (known: {known})")
+        stmt = stmt.where(SessionRun.agent == agent)
+    if project is not None:
+        stmt = stmt.where(SessionRun.project.contains(project, autoescape=True))
+    if since is not None:
+        stmt = stmt.where(func.coalesce(SessionRun.ended_at, SessionRun.started_at) >= since)
+    stmt = stmt.order_by(SessionRun.started_at.desc(), SessionRun.run_key)
+    if limit:
+        stmt = stmt.limit(limit)
+    return [session_row_json(r) for r in session.scalars(stmt)]
+
+
+def _p75(values: list[float]) -> float:
+    """75th percentile, linear interpolation (numpy's default), of a non-empty list."""
+    ordered = sorted(values)
+    pos = 0.75 * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def status(session: Session) -> dict[str, Any]:
+    """Per agent: sessions, runs, tokens by type, cost, cost-weighted tokens, p75 per run, re-read rate."""
+    agents: dict[str, dict[str, Any]] = {}
+    weighted: dict[str, list[float]] = {}
+    sessions_by_agent: dict[str, set[str]] = {}
+    stmt = select(SessionRun.agent, SessionRun.session_id, SessionRun.input_tokens, SessionRun.output_tokens,
+                  SessionRun.cache_write_5m_tokens, SessionRun.cache_write_1h_tokens, SessionRun.cache_read_tokens,
+                  SessionRun.cost_usd, SessionRun.weighted_tokens, SessionRun.file_reads, SessionRun.rereads,
+                  SessionRun.placeholder_output)
+    for (agent, sid, i_t, o_t, w5, w1, r_t, cost, wt, reads, rereads, placeholder) in session.execute(stmt):
+        a = agents.setdefault(agent, {"agent": agent, "sessions": 0, "runs": 0, "input_tokens": 0, "output_tokens": 0,
+                                      "cache_write_5m_tokens": 0, "cache_write_1h_tokens": 0, "cache_read_tokens": 0,
+                                      "cost_usd": 0.0, "weighted_tokens": 0.0, "file_reads": 0, "rereads": 0,
+                                      "placeholder_runs": 0})
+        a["runs"] += 1
+        a["input_tokens"] += i_t
+        a["output_tokens"] += o_t
+        a["cache_write_5m_tokens"] += w5
+        a["cache_write_1h_tokens"] += w1
+        a["cache_read_tokens"] += r_t
+        a["cost_usd"] += cost
+        a["weighted_tokens"] += wt
+        a["file_reads"] += reads
+        a["rereads"] += rereads
+        a["placeholder_runs"] += 1 if placeholder else 0
+        weighted.setdefault(agent, []).append(wt)
+        sessions_by_agent.setdefault(agent, set()).add(sid)
+    out = []
+    for agent in sorted(agents, key=lambda k: (k != MAIN_AGENT, k)):
+        a = agents[agent]
+        a["sessions"] = len(sessions_by_agent[agent])
+        a["cost_usd"] = round(a["cost_usd"], 6)
+        a["weighted_tokens"] = round(a["weighted_tokens"], 1)
+        a["p75_weighted_tokens"] = round(_p75(weighted[agent]), 1)
+        a["reread_rate"] = round(a["rereads"] / a["file_reads"], 4) if a["file_reads"] else 0.0
+        out.append(a)
+    totals = {k: sum(a[k] for a in out) for k in ("runs", "input_tokens", "output_tokens", "cache_write_5m_tokens",
+                                                 "cache_write_1h_tokens", "cache_read_tokens", "cost_usd",
+                                                 "weighted_tokens")}
+    totals["sessions"] = len(set().union(*sessions_by_agent.values())) if sessions_by_agent else 0
+    files = session.scalar(select(func.count()).select_from(IngestOffset)) or 0
+    return {"agents": out, "totals": totals, "transcripts": files}

@@ -1,0 +1,412 @@
+"""Claude Code hook entry points: ``warden hook stop|subagent-stop|session-start``.
+
+A hook reads Claude Code's hook JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
+``agent_id``, ``agent_type``, ``agent_transcript_path``, …) and ingests the transcript it names,
+incrementally. It must never disturb the session that fired it, so it **always exits 0**, within
+a hard budget, whatever it is given — garbage, a missing or non-regular file, a FIFO, /dev/zero,
+a locked database, a full disk — and logs what it dropped to ``$WARDEN_HOME/hooks.log``
+(rotating). Nothing is lost by a drop: offsets only advance on a committed ingest, so the next
+hook or ``warden collect`` picks the transcript up where it was left.
+
+The budget: the whole process finishes within 2 s of its start (interpreter start-up included)
+— except on a CPU-starved machine, where the hook still gets ``MIN_WORK_S`` after its imports
+before the watchdog ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import select
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+EVENTS = ("stop", "subagent-stop", "session-start")
+BUDGET_S = 1.9  # from process start; 0.1 s of headroom under the 2-second promise
+MIN_WORK_S = 1.0  # time after imports the hook always gets, even when start-up was slow
+STDIN_CAP = 1 << 20  # a hook payload is a few hundred bytes; more is garbage
+STDIN_WAIT_S = 0.5
+MAX_PATH_CHARS = 4096
+LOG_NAME = "hooks.log"
+LOG_MAX_BYTES = 1 << 20
+LOG_BACKUPS = 3
+MAX_HOOK_LINE_BYTES = 64 << 20
+
+
+def _process_start_monotonic() -> float:
+    """When this process started, on the monotonic clock (Linux /proc); now if unknown."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start_ticks = int(fields[19])  # field 22 overall: starttime, in clock ticks since boot
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+        return time.monotonic() - max(0.0, age)
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+
+
+class Deadline:
+    def __init__(self, budget_s: float = BUDGET_S, min_work_s: float = MIN_WORK_S) -> None:
+        now = time.monotonic()
+        self.at = max(_process_start_monotonic() + budget_s, now + min_work_s)
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
+def _logger(home: Path | None) -> logging.Logger:
+    log = logging.getLogger("warden.hooks")
+    if log.handlers:
+        return log
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        if home is None:
+            raise OSError("no home")
+        home.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.handlers.RotatingFileHandler(
+            home / LOG_NAME, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8", delay=True)
+    except OSError:
+        handler = logging.NullHandler()  # an unwritable home (full disk) must not break the hook
+    handler.setFormatter(logging.Formatter("%(asctime)s pid=%(process)d %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    logging.raiseExceptions = False  # a failing log write stays silent
+    return log
+
+
+def _home() -> Path | None:
+    value = os.environ.get("WARDEN_HOME", "~/.warden")
+    try:
+        return Path(value).expanduser()
+    except (RuntimeError, ValueError):
+        return None
+
+
+def read_stdin(stream: BinaryIO | None, wait_s: float = STDIN_WAIT_S, cap: int = STDIN_CAP) -> bytes | None:
+    """The payload, or None if it is missing, too large or does not arrive in time. Never blocks
+    longer than ``wait_s`` (stdin may be a FIFO nobody writes, a terminal, or /dev/zero)."""
+    if stream is None:
+        return None
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
+    if os.isatty(fd):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    end = time.monotonic() + wait_s
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], left)
+        except (OSError, ValueError):
+            return None
+        if not ready:
+            return None
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return None
+    return b"".join(chunks)
+
+
+def _transcript_paths(event: str, payload: dict[str, Any]) -> list[str]:
+    """The transcript(s) a payload names, most specific first."""
+    def text(key: str) -> str | None:
+        value = payload.get(key)
+        return value if isinstance(value, str) and value and len(value) <= MAX_PATH_CHARS and "\x00" not in value else None
+
+    paths: list[str] = []
+    if event == "subagent-stop":
+        agent_path = text("agent_transcript_path")
+        if agent_path:
+            paths.append(agent_path)
+        else:
+            main_path, session_id, agent_id = text("transcript_path"), text("session_id"), text("agent_id")
+            if main_path and session_id and agent_id:
+                base = os.path.dirname(main_path)
+                paths.append(os.path.join(base, session_id, "subagents", f"agent-{agent_id}.jsonl"))
+                paths.append(os.path.join(base, f"agent-{agent_id}.jsonl"))
+    main = text("transcript_path")
+    if main and event != "subagent-stop":
+        paths.append(main)
+        # 2.1.x keeps subagent transcripts under <session>/subagents/: catch up on them too.
+        sub_dir = os.path.join(main[:-len(".jsonl")] if main.endswith(".jsonl") else main, "subagents")
+        try:
+            names = sorted(n for n in os.listdir(sub_dir) if n.endswith(".jsonl"))[:200]
+        except OSError:
+            names = []
+        paths.extend(os.path.join(sub_dir, n) for n in names)
+    return paths
+
+
+def _regular_file(path: str) -> str | None:
+    """None if ``path`` is a regular file, else why not (never opens it: FIFOs block)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.strerror or "cannot stat"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return None
+
+
+def run_hook(event: str, stdin: BinaryIO | None = None) -> int:
+    """Run one hook event; always returns 0 (and the watchdog exits 0 when time is up)."""
+    deadline = Deadline()
+    log = _logger(_home())
+
+    def expire() -> None:
+        try:
+            log.warning("%s: budget exhausted, dropped (the next collect catches up)", event)
+            for handler in log.handlers:
+                handler.flush()
+        finally:
+            os._exit(0)
+
+    watchdog = threading.Timer(max(0.05, deadline.left()), expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        _run(event, sys.stdin.buffer if stdin is None and sys.stdin is not None else stdin, deadline, log)
+    except BaseException as exc:  # noqa: BLE001 — a hook never fails its session
+        try:
+            log.warning("%s: dropped: %s: %s", event, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+        except Exception:
+            pass
+    finally:
+        watchdog.cancel()
+    return 0
+
+
+def _run(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging.Logger) -> None:
+    if event not in EVENTS:
+        log.warning("unknown hook event %r, ignored", event[:50])
+        return
+    raw = read_stdin(stdin, wait_s=min(STDIN_WAIT_S, max(0.05, deadline.left() - 0.3)))
+    if raw is None:
+        log.warning("%s: no usable payload on stdin (missing, too large or too slow), ignored", event)
+        return
+    import orjson
+
+    try:
+        payload = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        log.warning("%s: payload is not JSON (%d bytes), ignored", event, len(raw))
+        return
+    if not isinstance(payload, dict):
+        log.warning("%s: payload is not a JSON object, ignored", event)
+        return
+    paths = _transcript_paths(event, payload)
+    usable: list[str] = []
+    for path in paths:
+        why = _regular_file(path)
+        if why is None:
+            usable.append(path)
+        elif path == (paths[0] if paths else None) and event != "subagent-stop":
+            log.warning("%s: transcript %r skipped: %s", event, path[:300], why)
+    if not usable:
+        if event == "subagent-stop" or not paths:
+            log.warning("%s: no readable transcript in payload, ignored", event)
+        return
+    agent_type = payload.get("agent_type") if event == "subagent-stop" else None
+    agent_type = agent_type[:200] if isinstance(agent_type, str) and agent_type.strip() else None
+
+    from warden.config import load_settings
+    from warden.ingest.collector import Collector, CollectSummary
+    from warden.store.db import open_store
+
+    settings = load_settings()
+    busy_ms = int(max(0.1, deadline.left() - 0.25) * 1000)
+    store = None
+    for attempt in range(3):
+        try:
+            store = open_store(settings, busy_timeout_ms=busy_ms)
+            break
+        except Exception as exc:  # a concurrent first-time migration can race; retry briefly
+            if attempt == 2 or deadline.left() < 0.4:
+                raise
+            log.info("%s: store not ready (%s), retrying", event, type(exc).__name__)
+            time.sleep(0.05)
+    assert store is not None
+    try:
+        collector = Collector(store, settings, max_line=MAX_HOOK_LINE_BYTES)
+        summary = CollectSummary()
+        for n, path in enumerate(usable):
+            if deadline.left() < 0.2:
+                log.warning("%s: out of time, %d transcript(s) left for the next collect", event, len(usable) - n)
+                break
+            collector.ingest_file(path, summary=summary, agent_type_hint=agent_type if n == 0 else None)
+        for reason in summary.skipped:
+            log.warning("%s: %s", event, reason[:400])
+    finally:
+        store.engine.dispose()
+
+
+# ---------------------------------------------------------------------------- settings.json
+
+HOOK_EVENTS = {"Stop": "stop", "SubagentStop": "subagent-stop", "SessionStart": "session-start"}
+HOOK_TIMEOUT_S = 5  # Claude Code's own limit on our hook; ours (2 s) is stricter
+_MARK = " hook "  # a command of ours is "<warden executable> hook <event>"
+
+
+def warden_command() -> str:
+    """The warden executable of this installation (so hooks run the same version), quoted."""
+    import shlex
+    import shutil
+
+    candidate = Path(sys.executable).parent / "warden"
+    exe = str(candidate) if candidate.is_file() else (shutil.which("warden") or "warden")
+    return shlex.quote(exe)
+
+
+def _is_ours(entry: Any) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    command = entry.get("command")
+    if not isinstance(command, str):
+        return False
+    head, _, tail = command.partition(_MARK)
+    return head.rstrip("'\"").endswith("warden") and tail.strip() in HOOK_EVENTS.values()
+
+
+def _load_settings_json(path: Path) -> dict[str, Any]:
+    import json
+
+    from warden.errors import UsageError
+
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON (line {exc.lineno}); left untouched") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} does not hold a JSON object; left untouched")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"{path}: \"hooks\" is not an object; left untouched")
+    return data
+
+
+def _write_settings_json(path: Path, data: dict[str, Any]) -> str | None:
+    """Back up the current file, then replace it atomically (through a symlink, to its target)."""
+    import json
+    import shutil
+    import tempfile
+
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    backup: str | None = None
+    if target.exists():
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        backup = str(target.with_name(f"{target.name}.warden-backup-{stamp}"))
+        shutil.copy2(target, backup)
+    fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".json", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        if target.exists():
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return backup
+
+
+def install_hooks(claude_home: Path, command: str | None = None) -> dict[str, Any]:
+    """Merge warden's three hooks into ``<claude_home>/settings.json``; idempotent, other hooks kept."""
+    path = claude_home / "settings.json"
+    data = _load_settings_json(path)
+    exe = command or warden_command()
+    hooks = data.setdefault("hooks", {})
+    changed = False
+    for claude_event, event in HOOK_EVENTS.items():
+        groups = hooks.get(claude_event)
+        if not isinstance(groups, list):
+            groups = []
+        wanted = {"type": "command", "command": f"{exe} hook {event}", "timeout": HOOK_TIMEOUT_S}
+        present = [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                   for h in g["hooks"] if _is_ours(h)]
+        if present == [wanted]:
+            continue
+        # Drop stale entries of ours (another path, another timeout), keep everything else.
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                rest = [h for h in group["hooks"] if not _is_ours(h)]
+                if rest:
+                    kept.append({**group, "hooks": rest})
+            else:
+                kept.append(group)
+        kept.append({"hooks": [wanted]})
+        hooks[claude_event] = kept
+        changed = True
+    backup = _write_settings_json(path, data) if changed else None
+    return {"action": "installed", "changed": changed, "state": "installed", "settings_path": str(path),
+            "backup_path": backup, "command": exe}
+
+
+def uninstall_hooks(claude_home: Path) -> dict[str, Any]:
+    """Remove warden's hooks from ``<claude_home>/settings.json``; everything else is kept."""
+    path = claude_home / "settings.json"
+    data = _load_settings_json(path)
+    hooks = data.get("hooks", {})
+    changed = False
+    for claude_event in HOOK_EVENTS:
+        groups = hooks.get(claude_event)
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                rest = [h for h in group["hooks"] if not _is_ours(h)]
+                if len(rest) != len(group["hooks"]):
+                    changed = True
+                if rest:
+                    kept.append({**group, "hooks": rest})
+            else:
+                kept.append(group)
+        if kept:
+            hooks[claude_event] = kept
+        else:
+            hooks.pop(claude_event, None)
+    if changed and not hooks:
+        data.pop("hooks", None)
+    backup = _write_settings_json(path, data) if changed else None
+    return {"action": "uninstalled", "changed": changed, "state": "uninstalled", "settings_path": str(path),
+            "backup_path": backup}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m warden.ingest.hooks <event>``: the same entry without the CLI's imports."""
+    args = sys.argv[1:] if argv is None else argv
+    return run_hook(args[0] if args else "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

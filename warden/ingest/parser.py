@@ -1,0 +1,670 @@
+"""The transcript parser: Claude Code JSONL lines → one :class:`ParsedRun`. Pure and streaming.
+
+No I/O here: the collector reads files and feeds raw lines (bytes, newline stripped or not). The
+parser never raises on line content — every odd line is tolerated and counted in
+:class:`LineStats` — and it can resume: :meth:`TranscriptParser.state` is a small JSON-able
+snapshot, and a parser built from it continues an appended transcript from the last consumed
+offset with the same counters, read registry and trace digest (DESIGN.md §3).
+
+Usage (the ledger's numbers):
+
+- One API response is written as several lines (one per content block), each repeating
+  ``message.id``, ``requestId`` and ``usage``. A response is keyed ``"<message.id>|<requestId>"``
+  (the message id alone when ``requestId`` is missing) and the line with the largest counts wins:
+  early lines of old versions hold streaming placeholders.
+- ``progress`` lines of a running subagent embed its API messages (``data.message``); they are
+  reported in :attr:`ParsedRun.embedded_usage` for the subagent's run, never in this run's own
+  totals, and the collector's global dedupe counts each once whether or not the subagent's own
+  transcript is present.
+- ``toolUseResult.usage`` is an aggregate copy of a subagent's usage and never counts.
+- Cache writes split into 5-minute and 1-hour TTL from ``usage.cache_creation``; a bare
+  ``cache_creation_input_tokens`` counts as 5-minute (its price before 1-hour caching existed).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import orjson
+
+from warden.ingest.pricing import Usage
+from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
+from warden.tokens import BYTES_PER_TOKEN
+
+PARSER_VERSION = "1"
+MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
+MAX_PROMPT_TEXT = 2048
+MAX_TURN_TEXT = 4096
+MAX_DIGEST_STEPS = 400  # the trace digest is for the distiller, not a copy of the transcript
+MAX_DIGEST_TARGET = 80
+MAX_READ_REGISTRY = 5000  # distinct (path, range) pairs remembered for re-read detection
+
+BOM = b"\xef\xbb\xbf"
+
+# Record types that carry nothing the ledger needs: skipped without a JSON decode. Claude Code
+# writes these with "type" as the first key.
+_SKIP_PREFIXES = tuple(b'{"type":"' + t + b'"' for t in (
+    b"file-history-snapshot", b"queue-operation", b"permission-mode", b"last-prompt", b"summary",
+    b"custom-title", b"tag"))
+
+TOOL_KIND_BY_NAME: dict[str, str] = {
+    # Claude Code tools
+    "Read": "read", "NotebookRead": "read",
+    "Grep": "grep", "Glob": "glob", "LS": "list",
+    "Edit": "edit", "MultiEdit": "edit", "NotebookEdit": "edit", "Write": "write",
+    "Bash": "bash", "BashOutput": "bash", "KillShell": "bash", "KillBash": "bash",
+    "Task": "task", "Agent": "task",
+    "WebFetch": "web", "WebSearch": "web",
+    "TodoWrite": "todo", "TodoRead": "todo", "TaskCreate": "todo", "TaskUpdate": "todo",
+    "TaskList": "todo", "TaskGet": "todo",
+    # warden's agent harness (bench/agents), which the sim's transcripts use
+    "read_file": "read", "grep": "grep", "glob": "glob", "list_dir": "list",
+    "edit_file": "edit", "write_file": "write", "run_command": "bash",
+}
+
+_INTERRUPT_MARK = "[Request interrupted by user"
+
+
+_BAD = object()  # sentinel: the line is not JSON
+_TOOL_USE_RESULT_KEY = b',"toolUseResult":'
+
+
+def _decode(line: bytes) -> Any:
+    """orjson decode with a fast path for tool-result lines: their ``toolUseResult`` (a
+    structured copy of the result, often as large as the result itself) is cut off undecoded
+    unless it may name a subagent (``agentId``), the only thing the ledger reads from it."""
+    cut = line.find(_TOOL_USE_RESULT_KEY)
+    if cut > 0 and line.find(b'"agentId"', cut) < 0 and line.find(b'"message":', 0, cut) > 0:
+        try:
+            return orjson.loads(line[:cut] + b"}")
+        except orjson.JSONDecodeError:
+            pass  # the key sat inside a nested object after all: decode the whole line
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _BAD
+
+
+def tool_kind(name: str) -> str:
+    """Normalised kind of a raw tool name (one of ``records.TOOL_KINDS``)."""
+    return TOOL_KIND_BY_NAME.get(name, "other")
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """ISO-8601 text → naive UTC datetime; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def _count(value: Any) -> int:
+    """A token count from untrusted JSON: non-negative int, anything else is 0."""
+    if type(value) is int:
+        return value if value > 0 else 0
+    if type(value) is float and value == value and value > 0 and value < 1e15:
+        return int(value)
+    return 0
+
+
+def usage_from_json(raw: Any) -> Usage | None:
+    """The five counts of an API ``usage`` object, or None if it is not one."""
+    if not isinstance(raw, dict):
+        return None
+    creation_total = _count(raw.get("cache_creation_input_tokens"))
+    split = raw.get("cache_creation")
+    w5 = w1 = 0
+    if isinstance(split, dict) and ("ephemeral_5m_input_tokens" in split or "ephemeral_1h_input_tokens" in split):
+        w5 = _count(split.get("ephemeral_5m_input_tokens"))
+        w1 = _count(split.get("ephemeral_1h_input_tokens"))
+        # The split never undercounts the total the API billed; any remainder is 5-minute.
+        if creation_total > w5 + w1:
+            w5 += creation_total - (w5 + w1)
+    else:
+        w5 = creation_total
+    return Usage(input_tokens=_count(raw.get("input_tokens")), output_tokens=_count(raw.get("output_tokens")),
+                 cache_write_5m=w5, cache_write_1h=w1, cache_read=_count(raw.get("cache_read_input_tokens")))
+
+
+def _usage_rank(u: Usage) -> tuple[int, int]:
+    return (u.total, u.output_tokens)
+
+
+def _text_size(content: Any) -> tuple[int, str]:
+    """UTF-8 size and leading text of a tool result's content (string or list of blocks)."""
+    if isinstance(content, str):
+        return (len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass")),
+                content[:MAX_RESULT_TEXT])
+    if isinstance(content, list):
+        size = 0
+        head: list[str] = []
+        for block in content:
+            if isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                    if sum(map(len, head)) < MAX_RESULT_TEXT:
+                        head.append(text)
+                elif block.get("type") == "image":
+                    source = block.get("source")
+                    data = source.get("data") if isinstance(source, dict) else None
+                    size += len(data) if isinstance(data, str) else 0
+        return size, "\n".join(head)[:MAX_RESULT_TEXT]
+    return 0, ""
+
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return 0
+
+
+def _short(text: str, limit: int = MAX_DIGEST_TARGET) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _as_int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) < 12:
+        return int(value)
+    return None
+
+
+@dataclass
+class _State:
+    """Everything a resumed parse needs from the lines before the offset (JSON-able)."""
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    cwd: str | None = None
+    version: str | None = None
+    models: list[str] = field(default_factory=list)
+    first_ts: str | None = None
+    last_ts: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)  # tool_calls, reads, rereads, ...
+    stats: dict[str, int] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)  # "path\x00range" -> edit generation at read
+    edit_gen: dict[str, int] = field(default_factory=dict)  # path -> edits so far
+    digest: list[list[Any]] = field(default_factory=list)
+    digest_dropped: int = 0
+    subagent_types: dict[str, str] = field(default_factory=dict)  # agentId -> subagent_type
+    task_types: dict[str, str] = field(default_factory=dict)  # Task tool_use id -> subagent_type
+    last_turn_tools: bool = False
+    last_turn_text: bool = False
+    last_stop_reason: str | None = None
+    interrupted: bool = False
+    tool_index: int = 0
+    turn_index: int = 0
+    placeholder_turns: int = 0
+    usage_turns: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "_State":
+        state = cls()
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key in state.__dict__ and isinstance(value, type(state.__dict__[key]) if state.__dict__[key] is not None else object):
+                    setattr(state, key, value)
+        return state
+
+
+class TranscriptParser:
+    """Feeds raw transcript lines into a :class:`ParsedRun`; see the module docstring."""
+
+    def __init__(self, *, session_id: str | None = None, agent_id: str | None = None,
+                 agent_type: str | None = None, source_path: str = "", start_offset: int = 0,
+                 state: dict[str, Any] | None = None) -> None:
+        self._s = _State.from_json(state)
+        self._hint_session = session_id
+        self._hint_agent = agent_id
+        self.agent_type = agent_type
+        self.source_path = source_path
+        self.start_offset = start_offset
+        self.offset = start_offset  # just past the last complete line consumed
+        self.turns: list[Turn] = []
+        self.tool_calls: list[ToolCall] = []
+        self.user_prompts: list[UserPrompt] = []
+        self.embedded: dict[str, EmbeddedUsage] = {}
+        self.compactions = 0
+        self._turn_by_key: dict[str, int] = {}
+        self._call_by_id: dict[str, int] = {}
+        self._digest_pos: dict[int, int] = {}  # tool_calls index -> position in the digest
+        self._checked_turns = 0  # turns already through the placeholder check
+        self.stats = LineStats(**{k: v for k, v in self._s.stats.items() if k in LineStats.__dataclass_fields__})
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, raw: bytes, *, end_offset: int | None = None) -> bool:
+        """One raw line as read (with its newline unless it is the last, unterminated one).
+        Returns False for a truncated final line, which is not consumed: the offset stays before
+        it, so a later read sees it whole."""
+        if raw.endswith(b"\n"):
+            return self.feed_line(raw[:-1], complete=True, end_offset=end_offset)
+        return self.feed_line(raw, complete=False, end_offset=end_offset)
+
+    def feed_oversized(self, end_offset: int) -> None:
+        """A line longer than the reader's cap, skipped unread."""
+        self.stats.lines += 1
+        self.stats.oversized += 1
+        self.offset = end_offset
+
+    def feed_line(self, line: bytes, *, complete: bool = True, end_offset: int | None = None) -> bool:
+        """One line without its newline; ``complete`` is False for an unterminated last line."""
+        try:
+            return self._feed(line, complete, end_offset)
+        except Exception:  # never raise on content: count it and move on
+            self.stats.malformed += 1
+            if end_offset is not None:
+                self.offset = end_offset
+            return True
+
+    def _feed(self, line: bytes, complete: bool, end_offset: int | None) -> bool:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.startswith(BOM):
+            self.stats.bom += 1
+            line = line[3:]
+        if not line or line.isspace():
+            if complete:
+                self.stats.lines += 1
+                self.stats.blank += 1
+                if end_offset is not None:
+                    self.offset = end_offset
+            return True
+        if line.startswith(_SKIP_PREFIXES) and (complete or line.endswith(b"}")):
+            self.stats.lines += 1
+            if end_offset is not None:
+                self.offset = end_offset
+            return True
+        record = _decode(line)
+        if record is _BAD:
+            record = self._decode_lenient(line)
+            if record is _BAD:
+                if not complete:
+                    # A final line with no newline that does not parse: still being written.
+                    self.stats.truncated += 1
+                    return False
+                self.stats.lines += 1
+                self.stats.malformed += 1
+                if end_offset is not None:
+                    self.offset = end_offset
+                return True
+        self.stats.lines += 1
+        if end_offset is not None:
+            self.offset = end_offset
+        if not isinstance(record, dict):
+            self.stats.malformed += 1
+            return True
+        self._record(record)
+        return True
+
+    def _decode_lenient(self, line: bytes) -> Any:
+        """Invalid UTF-8 gets a second chance with replacement characters (counted)."""
+        try:
+            line.decode("utf-8")
+            return _BAD  # valid UTF-8, so the JSON itself is broken
+        except UnicodeDecodeError:
+            pass
+        try:
+            record = orjson.loads(line.decode("utf-8", "replace"))
+        except orjson.JSONDecodeError:
+            return _BAD
+        self.stats.non_utf8 += 1
+        return record
+
+    # ------------------------------------------------------------------ records
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        s = self._s
+        sid = rec.get("sessionId")
+        if s.session_id is None and isinstance(sid, str) and sid:
+            s.session_id = sid
+        aid = rec.get("agentId")
+        if s.agent_id is None and isinstance(aid, str) and aid and rec.get("isSidechain") is not False:
+            s.agent_id = aid
+        cwd = rec.get("cwd")
+        if s.cwd is None and isinstance(cwd, str) and cwd:
+            s.cwd = cwd
+        version = rec.get("version")
+        if isinstance(version, str) and version:
+            s.version = version
+        ts = rec.get("timestamp")
+        if isinstance(ts, str) and ts:
+            if s.first_ts is None or ts < s.first_ts:
+                s.first_ts = ts
+            if s.last_ts is None or ts > s.last_ts:
+                s.last_ts = ts
+        kind = rec.get("type")
+        if kind == "assistant":
+            self._assistant(rec, ts)
+        elif kind == "user":
+            self._user(rec, ts)
+        elif kind == "progress":
+            self._progress(rec)
+        elif kind == "system":
+            if rec.get("subtype") == "compact_boundary":
+                self.compactions += 1
+
+    def _message_key(self, message: dict[str, Any], rec: dict[str, Any]) -> str:
+        mid = message.get("id")
+        rid = rec.get("requestId")
+        if isinstance(mid, str) and mid:
+            return f"{mid}|{rid}" if isinstance(rid, str) and rid else mid
+        uuid = rec.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            return f"uuid:{uuid}"
+        return f"line:{self.source_path}:{self.offset}"
+
+    def _assistant(self, rec: dict[str, Any], ts: Any) -> None:
+        message = rec.get("message")
+        if not isinstance(message, dict):
+            return
+        usage = usage_from_json(message.get("usage"))
+        model = message.get("model")
+        model = model if isinstance(model, str) and model else "unknown"
+        key = self._message_key(message, rec)
+        s = self._s
+        index = self._turn_by_key.get(key)
+        if index is None:
+            index = s.turn_index
+            s.turn_index += 1
+            turn = Turn(index=index, message_key=key, model=model, usage=usage or Usage(),
+                        timestamp=parse_timestamp(ts))
+            self.turns.append(turn)
+            self._turn_by_key[key] = len(self.turns) - 1
+            if model not in s.models and model != "<synthetic>":
+                s.models.append(model)
+            s.last_turn_tools = False
+            s.last_turn_text = False
+            s.interrupted = False
+        else:
+            turn = self.turns[index]
+            if usage is not None:
+                self.stats.duplicate_usage += 1
+                if _usage_rank(usage) > _usage_rank(turn.usage):
+                    turn.usage = usage
+        stop = message.get("stop_reason")
+        if isinstance(stop, str):
+            s.last_stop_reason = stop
+        content = message.get("content")
+        if isinstance(content, str):
+            self._turn_text(turn, content)
+        elif isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                btype = block.get("type")
+                if btype == "text":
+                    text = block.get("text")
+                    if isinstance(text, str):
+                        self._turn_text(turn, text)
+                elif btype == "tool_use":
+                    self._tool_use(turn, block, ts)
+                elif btype == "thinking":
+                    thinking = block.get("thinking")
+                    if isinstance(thinking, str):
+                        turn.content_bytes += len(thinking)
+
+    def _turn_text(self, turn: Turn, text: str) -> None:
+        if text.strip():
+            self._s.last_turn_text = True
+        turn.content_bytes += len(text)
+        if len(turn.text) < MAX_TURN_TEXT:
+            turn.text = (turn.text + text)[:MAX_TURN_TEXT]
+
+    def _tool_use(self, turn: Turn, block: dict[str, Any], ts: Any) -> None:
+        s = self._s
+        tool_id = block.get("id")
+        tool_id = tool_id if isinstance(tool_id, str) else ""
+        if tool_id and tool_id in self._call_by_id:
+            return  # the same content block written twice
+        name = block.get("name")
+        name = name if isinstance(name, str) else "?"
+        raw_input = block.get("input")
+        tool_input = raw_input if isinstance(raw_input, dict) else {}
+        kind = tool_kind(name)
+        input_bytes = _json_size(tool_input)
+        turn.content_bytes += input_bytes
+        call = ToolCall(index=s.tool_index, tool_use_id=tool_id, name=name, kind=kind, input=tool_input,
+                        input_bytes=input_bytes, timestamp=parse_timestamp(ts), turn=turn.index)
+        s.tool_index += 1
+        counters = s.counters
+        counters["tool_calls"] = counters.get("tool_calls", 0) + 1
+        path = tool_input.get("file_path", tool_input.get("path", tool_input.get("notebook_path")))
+        if isinstance(path, str) and path:
+            call.path = path
+        if kind == "read" and call.path:
+            offset, limit = _as_int(tool_input.get("offset")), _as_int(tool_input.get("limit"))
+            if offset is not None or limit is not None:
+                call.line_range = (offset or 0, limit or 0)
+            counters["reads"] = counters.get("reads", 0) + 1
+            reg_key = f"{call.path}\x00{call.line_range}"
+            generation = s.edit_gen.get(call.path, 0)
+            if s.reads.get(reg_key) == generation:
+                call.is_reread = True
+                counters["rereads"] = counters.get("rereads", 0) + 1
+            elif len(s.reads) < MAX_READ_REGISTRY or reg_key in s.reads:
+                s.reads[reg_key] = generation
+        elif kind in ("edit", "write"):
+            counters["edits"] = counters.get("edits", 0) + 1
+            if call.path:
+                s.edit_gen[call.path] = s.edit_gen.get(call.path, 0) + 1
+        elif kind == "grep":
+            counters["greps"] = counters.get("greps", 0) + 1
+        if kind == "grep" or kind == "glob":
+            pattern = tool_input.get("pattern")
+            call.command = pattern if isinstance(pattern, str) else None
+        elif kind == "bash":
+            command = tool_input.get("command")
+            call.command = command if isinstance(command, str) else None
+        elif kind == "task":
+            subagent_type = tool_input.get("subagent_type")
+            if isinstance(subagent_type, str) and subagent_type and tool_id:
+                s.task_types[tool_id] = subagent_type
+        self.tool_calls.append(call)
+        turn.tool_call_indexes.append(call.index)
+        if tool_id:
+            self._call_by_id[tool_id] = len(self.tool_calls) - 1
+        s.last_turn_tools = True
+        target = call.path or call.command or ""
+        step = [kind, _short(target), input_bytes, 0, 0]
+        if len(s.digest) < MAX_DIGEST_STEPS:
+            s.digest.append(step)
+            self._digest_pos[len(self.tool_calls) - 1] = len(s.digest) - 1
+        else:
+            s.digest_dropped += 1
+
+    def _user(self, rec: dict[str, Any], ts: Any) -> None:
+        s = self._s
+        message = rec.get("message")
+        if not isinstance(message, dict):
+            return
+        if rec.get("isCompactSummary") is True:
+            self.compactions += 1
+            return
+        content = message.get("content")
+        if isinstance(content, str):
+            self._prompt(content, ts, rec)
+            return
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "tool_result":
+                self._tool_result(block)
+            elif btype == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    self._prompt(text, ts, rec)
+        # toolUseResult of a Task call names the subagent it ran (old flat layout has no sidecar).
+        result = rec.get("toolUseResult")
+        if isinstance(result, dict):
+            agent_id = result.get("agentId")
+            if isinstance(agent_id, str) and agent_id:
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        agent_type = s.task_types.get(str(block.get("tool_use_id")))
+                        if agent_type:
+                            s.subagent_types[agent_id] = agent_type
+
+    def _prompt(self, text: str, ts: Any, rec: dict[str, Any]) -> None:
+        if text.startswith(_INTERRUPT_MARK):
+            self._s.interrupted = True
+            return
+        if rec.get("isMeta") is True or text.startswith(("<command-", "<local-command", "Caveat:")):
+            return
+        if text.strip():
+            self.user_prompts.append(UserPrompt(text=text[:MAX_PROMPT_TEXT], timestamp=parse_timestamp(ts)))
+
+    def _tool_result(self, block: dict[str, Any]) -> None:
+        s = self._s
+        is_error = block.get("is_error") is True
+        size, head = _text_size(block.get("content"))
+        if is_error:
+            s.counters["failed"] = s.counters.get("failed", 0) + 1
+        if head.startswith(_INTERRUPT_MARK):
+            s.interrupted = True
+        index = self._call_by_id.get(str(block.get("tool_use_id")))
+        if index is None:
+            return
+        call = self.tool_calls[index]
+        call.result_bytes = size
+        call.result_text = head
+        call.is_error = is_error
+        pos = self._digest_pos.get(index)
+        if pos is not None and pos < len(s.digest):
+            s.digest[pos][3] = size
+            s.digest[pos][4] = 1 if is_error else 0
+
+    def _progress(self, rec: dict[str, Any]) -> None:
+        data = rec.get("data")
+        if not isinstance(data, dict):
+            return
+        inner = data.get("message")
+        if not isinstance(inner, dict) or inner.get("type") != "assistant":
+            return
+        message = inner.get("message")
+        if not isinstance(message, dict):
+            return
+        usage = usage_from_json(message.get("usage"))
+        if usage is None:
+            return
+        # requestId sits on the embedded record, like on a transcript line.
+        key = self._message_key(message, inner if "requestId" in inner else rec)
+        agent_id = data.get("agentId")
+        agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
+        model = message.get("model")
+        model = model if isinstance(model, str) and model else "unknown"
+        previous = self.embedded.get(key)
+        if previous is not None:
+            self.stats.duplicate_usage += 1
+            if _usage_rank(usage) <= _usage_rank(previous.usage):
+                return
+        self.embedded[key] = EmbeddedUsage(key, agent_id, model, usage,
+                                           parse_timestamp(inner.get("timestamp") or rec.get("timestamp")))
+        parent_tool = rec.get("parentToolUseID")
+        if agent_id and isinstance(parent_tool, str):
+            agent_type = self._s.task_types.get(parent_tool)
+            if agent_type:
+                self._s.subagent_types[agent_id] = agent_type
+
+    # ------------------------------------------------------------------ results
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able snapshot to resume from :attr:`offset` (turn-level dedupe restarts there;
+        the collector's global dedupe keeps a response split across the offset counted once)."""
+        self._finish_turns()
+        snapshot = self._s.to_json()
+        snapshot["stats"] = dict(self.stats.__dict__)
+        return snapshot
+
+    def _finish_turns(self) -> None:
+        """Placeholder check per new turn: an output count far below the content it produced."""
+        s = self._s
+        for turn in self.turns[self._checked_turns:]:
+            if turn.model == "<synthetic>":
+                continue
+            s.usage_turns += 1
+            content_tokens = (turn.content_bytes + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+            if content_tokens >= 8 and turn.usage.output_tokens * 4 < content_tokens:
+                s.placeholder_turns += 1
+        self._checked_turns = len(self.turns)
+
+    def result(self) -> ParsedRun:
+        self._finish_turns()
+        s = self._s
+        session_id = s.session_id or self._hint_session or ""
+        agent_id = s.agent_id or self._hint_agent
+        usage_by_model: dict[str, Usage] = {}
+        for turn in self.turns:
+            usage_by_model[turn.model] = usage_by_model.get(turn.model, Usage()) + turn.usage
+        counters = s.counters
+        placeholder = s.placeholder_turns > 0 and s.placeholder_turns * 10 >= s.usage_turns
+        completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted
+                     and s.last_stop_reason in (None, "end_turn", "stop_sequence"))
+        run = ParsedRun(
+            session_id=session_id, agent_id=agent_id, agent_type=self.agent_type,
+            source_path=self.source_path, cwd=s.cwd, version=s.version, models=list(s.models),
+            usage_by_model=usage_by_model, started_at=parse_timestamp(s.first_ts),
+            ended_at=parse_timestamp(s.last_ts), turns=self.turns, tool_calls=self.tool_calls,
+            user_prompts=self.user_prompts, compactions=self.compactions,
+            placeholder_output=placeholder, completed=completed, stats=self.stats,
+            bytes_consumed=self.offset, start_offset=self.start_offset,
+            embedded_usage=list(self.embedded.values()), subagent_types=dict(s.subagent_types),
+            placeholder_turns=s.placeholder_turns,
+            trace_digest={"v": 1, "steps": [list(step) for step in s.digest], "dropped": s.digest_dropped,
+                          "fields": ["kind", "target", "input_bytes", "result_bytes", "error"]},
+        )
+        run.counters = {"tool_calls": counters.get("tool_calls", 0), "file_reads": counters.get("reads", 0),
+                        "rereads": counters.get("rereads", 0), "greps": counters.get("greps", 0),
+                        "edits": counters.get("edits", 0), "failed_tool_results": counters.get("failed", 0)}
+        return run
+
+
+def parse_lines(lines: Iterable[bytes], *, session_id: str | None = None, agent_id: str | None = None,
+                agent_type: str | None = None, source_path: str = "") -> ParsedRun:
+    """Parse a whole transcript given as raw lines (each with its newline, as read)."""
+    parser = TranscriptParser(session_id=session_id, agent_id=agent_id, agent_type=agent_type,
+                              source_path=source_path)
+    offset = 0
+    for raw in lines:
+        offset += len(raw)
+        parser.feed(raw, end_offset=offset)
+    return parser.result()
+
+
+def parse_bytes(data: bytes, **kwargs: Any) -> ParsedRun:
+    return parse_lines(data.splitlines(keepends=True), **kwargs)
+
+
+def ids_from_path(path: str) -> tuple[str | None, str | None]:
+    """(session id, agent id) a transcript's path suggests; the records' own ids take precedence.
+
+    ``<project>/<sessionId>.jsonl`` → (sessionId, None); ``<project>/agent-<id>.jsonl`` (flat,
+    1.x–2.0.x) → (None, id); ``<sessionId>/subagents/agent-<id>.jsonl`` (2.1.x) → (sessionId, id).
+    """
+    name = os.path.basename(path)
+    stem = name[:-6] if name.endswith(".jsonl") else name
+    if stem.startswith("agent-"):
+        agent_id = stem[len("agent-"):] or None
+        parent = os.path.dirname(path)
+        if os.path.basename(parent) == "subagents":
+            return os.path.basename(os.path.dirname(parent)) or None, agent_id
+        return None, agent_id
+    return stem or None, None
