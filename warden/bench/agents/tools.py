@@ -209,11 +209,40 @@ def _kill_group(proc: subprocess.Popen) -> None:
 _SHELL_OPERATORS = re.compile(r"[|;&<>`]|\$\(")
 _PYTHONS = ("python", "python3", Path(sys.executable).name)
 _READ_ONLY_HELPERS = {"ls", "cat", "head", "tail", "wc", "grep"}
+_SHORT_FLAGS = re.compile(r"^-[A-Za-z0-9]+$")
 
 
 def split_check_commands(check: str) -> list[str]:
-    """The simple commands a success check is made of (split on ``&&``, ``||``, ``;``)."""
-    return [part.strip() for part in re.split(r"&&|\|\||;", check) if part.strip()]
+    """The simple commands a success check is made of: split on ``&&``, ``||``, ``;`` and ``|``
+    outside quotes (a ``python -c "a; b"`` stays whole)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(check):
+        char = check[i]
+        if quote:
+            if char == "\\" and quote == '"' and i + 1 < len(check):
+                current.append(check[i:i + 2])
+                i += 2
+                continue
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "\\" and i + 1 < len(check):
+            current.append(check[i:i + 2])
+            i += 2
+            continue
+        elif check.startswith(("&&", "||"), i) or char in ";|\n":
+            parts.append("".join(current))
+            current = []
+            i += 2 if check.startswith(("&&", "||"), i) else 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
 
 
 @dataclass
@@ -407,21 +436,25 @@ class Toolbox:
     # ----------------------------------------------------------------- helpers
     def allowed_argv(self, command: str) -> list[str]:
         """Parse ``command`` and accept it only if it is on the allowlist."""
-        check_parts = {" ".join(_split(p)) for p in split_check_commands(self.check_command)}
-        if _SHELL_OPERATORS.search(command):
-            raise ToolError("shell operators (| ; & < > ` $()) are not allowed; run one command")
         argv = _split(command)
         if not argv:
             raise ToolError("empty command")
-        if " ".join(argv) in check_parts:
+        # One simple command of the task's check, as written there (run without a shell).
+        if argv in [_split(part) for part in split_check_commands(self.check_command)]:
             return self._python_argv(argv)
+        if _SHELL_OPERATORS.search(command):
+            raise ToolError("shell operators (| ; & < > ` $()) are not allowed; run one command")
         program = argv[0]
         if program in _PYTHONS and argv[1:3] == ["-m", "pytest"]:
             return self._python_argv(argv)
         if program == "pytest":
             return [sys.executable, "-m", "pytest", *argv[1:]]
         if program in _READ_ONLY_HELPERS:
-            operands = [a for a in argv[1:] if not a.startswith("-")]
+            options = [a for a in argv[1:] if a.startswith("-")]
+            # Short flag clusters only: long options and grep -f can name files to read.
+            if any(not _SHORT_FLAGS.match(o) or (program == "grep" and "f" in o) for o in options):
+                raise ToolError(f"{program}: only short flags are allowed (e.g. -n), not {' '.join(options)}")
+            operands = [a for a in argv[1:] if not a.startswith("-") and not a.isdigit()]
             if program == "grep" and operands:
                 operands = operands[1:]  # the first operand is the pattern
             for operand in operands:

@@ -1,0 +1,223 @@
+"""The tool-use loop, driven through the real anthropic SDK client and an in-process transport."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from harness_scripted import (CHECK, FIX_SCRIPT, PYTEST_CHECK, NoSleep, ScriptedModel, error_response, make_project,
+                              make_task, message, text, tool_use)
+from warden.bench.agents.harness import RetryPolicy, run_task
+from warden.bench.agents.tools import TOOL_NAMES
+from warden.bench.results import Outcome, RunCaps
+
+
+def play(model: ScriptedModel, workdir: Path, *, caps: RunCaps = RunCaps(), task=None, **kwargs):
+    return run_task(model.client(), task=task or make_task(), workdir=workdir, system_prompt="You are careful.",
+                    model="scripted-model", caps=caps, backend_name="test", seed=7,
+                    retry=kwargs.pop("retry", RetryPolicy(sleep=NoSleep())), **kwargs)
+
+
+def test_full_tool_loop_fixes_the_task_and_the_check_completes_it(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    script = [*FIX_SCRIPT[:3], [tool_use("t4", "run_command", command="python -m pytest -q test_calc.py")],
+              FIX_SCRIPT[4]]
+    model = ScriptedModel(script)
+    result = play(model, project, task=make_task(check=PYTEST_CHECK))
+
+    assert result.outcome is Outcome.COMPLETED and result.completed
+    assert result.turns == 5 and len(model.requests) == 5
+    assert "return a + b" in (project / "calc.py").read_text()
+    assert (result.task_id, result.backend, result.model, result.seed) == ("calc-01", "test", "scripted-model", 7)
+    # The tool results the model saw are the tools' real outputs.
+    assert model.tool_results(1)[0]["content"] == "calc.py:1:def add(a, b):"
+    assert model.tool_results(2)[0]["content"] == "     1\tdef add(a, b):\n     2\t    return a - b\n" \
+        "… (6 lines in total; use offset=3 to read on)"
+    assert model.tool_results(3)[0]["content"] == "edited calc.py"
+    run_output = model.tool_results(4)[0]["content"]
+    assert run_output.startswith("exit code 0") and "1 passed" in run_output
+    assert not any(r.get("is_error") for i in range(1, 5) for r in model.tool_results(i))
+
+
+def test_request_shape_follows_the_contract(tmp_path: Path) -> None:
+    model = ScriptedModel(FIX_SCRIPT)
+    play(model, make_project(tmp_path / "copy"), max_tokens_per_call=4096)
+    first, third = model.requests[0], model.requests[2]
+    assert first["model"] == "scripted-model" and first["max_tokens"] == 4096
+    assert first["system"] == [{"type": "text", "text": "You are careful.", "cache_control": {"type": "ephemeral"}}]
+    assert [t["name"] for t in first["tools"]] == list(TOOL_NAMES)
+    assert first["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "Fix add() in calc.py so the tests pass.", "cache_control": {"type": "ephemeral"}}]}]
+    # Assistant turns go back as sent; only the last block of the last message carries the breakpoint.
+    assert third["messages"][1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "Searching."}, {"type": "tool_use", "id": "t1", "name": "grep",
+                                                 "input": {"pattern": "def add"}}]}
+    marked = [(i, j) for i, m in enumerate(third["messages"]) for j, b in enumerate(m["content"])
+              if "cache_control" in b]
+    assert marked == [(len(third["messages"]) - 1, 0)]
+    assert third["messages"][-1]["content"][0]["tool_use_id"] == "t2"
+
+
+def test_usage_is_recorded_per_call_with_cache_split(tmp_path: Path) -> None:
+    model = ScriptedModel(FIX_SCRIPT)
+    result = play(model, make_project(tmp_path / "copy"))
+    assert [c.model for c in result.calls] == ["scripted-model"] * 5
+    assert [(c.usage.input_tokens, c.usage.output_tokens, c.usage.cache_write_5m, c.usage.cache_write_1h,
+             c.usage.cache_read) for c in result.calls] == [(100 + i, 10 + i, 20, 5, 1000 * i) for i in range(5)]
+    total = result.usage
+    assert (total.input_tokens, total.output_tokens, total.cache_write_5m, total.cache_write_1h,
+            total.cache_read) == (510, 60, 100, 25, 10_000)
+    assert all(c.duration_s >= 0 for c in result.calls)
+
+
+def test_unsplit_cache_creation_counts_as_5m(tmp_path: Path) -> None:
+    unsplit = {"input_tokens": 3, "output_tokens": 4, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 9}
+    model = ScriptedModel([message(0, [text("nothing to do")], usage_override=unsplit)])
+    result = play(model, make_project(tmp_path / "copy"))
+    u = result.calls[0].usage
+    assert (u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read) == (3, 4, 50, 0, 9)
+
+
+def test_the_success_check_decides_task_failed(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    model = ScriptedModel([[tool_use("t1", "read_file", path="calc.py")], [text("Looks fine to me.")]])
+    result = play(model, project)
+    assert result.outcome is Outcome.TASK_FAILED and not result.completed
+    assert result.error.startswith("success check failed (exit 1)")
+    assert result.turns == 2
+
+
+def test_turn_cap_ends_the_run_and_the_check_still_decides(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    looping = [[tool_use(f"t{i}", "list_dir", path=".")] for i in range(10)]
+    model = ScriptedModel(looping)
+    result = play(model, project, caps=RunCaps(max_turns=3))
+    assert result.turns == 3 and len(model.requests) == 3
+    assert result.outcome is Outcome.TASK_FAILED and result.error.startswith("success check failed")
+
+    # The tools asked for on the last allowed turn still run: an edit there completes the task.
+    fixing_late = [[tool_use("a", "list_dir", path=".")],
+                   [tool_use("b", "edit_file", path="calc.py", old_string="a - b", new_string="a + b")]]
+    result = play(ScriptedModel(fixing_late), make_project(tmp_path / "copy2"), caps=RunCaps(max_turns=2))
+    assert result.outcome is Outcome.COMPLETED and result.turns == 2
+
+
+def test_output_token_cap_is_budget_exceeded_and_bounds_max_tokens(tmp_path: Path) -> None:
+    model = ScriptedModel([[tool_use(f"t{i}", "list_dir", path=".")] for i in range(10)])
+    # outputs are 10, 11, 12, …: the cap of 25 is reached on the third call
+    result = play(model, make_project(tmp_path / "copy"), caps=RunCaps(max_output_tokens=25))
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and not result.completed
+    assert result.turns == 3 and "output-token cap" in result.error
+    assert [r["max_tokens"] for r in model.requests] == [25, 15, 4]
+
+
+def test_total_token_cap_is_budget_exceeded(tmp_path: Path) -> None:
+    model = ScriptedModel([[tool_use(f"t{i}", "list_dir", path=".")] for i in range(10)])
+    # totals per call: 135, 1137, 2139 … → cumulative 3411 after three calls
+    result = play(model, make_project(tmp_path / "copy"), caps=RunCaps(max_total_tokens=3000))
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and result.turns == 3
+    assert "total-token cap" in result.error
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_wall_time_cap_is_budget_exceeded(tmp_path: Path) -> None:
+    clock = FakeClock()
+    script = [[tool_use(f"t{i}", "list_dir", path=".")] for i in range(10)]
+
+    class SlowModel(ScriptedModel):
+        def __call__(self, request: httpx2.Request) -> httpx2.Response:
+            clock.now += 10.0  # every call takes ten (fake) seconds
+            return super().__call__(request)
+
+    model = SlowModel(script)
+    result = play(model, make_project(tmp_path / "copy"), caps=RunCaps(max_wall_s=25.0), clock=clock)
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and "wall-time cap" in result.error
+    assert result.turns == 3 and result.duration_s == pytest.approx(30.0)
+    assert model.requests[-1]["messages"]  # the third request went out with ~5 s left
+
+
+def test_max_tokens_stop_asks_the_model_to_continue(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    model = ScriptedModel([message(0, [text("I will now expla")], stop_reason="max_tokens"),
+                           [tool_use("t1", "edit_file", path="calc.py", old_string="a - b", new_string="a + b")],
+                           [text("done")]])
+    result = play(model, project)
+    assert result.outcome is Outcome.COMPLETED and result.turns == 3
+    assert model.requests[1]["messages"][-1]["content"][0]["text"].startswith("Your reply hit the output limit")
+
+
+def test_tool_errors_reach_the_model_as_error_results(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    model = ScriptedModel([
+        [tool_use("a", "read_file", path="../outside.txt"), tool_use("b", "delete_everything"),
+         tool_use("c", "edit_file", path="calc.py", old_string="a", new_string="b"),
+         tool_use("d", "read_file", wrong="x"), tool_use("e", "run_command", command="rm -rf .")],
+        [text("giving up")]])
+    result = play(model, project)
+    results = model.tool_results(1)
+    assert [r["tool_use_id"] for r in results] == ["a", "b", "c", "d", "e"]
+    assert all(r.get("is_error") is True for r in results)
+    assert "outside the project" in results[0]["content"]
+    assert "unknown tool" in results[1]["content"]
+    assert "occurs" in results[2]["content"]
+    assert "bad arguments" in results[3]["content"]
+    assert "not allowed" in results[4]["content"]
+    assert (project / "calc.py").exists() and result.outcome is Outcome.TASK_FAILED
+
+
+def test_an_api_key_in_the_environment_never_reaches_the_check(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "secret-token")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    dump = "python -c \"import os, json; json.dump(dict(os.environ), open('env.json', 'w'))\""
+    task = make_task(check=f"{dump} && {CHECK}")
+    project = make_project(tmp_path / "copy")
+    model = ScriptedModel([
+        [tool_use("t1", "run_command", command=dump)],  # one simple command of the check: allowed
+        [tool_use("t2", "edit_file", path="calc.py", old_string="a - b", new_string="a + b")],
+        [text("done")]])
+    result = play(model, project, task=task)
+    assert result.outcome is Outcome.COMPLETED
+    env = json.loads((project / "env.json").read_text())  # written by the check itself, last
+    assert "PATH" in env and env["HOME"] == str(tmp_path)
+    leaked = [k for k, v in env.items() if "secret" in v or k.startswith("ANTHROPIC") or "AWS" in k]
+    assert leaked == []
+    assert not model.tool_results(1)[0].get("is_error")
+
+
+def test_the_check_timing_out_is_task_failed(tmp_path: Path) -> None:
+    task = make_task(check="python -c \"import time; time.sleep(30)\"", timeout_s=0.5)
+    result = play(ScriptedModel([[text("done")]]), make_project(tmp_path / "copy"), task=task)
+    assert result.outcome is Outcome.TASK_FAILED and "timed out" in result.error
+
+
+def test_a_missing_copy_is_infra_error(tmp_path: Path) -> None:
+    model = ScriptedModel([])
+    result = play(model, tmp_path / "missing")
+    assert result.outcome is Outcome.INFRA_ERROR and model.requests == []
+
+
+def test_an_unusable_response_is_infra_error(tmp_path: Path) -> None:
+    model = ScriptedModel([httpx2.Response(200, text="<html>proxy error</html>")])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and not result.completed
+
+
+def test_prompt_too_long_is_the_agents_budget(tmp_path: Path) -> None:
+    model = ScriptedModel([[tool_use("t1", "list_dir", path=".")],
+                           error_response(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000")])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and result.turns == 1
+    assert "prompt is too long" in result.error

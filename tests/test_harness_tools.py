@@ -1,0 +1,183 @@
+"""The harness tools inside a run's copy: outputs, confinement, the command allowlist."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_scripted import CHECK, make_project
+from warden.bench.agents.tools import (MAX_GREP_MATCHES, Toolbox, cap_text, sandbox_env,
+                                       split_check_commands)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Toolbox:
+    return Toolbox(make_project(tmp_path / "copy"), check_command=CHECK, command_timeout_s=30)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret.txt").write_text("TOP SECRET line\n")
+    return secret
+
+
+def ok(box: Toolbox, name: str, **tool_input) -> str:
+    result = box.execute(name, tool_input)
+    assert not result.is_error, result.text
+    return result.text
+
+
+def err(box: Toolbox, name: str, **tool_input) -> str:
+    result = box.execute(name, tool_input)
+    assert result.is_error, result.text
+    return result.text
+
+
+def test_read_file_numbers_lines_and_reads_ranges(box: Toolbox) -> None:
+    assert ok(box, "read_file", path="calc.py").splitlines()[:2] == ["     1\tdef add(a, b):",
+                                                                      "     2\t    return a - b"]
+    assert ok(box, "read_file", path="calc.py", offset=5, limit=1) == \
+        "     5\tdef mul(a, b):\n… (6 lines in total; use offset=6 to read on)"
+    assert "past the end" in err(box, "read_file", path="calc.py", offset=99)
+    assert "positive integer" in err(box, "read_file", path="calc.py", offset=0)
+    assert "is a directory" in err(box, "read_file", path="docs")
+    assert "no such file" in err(box, "read_file", path="nope.py")
+    (box.root / "blob.bin").write_bytes(b"\x00\x01\x02")
+    assert "binary" in err(box, "read_file", path="blob.bin")
+
+
+def test_list_dir_and_glob(box: Toolbox) -> None:
+    (box.root / "__pycache__").mkdir()
+    assert ok(box, "list_dir", path=".") == "calc.py\ndocs/\ntest_calc.py"
+    assert ok(box, "list_dir", path="docs") == "notes.md"
+    assert ok(box, "glob", pattern="**/*.md") == "docs/notes.md"
+    assert ok(box, "glob", pattern="*.py") == "calc.py\ntest_calc.py"
+    assert ok(box, "glob", pattern="*.rs") == "(no matches)"
+    assert "cannot contain '..'" in err(box, "glob", pattern="../*")
+    assert "cannot contain '..'" in err(box, "glob", pattern="/etc/*")
+
+
+def test_grep_outputs_path_line_text_with_filters_and_a_cap(box: Toolbox) -> None:
+    assert ok(box, "grep", pattern=r"def \w+") == "calc.py:1:def add(a, b):\ncalc.py:5:def mul(a, b):\n" \
+        "test_calc.py:4:def test_add():"
+    assert ok(box, "grep", pattern="add", glob="*.md") == "docs/notes.md:1:add() adds two numbers"
+    assert ok(box, "grep", pattern="add", path="docs") == "docs/notes.md:1:add() adds two numbers"
+    assert ok(box, "grep", pattern="add", path="calc.py") == "calc.py:1:def add(a, b):"
+    assert ok(box, "grep", pattern="nothing-like-this") == "(no matches)"
+    assert "bad regular expression" in err(box, "grep", pattern="(")
+    (box.root / "many.txt").write_text("hit\n" * (MAX_GREP_MATCHES + 50))
+    out = ok(box, "grep", pattern="hit", path="many.txt").splitlines()
+    assert len(out) == MAX_GREP_MATCHES + 1 and out[-1] == f"… ({MAX_GREP_MATCHES + 50} matches; showing the first 200)"
+
+
+def test_edit_file_replaces_exactly_one_occurrence(box: Toolbox) -> None:
+    assert ok(box, "edit_file", path="calc.py", old_string="a - b", new_string="a + b") == "edited calc.py"
+    assert "return a + b" in (box.root / "calc.py").read_text()
+    assert "occurs 2 times" in err(box, "edit_file", path="calc.py", old_string="def ", new_string="def  ")
+    assert "not found" in err(box, "edit_file", path="calc.py", old_string="zzz", new_string="y")
+    assert "identical" in err(box, "edit_file", path="calc.py", old_string="a + b", new_string="a + b")
+    assert "empty" in err(box, "edit_file", path="calc.py", old_string="", new_string="x")
+
+
+def test_write_file_creates_and_overwrites(box: Toolbox) -> None:
+    assert ok(box, "write_file", path="pkg/new.py", content="x = 1\ny = 2\n") == "created pkg/new.py (2 lines)"
+    assert ok(box, "write_file", path="pkg/new.py", content="x = 3\n") == "overwrote pkg/new.py (1 lines)"
+    assert (box.root / "pkg" / "new.py").read_text() == "x = 3\n"
+    assert "is a directory" in err(box, "write_file", path="docs", content="x")
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "docs/../../outside/secret.txt", "/etc/passwd"])
+def test_paths_outside_the_copy_are_refused(box: Toolbox, outside: Path, path: str) -> None:
+    for name, extra in [("read_file", {}), ("list_dir", {}), ("grep", {"pattern": "x"}),
+                        ("write_file", {"content": "pwned"}), ("edit_file", {"old_string": "a", "new_string": "b"})]:
+        assert "outside the project" in err(box, name, path=path, **extra)
+    assert (outside / "secret.txt").read_text() == "TOP SECRET line\n"
+
+
+def test_absolute_paths_inside_the_copy_are_fine(box: Toolbox) -> None:
+    assert ok(box, "read_file", path=str(box.root / "calc.py"), limit=1).startswith("     1\tdef add")
+
+
+def test_symlink_escapes_are_refused(box: Toolbox, outside: Path) -> None:
+    (box.root / "link.txt").symlink_to(outside / "secret.txt")
+    (box.root / "linkdir").symlink_to(outside, target_is_directory=True)
+    assert "outside the project" in err(box, "read_file", path="link.txt")
+    assert "outside the project" in err(box, "read_file", path="linkdir/secret.txt")
+    assert "outside the project" in err(box, "write_file", path="linkdir/new.txt", content="x")
+    assert "outside the project" in err(box, "write_file", path="link.txt", content="x")
+    assert "outside the project" in err(box, "list_dir", path="linkdir")
+    assert not (outside / "new.txt").exists()
+    assert (outside / "secret.txt").read_text() == "TOP SECRET line\n"
+    # Searching the whole copy never surfaces what a symlink points at.
+    assert "TOP SECRET" not in ok(box, "grep", pattern="TOP SECRET")
+    assert "secret" not in ok(box, "glob", pattern="**/*.txt")
+    # A symlink that stays inside the copy is fine.
+    (box.root / "alias.py").symlink_to(box.root / "calc.py")
+    assert ok(box, "read_file", path="alias.py", limit=1).startswith("     1\tdef add")
+
+
+def test_run_command_allowlist(box: Toolbox) -> None:
+    assert ok(box, "run_command", command=CHECK).startswith("exit code 1")  # the check, verbatim
+    listing = ok(box, "run_command", command="ls docs")
+    assert listing == "exit code 0\nnotes.md"
+    assert ok(box, "run_command", command="cat docs/notes.md") == "exit code 0\nadd() adds two numbers"
+    assert ok(box, "run_command", command="grep -n add calc.py") == "exit code 0\n1:def add(a, b):"
+    for refused in ["rm -rf .", "python -c 'print(1)'", "curl http://example.com", "bash -c ls",
+                    "find . -delete", "python script.py"]:
+        assert "not allowed" in err(box, "run_command", command=refused), refused
+    assert "shell operators" in err(box, "run_command", command="ls | wc")
+    assert "shell operators" in err(box, "run_command", command="cat calc.py > /tmp/x")
+    assert "outside the project" in err(box, "run_command", command="cat /etc/passwd")
+    assert "outside the project" in err(box, "run_command", command="ls ..")
+    assert "cannot parse" in err(box, "run_command", command="cat 'unclosed")
+    assert ok(box, "run_command", command="head -n 1 calc.py") == "exit code 0\ndef add(a, b):"
+    for sneaky in ["wc --files0-from=/etc/passwd", "grep -f /etc/passwd calc.py", "cat --help"]:
+        assert "only short flags" in err(box, "run_command", command=sneaky), sneaky
+
+
+def test_pytest_commands_run_with_warden_interpreter(box: Toolbox) -> None:
+    assert box.allowed_argv("python -m pytest -q test_calc.py") == [sys.executable, "-m", "pytest", "-q",
+                                                                     "test_calc.py"]
+    assert box.allowed_argv("pytest -x") == [sys.executable, "-m", "pytest", "-x"]
+    out = ok(box, "run_command", command="pytest -q test_calc.py")
+    assert out.startswith("exit code 1") and "1 failed" in out
+
+
+def test_command_timeout_kills_the_process(tmp_path: Path) -> None:
+    slow = "python -c \"import time; time.sleep(20)\""
+    box = Toolbox(make_project(tmp_path / "copy"), check_command=slow, command_timeout_s=0.3)
+    assert "timed out" in err(box, "run_command", command=slow)
+
+
+def test_sandbox_env_is_an_allowlist_without_secrets() -> None:
+    source = {"PATH": "/usr/bin", "HOME": "/home/u", "ANTHROPIC_API_KEY": "sk", "GITHUB_TOKEN": "t",
+              "AWS_SECRET_ACCESS_KEY": "s", "PYTHONPATH": "/evil", "LANG": "C.UTF-8", "CLAUDECODE": "1"}
+    env = sandbox_env(source)
+    assert set(env) >= {"PATH", "HOME", "LANG"}
+    assert not {"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "CLAUDECODE"} & set(env)
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+
+
+def test_split_check_commands_respects_quotes() -> None:
+    assert split_check_commands('python -c "import a; b" && pytest -q t.py || ls; wc') == [
+        'python -c "import a; b"', "pytest -q t.py", "ls", "wc"]
+
+
+def test_cap_text_keeps_head_and_tail() -> None:
+    text = "a" * 100 + "b" * 100
+    capped = cap_text(text, 60)
+    assert capped.startswith("a" * 40) and capped.endswith("b" * 20) and "characters cut" in capped
+    assert cap_text("short", 60) == "short"
+
+
+def test_bad_tool_inputs(box: Toolbox) -> None:
+    assert "must be a JSON object" in box.execute("read_file", ["calc.py"]).text
+    assert "bad arguments" in err(box, "read_file")
+    assert "unknown tool" in err(box, "__init__")
+    (box.root / "latin1.py").write_bytes("caf\xe9 = 1\n".encode("latin-1"))
+    assert "failed" in err(box, "edit_file", path="latin1.py", old_string="caf", new_string="x")
