@@ -477,6 +477,10 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
     ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
     prompts then cover only the newly appended lines. Add calls here (checkpoint capture,
     distill queueing); keep each one cheap — hooks run this inside a 2-second budget."""
+    from warden.config import load_settings
+    from warden.distill.trigger import queue_if_expensive  # one indexed query; never distills here
+
+    queue_if_expensive(session, run_row, load_settings())
 
 
 # ---------------------------------------------------------------------------- entry points
