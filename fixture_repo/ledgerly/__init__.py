@@ -1,0 +1,3 @@
+"""ledgerly: invoices, payments and reports for small businesses, on SQLite."""
+
+__version__ = "0.7.2"

@@ -1,0 +1,1 @@
+"""A small JSON HTTP API over :mod:`http.server` (no framework, no dependencies)."""

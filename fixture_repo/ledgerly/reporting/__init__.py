@@ -1,0 +1,1 @@
+"""Read-only reports over the ledger. Nothing here writes to the database."""

@@ -1,0 +1,1 @@
+"""Domain services: the business rules on top of the repositories."""

@@ -1,0 +1,1 @@
+"""Small helpers with no knowledge of the database."""
