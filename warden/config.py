@@ -45,7 +45,7 @@ class Settings:
     max_wall_s: float = 300.0
     # distill
     distiller: str = "heuristic"
-    distill_model: str = "claude-sonnet-4-5"
+    distill_model: str = "claude-sonnet-4-6"  # 4-5 reaches end-of-life on 2026-11-30
     # continuity
     recall_window_days: float = 7.0
     checkpoint_keep: int = 5000

@@ -196,6 +196,7 @@ def detect_blind_reads(run: ParsedRun) -> Finding | None:
         return None
     items: list[tuple[dict, float]] = []
     searched = False
+    opened: set[str] = set()  # a second read of the same file is the re-read detector's
     for call in run.tool_calls:
         if call.kind in ("grep", "glob"):
             searched = True
@@ -203,6 +204,9 @@ def detect_blind_reads(run: ParsedRun) -> Finding | None:
             break
         if searched or not _is_whole_read(call) or not call.path or call.path in modified:
             continue
+        if call.path in opened:
+            continue
+        opened.add(call.path)
         items.append((evidence_of(call), carried_cost(tokens_of_bytes(call.result_bytes),
                                                       later_turns(run, call.turn))))
     return _finding("blind_read", items, f"{len(items)} file(s) opened whole before searching")

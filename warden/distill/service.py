@@ -29,7 +29,7 @@ from warden.distill.model_distiller import (DistillContext, ModelReply, digest_l
 from warden.distill.rule_text import RuleTextError, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
-from warden.ingest.parser import ids_from_path, parse_lines
+from warden.ingest.collector import parse_file
 from warden.ingest.records import ParsedRun
 from warden.store.db import Store
 from warden.store.models import Rule, SessionRun, utcnow
@@ -70,11 +70,10 @@ class RunReport:
 
 
 def parse_transcript(path: Path) -> ParsedRun:
-    """Parse one transcript file with the collector's parser (ids from the path as hints)."""
-    session_hint, agent_hint = ids_from_path(str(path))
+    """Parse one whole transcript file the way the collector reads it (oversized lines skipped)."""
     try:
-        with path.open("rb") as handle:
-            return parse_lines(handle, session_id=session_hint, agent_id=agent_hint, source_path=str(path))
+        parsed, _state, _end = parse_file(str(path))
+        return parsed
     except OSError as exc:
         raise UsageError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
 
@@ -168,6 +167,8 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
                 client: anthropic.Anthropic | None = None, dry_run: bool = False) -> RunReport:
     """Distill one session run; with ``dry_run`` nothing is written (admission is rolled back)."""
     check_distiller(distiller)
+    if distiller == "anthropic" and client is None:
+        client = make_client(settings)  # fail before any work when there is no key
     with store.sessions() as session:
         run = session.get(SessionRun, run_id)
         if run is None:

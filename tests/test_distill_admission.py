@@ -1,0 +1,108 @@
+"""Heuristic proposals and the admission gate: validator, near-duplicates in any state, ≤ 3, rent."""
+
+from __future__ import annotations
+
+import pytest
+from distill_fixtures import naive_session, parse
+
+from warden.config import load_settings
+from warden.distill import heuristic
+from warden.distill.admission import MAX_CANDIDATES, admit, validate_scope
+from warden.distill.detectors import Finding, detect_waste
+from warden.distill.rule_text import RuleTextError, validate_rule_body
+from warden.errors import UsageError
+from warden.habits import HABITS_BY_WASTE, habits_named_by, is_false_economy
+from warden.select.memory import MemoryRule, rule_rent
+from warden.store.db import open_store
+from warden.store.models import Rule
+
+
+@pytest.fixture
+def store():
+    return open_store(load_settings())
+
+
+def test_heuristic_targets_the_biggest_kinds_one_rule_each() -> None:
+    findings = detect_waste(parse(naive_session()))
+    proposals = heuristic.propose(findings)
+    assert 1 <= len(proposals) <= 2
+    assert proposals[0].waste_kind == findings[0].waste_kind == "blind_read"
+    assert len({p.waste_kind for p in proposals}) == len(proposals)
+    for proposal in proposals:
+        assert validate_rule_body(proposal.body) == proposal.body
+        assert not is_false_economy(proposal.body)
+        assert HABITS_BY_WASTE[proposal.waste_kind] in habits_named_by(proposal.body)
+        for finding in findings:  # general: never names a file or command seen in the session
+            for item in finding.evidence:
+                for value in (item.get("path"), item.get("command")):
+                    assert not value or len(value) < 4 or value not in proposal.body
+
+
+def test_heuristic_sums_findings_per_kind_and_skips_kinds_refuted_before() -> None:
+    findings = [Finding("reread", 1, 500.0), Finding("verbose_output", 1, 400.0), Finding("reread", 1, 200.0),
+                Finding("plan_churn", 1, 300.0)]
+    assert [p.waste_kind for p in heuristic.propose(findings)] == ["reread", "verbose_output"]
+    assert heuristic.propose(findings)[0].saving_tokens == 700.0
+    evicted = ["Never re-read any file you already read."]
+    assert [p.waste_kind for p in heuristic.propose(findings, evicted)] == ["verbose_output", "plan_churn"]
+    assert heuristic.propose([]) == []
+
+
+def test_admission_stores_rent_and_provenance(store) -> None:
+    body = HABITS_BY_WASTE["blind_read"].rule_sentence
+    with store.session() as session:
+        result = admit(session, "coder", [body], origin="heuristic", provenance_digest={"run_key": "s:main"})
+        rule = result.admitted[0]
+        assert rule.state == "candidate" and rule.origin == "heuristic"
+        assert rule.rent_tokens == rule_rent(MemoryRule(id=0, body=body)) > 0
+        assert rule.provenance_digest == {"run_key": "s:main"}
+
+
+def test_rephrased_refuted_rule_is_refused_as_duplicate(store) -> None:
+    refuted = "Grep for the symbol or text you need before opening any file."
+    with store.session() as session:
+        session.add(Rule(agent="coder", body=refuted, state="evicted", evict_reason="refuted"))
+    with store.session() as session:
+        result = admit(session, "coder", [refuted.replace("any file", "any files")], origin="anthropic")
+        assert result.admitted == []
+        assert "near-duplicate of rule 1 (evicted" in result.refused[0].reason
+        # the same sentence for another agent is fine: dedupe is per agent
+        assert admit(session, "reviewer", [refuted], origin="heuristic").admitted
+
+
+def test_duplicates_within_one_batch_and_the_cap(store) -> None:
+    bodies = ["Grep for the symbol you need before opening any file.",
+              "Grep for the symbol you need before opening any files.",
+              "Run only the tests relevant to your change.",
+              "Keep replies brief with no narration between calls.",
+              "State a one-line plan and then act on it.",
+              "List each directory at most once per session."]
+    with store.session() as session:
+        result = admit(session, "coder", bodies, origin="anthropic")
+    assert len(result.admitted) == MAX_CANDIDATES == 3
+    reasons = [r.reason for r in result.refused]
+    assert "another proposal" in reasons[0]
+    assert sum("more than 3 candidates" in r for r in reasons) == 2
+
+
+def test_validator_and_false_economy_at_admission(store) -> None:
+    with store.session() as session:
+        result = admit(session, "coder", ["short", "x" * 201, "Skip the tests when the change is tiny.",
+                                          None, "Two\nlines of a rule body here."], origin="heuristic")  # type: ignore[list-item]
+        assert result.admitted == [] and len(result.refused) == 5
+        # a human may write what a distiller may not
+        assert admit(session, "coder", ["Skip the tests when the change is tiny."], origin="manual").admitted
+
+
+def test_bad_agent_name_and_scope() -> None:
+    with pytest.raises(UsageError):
+        validate_scope("x" * 81)
+    with pytest.raises(RuleTextError):
+        validate_scope("editing \u202e files")
+    assert validate_scope("  ") is None
+    assert validate_scope("SQL") == "SQL"
+
+
+def test_bad_agent_name_is_refused(store) -> None:
+    with store.session() as session, pytest.raises(UsageError, match="invalid agent name"):
+        admit(session, "../etc", ["Grep before opening any file you need."], origin="heuristic")

@@ -1,0 +1,120 @@
+"""Distillation end to end: collect queues the expensive run, distill proposes a rule for its most
+expensive habit, a re-run proposes nothing new, dry runs write nothing, the real corpus parses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from distill_fixtures import lean_session, naive_session, write_transcript
+
+from warden.config import load_settings
+from warden.distill.service import distill_paths, distill_runs
+from warden.habits import HABITS_BY_WASTE
+from warden.ingest.collector import collect_paths
+from warden.store.db import open_store
+from warden.store.models import Rule, SessionRun
+
+
+@pytest.fixture
+def repo_with_main_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout whose agent ``main`` has a bench suite (so main sessions are distilled)."""
+    repo = tmp_path / "repo"
+    (repo / "golden_tasks" / "main").mkdir(parents=True)
+    monkeypatch.setenv("WARDEN_REPO", str(repo))
+    return repo
+
+
+def _collect_history(tmp_path: Path) -> tuple[object, int]:
+    projects = tmp_path / "claude-home" / "projects" / "-proj"
+    projects.mkdir(parents=True)
+    for i in range(6):
+        write_transcript(projects, lean_session(i), session_id=f"lean-{i}", day=1 + i)
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [projects], store=store)
+    naive = write_transcript(projects, naive_session(), session_id="naive-1", day=20)
+    collect_paths(settings, [naive], store=store)
+    with store.session() as session:
+        queued = session.query(SessionRun).filter(SessionRun.distill_state == "queued").all()
+        assert [r.session_id for r in queued] == ["naive-1"]
+        return store, queued[0].id
+
+
+def test_collect_queues_and_distill_targets_the_most_expensive_habit(repo_with_main_suite, tmp_path) -> None:
+    store, run_id = _collect_history(tmp_path)
+    settings = load_settings()
+    [report] = distill_runs(store, settings)
+    assert report.run_id == run_id and report.state_after == "done"
+    top = report.findings[0].waste_kind
+    assert top == "blind_read"
+    bodies = [r["body"] for r in report.admitted]
+    assert bodies[0] == HABITS_BY_WASTE[top].rule_sentence and len(bodies) <= 2
+    with store.session() as session:
+        rules = session.query(Rule).all()
+        assert {r.provenance_run_id for r in rules} == {run_id}
+        assert rules[0].provenance_digest["findings"][0]["waste_kind"] == top
+        assert rules[0].provenance_digest["trace"][0][0] == "list"  # the digest it was born of
+        assert session.get(SessionRun, run_id).distilled_at is not None
+    # each run at most once: nothing is queued any more
+    assert distill_runs(store, settings) == []
+    # distilling the same run again on purpose proposes nothing new
+    [again] = distill_runs(store, settings, run_id=run_id)
+    assert again.proposals == bodies and again.admitted == []
+    assert all("near-duplicate" in r.reason for r in again.refused)
+    with store.session() as session:
+        assert session.query(Rule).count() == len(bodies)
+
+
+def test_dry_run_writes_nothing(repo_with_main_suite, tmp_path) -> None:
+    store, run_id = _collect_history(tmp_path)
+    [report] = distill_runs(store, load_settings(), dry_run=True)
+    assert report.admitted and all(r["id"] is None for r in report.admitted)
+    with store.session() as session:
+        assert session.query(Rule).count() == 0
+        assert session.get(SessionRun, run_id).distill_state == "queued"
+
+
+def test_missing_transcript_is_skipped(tmp_path) -> None:
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="gone:main", session_id="gone", agent="coder",
+                               source_path=str(tmp_path / "gone.jsonl"), distill_state="queued"))
+    [report] = distill_runs(store, load_settings())
+    assert report.state_after == "skipped" and "not found" in report.error
+    with store.session() as session:
+        assert session.query(SessionRun).one().distill_state == "skipped"
+
+
+def test_unknown_run_and_distiller_are_usage_errors() -> None:
+    from warden.errors import UsageError
+
+    store = open_store(load_settings())
+    with pytest.raises(UsageError, match="no session run"):
+        distill_runs(store, load_settings(), run_id=999)
+    with pytest.raises(UsageError, match="unknown distiller"):
+        distill_runs(store, load_settings(), distiller="magic")
+
+
+def test_dry_run_over_the_real_corpus_reports_every_file(corpus: Path) -> None:
+    files = sorted(corpus.rglob("*.jsonl"))
+    reports = distill_paths([corpus], load_settings())
+    assert [Path(r.source_path) for r in reports] == files
+    assert all(r.error is None for r in reports), [(r.source_path, r.error) for r in reports if r.error]
+    with_findings = [r for r in reports if r.findings]
+    assert len(with_findings) >= 5
+    for report in with_findings:
+        for finding in report.findings:
+            assert finding.evidence and finding.saving_tokens > 0
+        json.dumps(report.to_dict())  # serialisable as printed by --json
+
+
+def test_dry_run_reports_unreadable_files_and_goes_on(tmp_path: Path) -> None:
+    good = write_transcript(tmp_path, naive_session(), session_id="good")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe not json\n{\"type\": \"assistant\", \"message\": 5}\n\x00\x00")
+    reports = distill_paths([tmp_path], load_settings())
+    by_name = {Path(r.source_path).name: r for r in reports}
+    assert by_name[good.name].findings and by_name[bad.name].findings == []
+    assert by_name[bad.name].error is None

@@ -1,0 +1,102 @@
+"""The distill trigger: rolling p75 nearest-rank, ≥ 5 priors, each run queued at most once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from warden.config import load_settings
+from warden.distill import trigger
+from warden.store.db import open_store
+from warden.store.models import SessionRun
+
+
+def test_nearest_rank() -> None:
+    assert trigger.nearest_rank([1, 2, 3, 4], 75) == 3
+    assert trigger.nearest_rank([5, 1, 4, 2, 3], 75) == 4  # ceil(3.75) = 4th smallest
+    assert trigger.nearest_rank([7], 75) == 7
+    assert trigger.nearest_rank(list(range(1, 101)), 75) == 75
+    with pytest.raises(ValueError):
+        trigger.nearest_rank([], 75)
+
+
+def test_decide_needs_five_priors_and_strictly_above_p75() -> None:
+    assert not trigger.decide(1e9, [1, 2, 3, 4]).expensive
+    decision = trigger.decide(5, [1, 2, 3, 4, 5])  # p75 of 5 values = 4th = 4
+    assert decision.expensive and decision.threshold == 4 and decision.priors == 5
+    assert not trigger.decide(4, [1, 2, 3, 4, 5]).expensive
+
+
+def test_window_is_the_last_fifty() -> None:
+    recent = [10.0] * 50
+    old_expensive = [1e9] * 100
+    decision = trigger.decide(11, recent + old_expensive)  # most recent first
+    assert decision.expensive and decision.priors == 50
+
+
+def _run(n: int, agent: str, cost: float, *, completed: bool = True, day: int = 0) -> SessionRun:
+    return SessionRun(run_key=f"s{n}:{agent}", session_id=f"s{n}", agent=agent, weighted_tokens=cost,
+                      completed=completed, started_at=datetime(2026, 1, 1) + timedelta(days=day))
+
+
+@pytest.fixture
+def store():
+    return open_store(load_settings())
+
+
+def test_queue_if_expensive_queues_once(store, tmp_path: Path) -> None:
+    settings = load_settings()
+    with store.session() as session:
+        for i in range(6):
+            session.add(_run(i, "coder", 1000 + i, day=i))
+        session.add(_run(99, "coder", 10**9, completed=False, day=1))  # incomplete: not a prior
+        session.add(_run(98, "other", 10**9, day=1))  # another agent: not a prior
+        expensive = _run(100, "coder", 5000, day=10)
+        cheap = _run(101, "coder", 1001, day=11)
+        session.add_all([expensive, cheap])
+        session.flush()
+        assert trigger.queue_if_expensive(session, expensive, settings)
+        assert expensive.distill_state == "queued"
+        assert not trigger.queue_if_expensive(session, cheap, settings)
+        assert cheap.distill_state is None
+        # hooks fire every turn: a queued (or done) run is never queued again
+        assert not trigger.queue_if_expensive(session, expensive, settings)
+        expensive.distill_state = "done"
+        assert not trigger.queue_if_expensive(session, expensive, settings)
+        assert trigger.evaluate(session, expensive, settings).reason == "already done"
+
+
+def test_too_few_priors_and_placeholder_runs(store) -> None:
+    settings = load_settings()
+    with store.session() as session:
+        for i in range(4):
+            session.add(_run(i, "coder", 1000, day=i))
+        run = _run(50, "coder", 10**8, day=9)
+        session.add(run)
+        session.flush()
+        assert not trigger.queue_if_expensive(session, run, settings)
+        session.add(_run(5, "coder", 1000, day=5))
+        session.flush()
+        assert trigger.queue_if_expensive(session, run, settings)
+        flagged = _run(51, "coder", 10**8, day=9)
+        flagged.placeholder_output = True
+        session.add(flagged)
+        session.flush()
+        assert not trigger.queue_if_expensive(session, flagged, settings)
+
+
+def test_main_sessions_need_a_bench_suite(store, tmp_path: Path) -> None:
+    settings = replace(load_settings(), golden_dir=tmp_path / "golden")
+    with store.session() as session:
+        for i in range(6):
+            session.add(_run(i, "main", 1000, day=i))
+        run = _run(60, "main", 10**7, day=9)
+        session.add(run)
+        session.flush()
+        assert not trigger.queue_if_expensive(session, run, settings)
+        assert trigger.evaluate(session, run, settings).reason == "main session without a bench suite"
+        (tmp_path / "golden" / "main").mkdir(parents=True)
+        assert trigger.queue_if_expensive(session, run, settings)
