@@ -65,7 +65,7 @@ repeated_commands           re-runs the verification command unchanged / "don't 
                             command"
 retry_churn                 after a wrong-path error retries the identical call 1–2 times /
                             "after a tool error", "read the error"
-ignored_output              verbose test output (``-v`` instead of ``-q``) / "limit … output",
+ignored_output              a report line per test (pytest ``-rA``) / "limit … output",
                             "quiet flag"
 ==========================  =================================================================
 
@@ -624,8 +624,10 @@ class SimAgent:
         command = self.plan.test_command or FULL_SUITE_COMMAND
         if b.has("full_test_suite"):
             command = FULL_SUITE_COMMAND
-        if b.has("ignored_output"):
-            command = re.sub(r"(?<=\s)-q\b", "-v", command) if " -q" in command else command + " -v"
+        if b.has("ignored_output") and "pytest" in command:
+            # A line per test it never reads (-rA, not -v: no header naming the copy's path,
+            # which would make identical runs differ by their temp directory).
+            command += " -rA"
         return command
 
     @property
