@@ -837,16 +837,16 @@ def seed_of(bench_pass: BenchPass) -> int:
 
 
 def _load_suite(settings: "Settings", agent: str) -> AgentSuite:
-    from warden.bench.tasks import load_suite  # written by the golden-task loader
+    from warden.bench.tasks import load_suite
 
-    return load_suite(settings.golden_dir, agent)
+    return load_suite(settings.golden_dir, agent, settings.fixture_dir)
 
 
 def _fixture(settings: "Settings") -> tuple[str, CopyFixture]:
     """The frozen fixture's hash (refusing a modified fixture) and its copy function."""
     from warden.bench import fixture
 
-    return fixture.verify_fixture(settings.fixture_dir), fixture.copy_fixture
+    return fixture.verify_fixture(settings.fixture_dir), fixture.make_run_copy
 
 
 def caps_from(settings: "Settings") -> RunCaps:
@@ -979,7 +979,7 @@ def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Se
             chosen_seed = seed_of(unfinished) if unfinished is not None else random.SystemRandom().randrange(2**31)
     request = BenchRequest(agent, tuple(interleave(configs, task_ids, runs, chosen_seed)), chosen_seed, backend,
                            model_id, budget_tokens=budget)
-    scheduler = BenchScheduler(store, bench, concurrency=concurrency or settings.concurrency,
+    scheduler = BenchScheduler(store, bench, concurrency=settings.concurrency if concurrency is None else concurrency,
                                max_consecutive_infra=max_consecutive_infra, progress=progress)
     outcome = scheduler.run_request(request)
     keys = [config_key(c) for c in configs]

@@ -64,7 +64,7 @@ class BenchSuiteRunner:
         self.base_seed = base_seed
         days = settings.reference_freshness_days if freshness_days is None else freshness_days
         self.freshness = timedelta(days=days)
-        self.scheduler = BenchScheduler(store, bench, concurrency=concurrency or settings.concurrency,
+        self.scheduler = BenchScheduler(store, bench, concurrency=settings.concurrency if concurrency is None else concurrency,
                                         max_consecutive_infra=max_consecutive_infra, progress=progress)
         # What this runner spent (runs it executed; reused runs cost nothing now).
         self.tokens_spent = 0.0

@@ -29,9 +29,14 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     try:
-        app(args=argv, prog_name="warden", standalone_mode=False)
+        result = app(args=argv, prog_name="warden", standalone_mode=False)
+        # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
+        if isinstance(result, int) and result != 0:
+            if result == 130:
+                err_console.print("warden: interrupted", markup=False)
+            return result
     except WardenError as exc:
-        err_console.print(f"warden: {exc}", markup=False, highlight=False)
+        err_console.print(f"warden: {exc}", markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code

@@ -1,0 +1,105 @@
+"""``warden bench`` end to end through the CLI entry point, on a fake backend and tiny suite."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import warden.bench.scheduler as scheduler
+from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
+from warden.cli.app import main
+from warden.config import load_settings
+from warden.store.db import open_store
+from warden.store.models import Rule
+
+
+@pytest.fixture
+def fake_bench(tmp_path, monkeypatch):
+    state = {"factory": FakeBackend}
+
+    def fake_open(settings, agent, backend, model=None, **options):
+        if agent != AGENT:
+            from warden.errors import UsageError
+            raise UsageError(f"unknown agent {agent!r}")
+        return make_workbench(tmp_path, lambda: state["factory"]()), MODEL
+
+    monkeypatch.setattr(scheduler, "open_workbench", fake_open)
+    return state
+
+
+def add_rule(body: str) -> int:
+    store = open_store(load_settings())
+    with store.session() as s:
+        rule = Rule(agent=AGENT, body=body, state="candidate")
+        s.add(rule)
+        s.flush()
+        return rule.id
+
+
+def test_bench_json_pairs_configurations_and_reports_savings(fake_bench, capsys):
+    rule = add_rule("Grep for the symbol before opening any file.")
+    code = main(["bench", "--agent", AGENT, "--rules", "none", "--rules", str(rule), "--runs", "2",
+                 "--seed", "3", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads(out.out)
+    assert report["status"] == "done" and report["jobs"] == 12 and report["seed"] == 3
+    assert report["configs"] == ["", str(rule)]
+    assert len(report["summary"]) == 6 and all(s["completion_rate"] == 1.0 for s in report["summary"])
+    assert all(c["mean_saving"] > 0 for c in report["comparisons"])
+    assert report["spend_share"]["share"] is None  # no real-work sessions collected
+
+
+def test_bench_table_output(fake_bench, capsys):
+    assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "golden-01" in out and "mean wt" in out and "pass #1 (done)" in out
+    assert "no real-work sessions" in out
+
+
+def test_unseeded_bench_resumes_an_unfinished_pass(fake_bench, capsys, monkeypatch):
+    calls = {"n": 0}
+    original = scheduler.BenchScheduler._record
+
+    def interrupting(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return record
+
+    monkeypatch.setattr(scheduler.BenchScheduler, "_record", interrupting)
+    assert main(["bench", "--agent", AGENT, "--runs", "2", "--concurrency", "1"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(scheduler.BenchScheduler, "_record", original)
+    assert main(["bench", "--agent", AGENT, "--runs", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["resumed"] and report["pass_id"] == 1 and report["executed"] == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runs", "0"], "--runs must be at least 1"),
+    (["--rules", "3;7"], "--rules expects rule ids"),
+    (["--rules", "99"], "unknown rule id(s): 99"),
+    (["--budget", "-5"], "--budget must be a positive"),
+    (["--concurrency", "0"], "concurrency must be at least 1"),
+])
+def test_bad_usage_is_one_line_exit_2(fake_bench, capsys, args, message):
+    assert main(["bench", "--agent", AGENT, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warden: ") and message in err and "\n" not in err
+
+
+def test_unknown_agent_is_one_line_exit_2(fake_bench, capsys):
+    assert main(["bench", "--agent", "nobody"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "warden: unknown agent 'nobody'"
+
+
+def test_infra_abort_is_one_line_exit_1(fake_bench, capsys):
+    fake_bench["factory"] = lambda: FakeBackend(infra=True)
+    assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warden: bench pass #1 aborted: 3 consecutive runs ended in infra_error")
+    assert "\n" not in err
