@@ -1,0 +1,313 @@
+"""The ``claude-code`` backend: the real ``claude`` CLI, headless, in the run's copy.
+
+One run = ``claude -p <prompt> --output-format json --agent <agent> --model <model>
+--max-turns N --allowedTools … --disallowedTools …`` with the copy as working directory:
+
+* **Memory under test as a project-scoped agent memory.** The run's system prompt (agent.md
+  body + the compiled MEMORY.md) is split at MEMORY.md's generated header: the body becomes
+  the agent definition ``.claude/agents/<agent>.md`` (``memory: project``) and the memory
+  ``.claude/agent-memory/<agent>/MEMORY.md`` — exactly where Claude Code reads it in production,
+  so the rule's rent is what it costs there.
+* **Scoped permissions, never bypassed.** File tools, and Bash only for pytest and the task's
+  own check commands (``--allowedTools`` plus the same rules in the copy's
+  ``.claude/settings.json``); web, subagent and notebook tools denied. In ``-p`` mode anything
+  not allowed is refused, never prompted. ``--dangerously-skip-permissions`` is never passed.
+* **A private, throwaway ``CLAUDE_CONFIG_DIR``** (and ``HOME``) per run, so the run neither
+  reads the user's settings, memory or sessions nor writes into them; it is deleted afterwards.
+* **Environment allowlist.** The child gets :func:`sandbox_env` plus the variables it needs to
+  authenticate (:data:`AUTH_VARS`). Session-identity variables of an enclosing Claude Code
+  session (:data:`IDENTITY_VARS` — ``CLAUDECODE``, ``CLAUDE_CODE_ENTRYPOINT``, …) never pass, so
+  the run is a fresh top-level session. (Like any Claude Code session, the agent's own allowed
+  Bash commands inherit its credentials; the success check, run by warden, never does.)
+* **Usage from the transcript** the run wrote under the private config dir, parsed by the
+  collector's parser (``warden/ingest/parser.py``) with the same dedupe as ``warden collect``:
+  one :class:`CallUsage` per deduplicated API response.
+
+Outcomes: wall-time cap (process killed) → ``budget_exceeded``; ``error_max_turns`` → the check
+decides; an error result (API errors, auth, quota), a crash, unparseable output or a missing
+transcript → ``infra_error``; token caps are checked after the run (the CLI has none) →
+``budget_exceeded``; otherwise the task's success check decides ``completed``/``task_failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warden.bench.agents.anthropic_backend import resolve_model
+from warden.bench.agents.harness import run_success_check
+from warden.bench.agents.tools import cap_text, sandbox_env, split_check_commands
+from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
+from warden.bench.tasks import GoldenTask
+from warden.config import Settings
+from warden.errors import UsageError
+from warden.ingest.parser import parse_bytes
+from warden.ingest.pricing import FREE_MODELS, Usage
+from warden.select.memory import GENERATED_HEADER
+
+# What the child may inherit beyond the sandbox allowlist: credentials and endpoints only.
+AUTH_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
+             "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "ANTHROPIC_VERTEX_PROJECT_ID",
+             "CLOUD_ML_REGION", "AWS_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
+             "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS",
+             "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
+_AUTH_PRESENT = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                 "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
+# Set by an enclosing Claude Code session; inherited, they would make the run a nested session.
+IDENTITY_VARS = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT", "CLAUDE_SESSION_ID",
+                 "CLAUDE_CODE_SESSION_ID", "CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "CLAUDE_AGENT_ID",
+                 "CLAUDE_CONFIG_DIR")
+# Run-scoped settings: no auto-update, telemetry or other side traffic during a measurement.
+_RUN_ENV = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"}
+
+FILE_TOOLS = ("Read", "Glob", "Grep", "LS", "Edit", "MultiEdit", "Write")
+TEST_COMMAND_RULES = ("Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)", "Bash(pytest:*)")
+DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "Agent", "NotebookEdit")
+_AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+_STDERR_CHARS = 400
+
+
+def allowed_tools(task: GoldenTask) -> list[str]:
+    """The run's permission allowlist: file tools, pytest, and the task's own check commands."""
+    rules = [*FILE_TOOLS, *TEST_COMMAND_RULES]
+    checks = split_check_commands(task.success_check)
+    if len(checks) > 1:
+        checks.append(task.success_check.strip())
+    for command in checks:
+        if "\n" not in command:  # a rule is one line; its content runs to the last ')'
+            rules.append(f"Bash({command})")
+    return list(dict.fromkeys(rules))
+
+
+def split_system_prompt(system_prompt: str) -> tuple[str, str]:
+    """(agent definition body, MEMORY.md) — split at MEMORY.md's generated header."""
+    at = system_prompt.find(GENERATED_HEADER)
+    if at < 0:
+        return system_prompt.strip(), ""
+    return system_prompt[:at].strip(), system_prompt[at:]
+
+
+def child_env(source: dict[str, str], config_dir: Path, home: Path) -> dict[str, str]:
+    env = sandbox_env(source)
+    env.update({k: source[k] for k in AUTH_VARS if source.get(k)})
+    env.update(_RUN_ENV)
+    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+    env["HOME"] = str(home)
+    return env
+
+
+@dataclass(frozen=True)
+class _Exit:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+class ClaudeCodeBackend:
+    """Plays golden tasks with the ``claude`` CLI. One instance per worker thread."""
+
+    name = "claude-code"
+
+    def __init__(self, settings: Settings, *, model: str | None = None, agent_model: str | None = None,
+                 env: dict[str, str] | None = None, claude_bin: str = "claude",
+                 keep_config_dir: bool = False) -> None:
+        self.source_env = dict(os.environ if env is None else env)
+        found = shutil.which(claude_bin, path=self.source_env.get("PATH"))
+        if found is None:
+            raise UsageError(f"the claude-code backend needs the `{claude_bin}` CLI on PATH "
+                             "(npm install -g @anthropic-ai/claude-code)")
+        if not any(self.source_env.get(k) for k in _AUTH_PRESENT):
+            raise UsageError("the claude-code backend needs ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN "
+                             "(each run uses a private config dir, so an interactive login is not seen)")
+        self.claude = found
+        self.model = resolve_model(settings, model, agent_model)
+        self.keep_config_dir = keep_config_dir
+
+    def command(self, task: GoldenTask, agent: str, caps: RunCaps) -> list[str]:
+        # The prompt comes right after -p: the variadic tool lists at the end cannot swallow it.
+        return [self.claude, "-p", task.prompt, "--output-format", "json", "--model", self.model,
+                "--agent", agent, "--max-turns", str(caps.max_turns), "--permission-mode", "default",
+                "--allowedTools", *allowed_tools(task), "--disallowedTools", *DENIED_TOOLS]
+
+    def run(self, task: GoldenTask, workdir: Path, system_prompt: str, seed: int,
+            caps: RunCaps) -> RunResult:
+        started = time.monotonic()
+        workdir = Path(workdir)
+
+        def result(outcome: Outcome, error: str = "", calls: list[CallUsage] | None = None,
+                   completed: bool = False) -> RunResult:
+            calls = calls or []
+            return RunResult(task_id=task.id, backend=self.name, model=self.model, seed=seed,
+                             outcome=outcome, completed=completed, turns=len(calls),
+                             duration_s=time.monotonic() - started, calls=calls, error=error)
+
+        agent = task.agent
+        if not _AGENT_NAME.match(agent):
+            return result(Outcome.INFRA_ERROR, f"agent name {agent!r} cannot name a Claude Code agent")
+        if task.prompt.lstrip().startswith("-"):
+            return result(Outcome.INFRA_ERROR, "task prompt starts with '-' and would be read as a flag")
+        if not workdir.is_dir():
+            return result(Outcome.INFRA_ERROR, f"run copy {workdir} does not exist")
+        private = Path(tempfile.mkdtemp(prefix="warden-claude-"))
+        try:
+            config_dir, home = private / "config", private / "home"
+            config_dir.mkdir()
+            home.mkdir()
+            self.install(task, workdir, agent, system_prompt)
+            exit_ = self._execute(self.command(task, agent, caps), workdir,
+                                  child_env(self.source_env, config_dir, home), caps.max_wall_s)
+            calls, transcript_error = read_usage(config_dir, _session_id(exit_.stdout))
+            if exit_.timed_out:
+                return result(Outcome.BUDGET_EXCEEDED, f"wall-time cap of {caps.max_wall_s:g}s reached",
+                              calls)
+            payload = _result_json(exit_.stdout)
+            if payload is None:
+                detail = exit_.stderr.strip()[-_STDERR_CHARS:] or exit_.stdout.strip()[-_STDERR_CHARS:]
+                return result(Outcome.INFRA_ERROR,
+                              _one_line(f"claude exited {exit_.returncode} without a JSON result: {detail}"),
+                              calls)
+            subtype = str(payload.get("subtype", ""))
+            if payload.get("is_error") and subtype != "error_max_turns":
+                return result(Outcome.INFRA_ERROR,
+                              _one_line(f"claude reported an error ({subtype or 'error'}): "
+                                        f"{payload.get('result', '')}"), calls)
+            if transcript_error:
+                return result(Outcome.INFRA_ERROR, transcript_error, calls)
+            usage = sum((c.usage for c in calls), Usage())
+            if usage.output_tokens > caps.max_output_tokens:
+                return result(Outcome.BUDGET_EXCEEDED,
+                              f"output-token cap of {caps.max_output_tokens} exceeded", calls)
+            if usage.total > caps.max_total_tokens:
+                return result(Outcome.BUDGET_EXCEEDED,
+                              f"total-token cap of {caps.max_total_tokens} exceeded", calls)
+            try:
+                check = run_success_check(task, workdir)
+            except OSError as exc:
+                return result(Outcome.INFRA_ERROR, f"success check could not start: {exc}", calls)
+            if check.exit_code == 0:
+                return result(Outcome.COMPLETED, "", calls, completed=True)
+            detail = (f"timed out after {task.timeout_s:g}s" if check.timed_out
+                      else f"exit {check.exit_code}: {check.output.strip()[-_STDERR_CHARS:]}")
+            return result(Outcome.TASK_FAILED, _one_line(f"success check failed ({detail})"), calls)
+        except OSError as exc:
+            return result(Outcome.INFRA_ERROR, _one_line(f"claude-code run failed: {exc}"))
+        finally:
+            if not self.keep_config_dir:
+                shutil.rmtree(private, ignore_errors=True)
+
+    @staticmethod
+    def install(task: GoldenTask, workdir: Path, agent: str, system_prompt: str) -> None:
+        """Agent definition, project-scoped agent memory and permission settings in the copy."""
+        body, memory = split_system_prompt(system_prompt)
+        claude_dir = workdir / ".claude"
+        if claude_dir.is_symlink():
+            raise OSError(f"{claude_dir} is a symlink; refusing to install the agent through it")
+        (claude_dir / "agents").mkdir(parents=True, exist_ok=True)
+        memory_dir = claude_dir / "agent-memory" / agent
+        memory_dir.mkdir(parents=True, exist_ok=True)
+        definition = (f"---\nname: {agent}\n"
+                      f"description: warden bench agent {agent} (golden-task replay)\n"
+                      f"tools: {', '.join(FILE_TOOLS)}, Bash\nmemory: project\n---\n\n{body}\n")
+        _write_inside(workdir, claude_dir / "agents" / f"{agent}.md", definition)
+        _write_inside(workdir, memory_dir / "MEMORY.md", memory)
+        settings = {"permissions": {"allow": allowed_tools(task), "deny": list(DENIED_TOOLS),
+                                    "defaultMode": "default"}}
+        _write_inside(workdir, claude_dir / "settings.json", json.dumps(settings, indent=2) + "\n")
+
+    @staticmethod
+    def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> _Exit:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=max(timeout_s, 0.01))
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            out, err = proc.communicate()
+            timed_out = True
+        return _Exit(None if timed_out else proc.returncode, out.decode("utf-8", "replace"),
+                     cap_text(err.decode("utf-8", "replace")), timed_out)
+
+
+def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage], str]:
+    """Per-call usage of the run from its transcripts under ``config_dir/projects``.
+
+    The main transcript ``<session>.jsonl`` and its subagents' ``<session>/subagents/*.jsonl``
+    are parsed by the collector's parser; responses are deduplicated across files by message
+    key, and a subagent's responses seen only through ``progress`` lines count once.
+    Returns ``(calls, error)`` — ``error`` is non-empty when no transcript was found.
+    """
+    projects = config_dir / "projects"
+    if session_id and re.fullmatch(r"[A-Za-z0-9_-]{1,128}", session_id):
+        files = sorted(projects.glob(f"*/{session_id}.jsonl"))
+        files += sorted(projects.glob(f"*/{session_id}/subagents/*.jsonl"))
+    else:
+        files = sorted(projects.glob("**/*.jsonl"))
+    if not files:
+        return [], f"no transcript found under the run's private config dir ({projects})"
+    calls: list[CallUsage] = []
+    seen: set[str] = set()
+    embedded: list[Any] = []
+    for path in files:
+        parsed = parse_bytes(path.read_bytes(), source_path=str(path))
+        for turn in parsed.turns:
+            if turn.message_key in seen or turn.model in FREE_MODELS:
+                continue
+            seen.add(turn.message_key)
+            calls.append(CallUsage(model=turn.model, usage=turn.usage))
+        embedded.extend(getattr(parsed, "embedded_usage", []))
+    for item in embedded:
+        if item.message_key not in seen and item.model not in FREE_MODELS:
+            seen.add(item.message_key)
+            calls.append(CallUsage(model=item.model, usage=item.usage))
+    return calls, ""
+
+
+def _result_json(stdout: str) -> dict[str, Any] | None:
+    """The ``--output-format json`` result object (the last JSON line that is one)."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("type") == "result":
+            return value
+    try:
+        value = json.loads(stdout)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and "result" in value else None
+
+
+def _session_id(stdout: str) -> str | None:
+    payload = _result_json(stdout)
+    value = payload.get("session_id") if payload else None
+    return str(value) if value else None
+
+
+def _write_inside(root: Path, path: Path, text: str) -> None:
+    """Write ``path``, refusing a location the copy redirects outside itself by a symlink."""
+    if path.is_symlink():
+        path.unlink()
+    real_root = root.resolve()
+    if real_root not in path.resolve().parents:
+        raise OSError(f"{path} resolves outside the run copy")
+    path.write_text(text, encoding="utf-8")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:500]
