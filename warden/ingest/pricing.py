@@ -55,6 +55,7 @@ class Usage:
 
 # Longest matching prefix wins; dated ids ("claude-sonnet-4-20250514") match their family.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "claude-opus-4-7": ModelPrice.from_card(5.0, 25.0),  # not "claude-opus-4" (15/75): seen in the corpus
     "claude-opus-4-6": ModelPrice.from_card(5.0, 25.0),
     "claude-opus-4-5": ModelPrice.from_card(5.0, 25.0),
     "claude-opus-4-1": ModelPrice.from_card(15.0, 75.0),

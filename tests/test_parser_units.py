@@ -1,0 +1,182 @@
+"""The transcript parser on hand-built lines: usage dedupe, cache split, subagent messages,
+tool statistics, odd lines, and resuming from a saved state."""
+
+from __future__ import annotations
+
+import json
+
+from collect_support import SESSION, assistant, jsonl, progress, prompt, tool_result, tool_use, usage
+from warden.ingest.parser import TranscriptParser, ids_from_path, parse_bytes, usage_from_json
+from warden.ingest.pricing import Usage
+
+
+def test_streamed_response_counts_once_with_its_largest_line() -> None:
+    lines = [
+        assistant("msg_1", "req_1", usage(3, 1, 100, 50), [{"type": "text", "text": "hi"}]),
+        assistant("msg_1", "req_1", usage(3, 240, 100, 50), [tool_use("t1", "Read", file_path="/a.py")]),
+        assistant("msg_2", "req_2", usage(1, 5, 0, 150)),
+    ]
+    run = parse_bytes(jsonl(lines))
+    assert run.usage == Usage(4, 245, 100, 0, 200)
+    assert len(run.turns) == 2
+    assert run.turns[0].tool_call_indexes == [0]
+    assert run.stats.duplicate_usage == 1
+
+
+def test_same_message_id_with_another_request_id_is_another_response() -> None:
+    run = parse_bytes(jsonl([assistant("msg_1", "req_1", usage(1, 1)), assistant("msg_1", "req_2", usage(1, 1))]))
+    assert run.usage.input_tokens == 2
+
+
+def test_missing_request_id_dedupes_on_message_id_alone() -> None:
+    run = parse_bytes(jsonl([assistant("msg_1", None, usage(1, 2)), assistant("msg_1", None, usage(1, 9))]))
+    assert run.usage == Usage(1, 9, 0, 0, 0)
+    assert run.turns[0].message_key == "msg_1"
+
+
+def test_cache_write_split_5m_1h_and_bare_total_counts_as_5m() -> None:
+    assert usage_from_json(usage(0, 0, 300, w5=100, w1=200)) == Usage(0, 0, 100, 200, 0)
+    assert usage_from_json(usage(0, 0, 300)) == Usage(0, 0, 300, 0, 0)
+    # A split that undercounts the billed total keeps the remainder as 5-minute writes.
+    assert usage_from_json(usage(0, 0, 300, w5=0, w1=200)) == Usage(0, 0, 100, 200, 0)
+    assert usage_from_json({"input_tokens": "5", "output_tokens": -3, "cache_read_input_tokens": True}) == Usage()
+    assert usage_from_json("nope") is None
+
+
+def test_per_message_models() -> None:
+    run = parse_bytes(jsonl([
+        assistant("m1", "r1", usage(10, 1), model="claude-opus-4-5-20251101"),
+        assistant("m2", "r2", usage(20, 1), model="claude-haiku-4-5-20251001"),
+        assistant("m3", "r3", usage(0, 0), model="<synthetic>"),
+    ]))
+    assert run.models == ["claude-opus-4-5-20251101", "claude-haiku-4-5-20251001"]
+    assert run.usage_by_model["claude-opus-4-5-20251101"].input_tokens == 10
+    assert run.usage_by_model["claude-haiku-4-5-20251001"].input_tokens == 20
+
+
+def test_tool_use_result_usage_never_counts() -> None:
+    result = tool_result("t1", "done", tool_use_result={"status": "completed", "agentId": "abc",
+                                                        "usage": {"input_tokens": 9999, "output_tokens": 9999}})
+    run = parse_bytes(jsonl([assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Task", subagent_type="Explore",
+                                                                          prompt="x")]), result]))
+    assert run.usage == Usage(1, 1, 0, 0, 0)
+    assert run.subagent_types == {"abc": "Explore"}
+
+
+def test_progress_lines_report_subagent_usage_apart_from_the_run() -> None:
+    run = parse_bytes(jsonl([
+        assistant("m1", "r1", usage(1, 1), [tool_use("toolu_task", "Task", subagent_type="Explore", prompt="p")]),
+        progress("agent9", "sub_1", "sreq_1", usage(5, 1)),
+        progress("agent9", "sub_1", "sreq_1", usage(5, 7)),  # the same response streamed twice
+        progress("agent9", "sub_2", "sreq_2", usage(2, 2)),
+    ]))
+    assert run.usage == Usage(1, 1, 0, 0, 0)
+    embedded = {e.message_key: e for e in run.embedded_usage}
+    assert set(embedded) == {"sub_1|sreq_1", "sub_2|sreq_2"}
+    assert embedded["sub_1|sreq_1"].usage.output_tokens == 7
+    assert embedded["sub_1|sreq_1"].agent_id == "agent9"
+    assert run.subagent_types == {"agent9": "Explore"}
+
+
+def test_reads_rereads_edits_greps_and_failures() -> None:
+    lines = [
+        assistant("m1", "r1", usage(), [tool_use("t1", "Read", file_path="/a.py")]),
+        tool_result("t1", "x" * 500),
+        assistant("m2", "r2", usage(), [tool_use("t2", "Read", file_path="/a.py")]),  # re-read
+        tool_result("t2", "x" * 500),
+        assistant("m3", "r3", usage(), [tool_use("t3", "Read", file_path="/a.py", offset=10, limit=5)]),  # new range
+        tool_result("t3", "x"),
+        assistant("m4", "r4", usage(), [tool_use("t4", "Edit", file_path="/a.py", old_string="a", new_string="b")]),
+        tool_result("t4", "boom", is_error=True),
+        assistant("m5", "r5", usage(), [tool_use("t5", "Read", file_path="/a.py")]),  # changed since: not a re-read
+        tool_result("t5", "x"),
+        assistant("m6", "r6", usage(), [tool_use("t6", "Grep", pattern="def foo")]),
+        tool_result("t6", "a.py:1"),
+        assistant("m7", "r7", usage(), [tool_use("t7", "read_file", path="/b.py"),
+                                        tool_use("t8", "read_file", path="/b.py")]),
+    ]
+    run = parse_bytes(jsonl(lines))
+    assert run.counters == {"tool_calls": 8, "file_reads": 6, "rereads": 2, "greps": 1, "edits": 1,
+                            "failed_tool_results": 1}
+    assert [c.is_reread for c in run.tool_calls] == [False, True, False, False, False, False, False, True]
+    assert run.tool_calls[0].result_bytes == 500
+    assert run.tool_calls[2].line_range == (10, 5)
+    assert run.tool_calls[3].is_error and run.tool_calls[3].result_text == "boom"
+    steps = run.trace_digest["steps"]
+    assert [s[0] for s in steps] == ["read", "read", "read", "edit", "read", "grep", "read", "read"]
+    assert steps[0][3] == 500 and steps[3][4] == 1
+    json.dumps(run.trace_digest)  # stored as JSON
+
+
+def test_completion_heuristic() -> None:
+    done = parse_bytes(jsonl([prompt("fix it"), assistant("m1", "r1", usage(), [tool_use("t1", "Bash", command="ls")]),
+                              tool_result("t1", "a"),
+                              assistant("m2", "r2", usage(), [{"type": "text", "text": "Fixed."}], stop_reason="end_turn")]))
+    assert done.completed and [p.text for p in done.user_prompts] == ["fix it"]
+    pending = parse_bytes(jsonl([assistant("m1", "r1", usage(), [tool_use("t1", "Bash", command="ls")])]))
+    assert not pending.completed
+    interrupted = parse_bytes(jsonl([assistant("m2", "r2", usage(), [{"type": "text", "text": "Working"}]),
+                                     prompt("[Request interrupted by user]")]))
+    assert not interrupted.completed
+
+
+def test_placeholder_output_counts_are_flagged() -> None:
+    big = [tool_use("t1", "Write", file_path="/x.py", content="print('hello world')\n" * 40)]
+    run = parse_bytes(jsonl([assistant("m1", "r1", usage(3, 1), big)]))
+    assert run.placeholder_output and run.placeholder_turns == 1
+    honest = parse_bytes(jsonl([assistant("m1", "r1", usage(3, 300), big)]))
+    assert not honest.placeholder_output
+
+
+def test_odd_lines_are_tolerated_and_counted() -> None:
+    good = json.dumps(assistant("m1", "r1", usage(7, 1))).encode()
+    data = (b"\xef\xbb\xbf" + good + b"\r\n"  # BOM + CRLF
+            + b"\n   \n"  # blank lines
+            + b"{not json\n"  # malformed
+            + b"[1, 2]\n"  # JSON but not an object
+            + json.dumps(assistant("m2", "r2", usage(5, 1), [{"type": "text", "text": "caf\u00e9"}])).encode()
+            .replace("caf\\u00e9".encode(), b"caf\xe9") + b"\n"  # Latin-1 byte: not UTF-8
+            + good[: len(good) // 2])  # unterminated half line: still being written
+    run = parse_bytes(data)
+    s = run.stats
+    assert (s.bom, s.blank, s.malformed, s.non_utf8, s.truncated) == (1, 2, 2, 1, 1)
+    assert run.usage.input_tokens == 12
+    assert run.bytes_consumed == len(data) - len(good) // 2  # the half line is left for later
+
+
+def test_resumed_parse_equals_full_parse() -> None:
+    lines = [prompt("go"),
+             assistant("m1", "r1", usage(1, 1, 10, 5), [tool_use("t1", "Read", file_path="/a.py")]),
+             tool_result("t1", "abc"),
+             assistant("m2", "r2", usage(1, 2), [tool_use("t2", "Read", file_path="/a.py")]),
+             tool_result("t2", "abc", is_error=True),
+             assistant("m3", "r3", usage(1, 3), [{"type": "text", "text": "done"}], stop_reason="end_turn")]
+    data = jsonl(lines)
+    full = parse_bytes(data)
+    cut = len(jsonl(lines[:3]))
+    first = TranscriptParser()
+    for raw in data[:cut].splitlines(keepends=True):
+        first.feed(raw, end_offset=None)
+    state = json.loads(json.dumps(first.state()))  # survives a JSON round trip (stored in the DB)
+    second = TranscriptParser(state=state, start_offset=cut)
+    offset = cut
+    for raw in data[cut:].splitlines(keepends=True):
+        offset += len(raw)
+        second.feed(raw, end_offset=offset)
+    resumed = second.result()
+    assert resumed.counters == full.counters
+    assert resumed.trace_digest == full.trace_digest
+    assert resumed.completed == full.completed and resumed.stats == full.stats
+    assert first.result().usage + resumed.usage == full.usage
+    assert resumed.start_offset == cut and resumed.bytes_consumed == len(data)
+
+
+def test_ids_from_path_both_subagent_layouts() -> None:
+    assert ids_from_path(f"/p/proj/{SESSION}.jsonl") == (SESSION, None)
+    assert ids_from_path("/p/proj/agent-abc123.jsonl") == (None, "abc123")
+    assert ids_from_path(f"/p/proj/{SESSION}/subagents/agent-a9.jsonl") == (SESSION, "a9")
+
+
+def test_subagent_records_carry_parent_session_and_own_agent_id() -> None:
+    run = parse_bytes(jsonl([assistant("m1", "r1", usage(), agent_id="a77")]), agent_id="from-name")
+    assert run.session_id == SESSION and run.agent_id == "a77"
