@@ -200,10 +200,11 @@ def _parse_sim(where: str, raw: Any, fixture_dir: Path | None) -> SimPlan:
         edits.append(SimEdit(path=path, old=old, new=new))
     if fixture_dir is not None:
         texts: dict[str, str] = {}
-        if locate not in _fixture_text(fixture_dir, target, where, "target", texts):
-            raise _fail(where, f"sim.locate text {locate!r} does not occur in sim.target {target}")
-        for rel in related:
-            _fixture_text(fixture_dir, rel, where, "related", texts)
+        searched = [_fixture_text(fixture_dir, target, where, "target", texts)]
+        searched += [_fixture_text(fixture_dir, rel, where, "related", texts) for rel in related]
+        # A searching agent must find something with it: the target, or the code under test.
+        if not any(locate in text for text in searched):
+            raise _fail(where, f"sim.locate text {locate!r} occurs in neither sim.target nor sim.related")
         # Edits apply in order (as the sim applies them), each to the result of the previous one.
         for index, edit in enumerate(edits, 1):
             text = _fixture_text(fixture_dir, edit.path, where, f"edits[{index}].path", texts)
