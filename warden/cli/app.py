@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Command groups, in the order of the pipeline.
-COMMAND_MODULES = ("db", "collect", "bench", "distill", "select", "continuity", "ledger", "report")
+COMMAND_MODULES = ("db", "collect", "bench", "sim", "distill", "select", "continuity", "ledger", "report")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"warden.cli.{_name}").register(app)

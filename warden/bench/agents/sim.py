@@ -93,7 +93,8 @@ separate stream. Per run this draws which habits fire (persona probabilities) an
 20–30%. **Derailment**: with probability ``persona.derail`` (0.12) the agent wanders after
 locating — opens 4–10 unrelated files whole, re-runs the full suite, re-lists — costing about
 1.5–2× the run. Rules do not prevent derailments. Anchor tasks (``sim.anchor: true``) take no
-derailment and use the median of each intensity.
+derailment, fire the habits the persona has more often than not, and draw intensities only
+from the middle fifth of their range.
 
 Accounting
 ==========
@@ -289,7 +290,8 @@ def resolve_behaviour(persona: Persona, draws: RunDraws, rules: list[RuleLine], 
     false_economy = (any(is_false_economy(body) for body in applicable)
                      and draws.false_economy_comply < persona.compliance)
     slip_p = persona.slip_rushed if false_economy else persona.slip
-    intensity = {k: (0.5 if anchor else v) for k, v in draws.intensity.items()}
+    # Anchor tasks: habits fire by the persona's majority, intensities stay near the median.
+    intensity = {k: (0.4 + 0.2 * v if anchor else v) for k, v in draws.intensity.items()}
     return Behaviour(
         active=frozenset(active), intensity=intensity, suppressed=frozenset(suppressed),
         false_economy=false_economy,

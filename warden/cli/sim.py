@@ -1,0 +1,126 @@
+"""Commands of the simulated agent: ``warden sim truth`` and ``warden sim sessions``.
+
+Both are simulations (backend ``sim``): ground truth for benchmarks and offline demo input,
+never a real model's result — the output says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from warden.cli.common import console, err_console, print_json, safe, settings
+from warden.errors import UsageError
+
+
+def _progress(label: str, enabled: bool) -> Progress:
+    return Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=True, disable=not enabled)
+
+
+def _persona(name: str) -> str:
+    from warden.bench.agents.sim import PERSONAS
+
+    if name not in PERSONAS:
+        raise UsageError(f"unknown persona {name!r}; choose one of: {', '.join(sorted(PERSONAS))}")
+    return name
+
+
+def register(app: typer.Typer) -> None:
+    sim = typer.Typer(help="The simulated agent: ground truth and offline sessions (simulations).",
+                      no_args_is_help=True)
+    app.add_typer(sim, name="sim")
+
+    @sim.command("truth")
+    def truth(
+        agent: str = typer.Option(..., "--agent", help="agent whose golden suite to play"),
+        rules: list[str] = typer.Option([], "--rules", "--rule",
+                                        help="a rule body (repeat for a rule set); none = the bare agent"),
+        seeds: int = typer.Option(20, "--seeds", min=1, max=10_000, help="seeds averaged per task and arm"),
+        persona: str = typer.Option("naive", "--persona", help="naive | careful"),
+        exact: bool = typer.Option(False, "--exact", help="run the real success checks (slower)"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    ) -> None:
+        """True expected cost and saving of a rule set on the sim (averaged over many seeds)."""
+        from warden.bench.agents.sim_truth import true_expected_cost
+        from warden.bench.tasks import load_suite
+        from warden.distill.rule_text import validate_rule_body
+
+        s = settings()
+        rules = [validate_rule_body(body) for body in rules]  # RuleTextError is a UsageError
+        suite = load_suite(s.golden_dir, agent, s.fixture_dir)
+        with _progress("sim truth", not as_json) as bar:
+            task = bar.add_task("runs", total=None)
+            result = true_expected_cost(suite, rules, seeds, fixture_dir=s.fixture_dir,
+                                        persona=_persona(persona), fast=not exact,
+                                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+        if as_json:
+            print_json(result)
+            return
+        table = Table(title=f"{safe(agent)} · {len(result['seeds'])} seeds · {result['model']}")
+        for column in ("task", "without", "with", "saving", "share", "done w/o", "done with"):
+            table.add_column(column, justify="left" if column == "task" else "right")
+        for task_id, entry in result["tasks"].items():
+            table.add_row(safe(task_id), f"{entry['without']['mean_weighted_tokens']:,.0f}",
+                          f"{entry['with']['mean_weighted_tokens']:,.0f}", f"{entry['saving']:,.0f}",
+                          f"{entry['saving_share']:.1%}", f"{entry['without']['completion_rate']:.0%}",
+                          f"{entry['with']['completion_rate']:.0%}")
+        suite_row = result["suite"]
+        table.add_row("[bold]suite[/]", f"{suite_row['without_weighted_tokens']:,.0f}",
+                      f"{suite_row['with_weighted_tokens']:,.0f}", f"{suite_row['saving']:,.0f}",
+                      f"{suite_row['saving_share']:.1%}", f"{suite_row['completion_without']:.0%}",
+                      f"{suite_row['completion_with']:.0%}")
+        console.print(table)
+        console.print(f"costs in cost-weighted tokens per run; {result['label']}")
+
+    @sim.command("sessions")
+    def sessions(
+        out: Path = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
+        count: int = typer.Option(12, "--sessions", min=1, max=10_000, help="sessions to play"),
+        seed: int = typer.Option(0, "--seed", help="session sequence seed"),
+        agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeatable)"),
+        memory_dir: Optional[Path] = typer.Option(
+            None, "--memory-dir", help="read <dir>/<agent>/MEMORY.md into each agent's system prompt"),
+        delegate_share: float = typer.Option(0.75, "--delegate-share", min=0.0, max=1.0,
+                                             help="share of sessions delegated to a subagent"),
+        persona: str = typer.Option("naive", "--persona", help="naive | careful"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    ) -> None:
+        """Play simulated work sessions and write them as Claude Code transcripts (demo input)."""
+        from warden.bench.agents.sim_sessions import play_sessions
+        from warden.bench.tasks import load_all_suites
+
+        s = settings()
+        suites = load_all_suites(s.golden_dir, s.fixture_dir)
+        if agent:
+            unknown = sorted(set(agent) - set(suites))
+            if unknown:
+                raise UsageError(f"unknown agent(s): {', '.join(unknown)} (known: {', '.join(sorted(suites))})")
+            suites = {a: suites[a] for a in agent}
+        memories: dict[str, str] = {}
+        if memory_dir is not None:
+            for name in suites:
+                memory_file = memory_dir / name / "MEMORY.md"
+                if memory_file.is_file():
+                    memories[name] = memory_file.read_text(encoding="utf-8")
+        with _progress("sim sessions", not as_json) as bar:
+            bar.add_task("sessions", total=None)
+            played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
+                                   memory_by_agent=memories, delegate_share=delegate_share,
+                                   persona=_persona(persona))
+        rows = [p.__dict__ for p in played]
+        if as_json:
+            print_json({"label": "simulated sessions (sim backend), not a real model", "sessions": rows})
+            return
+        table = Table(title=f"{len(played)} simulated sessions → {safe(out)}")
+        for column in ("session", "agent", "task", "delegated", "completed", "weighted tokens"):
+            table.add_column(column)
+        for p in played:
+            table.add_row(p.session_id[:8], safe(p.agent), safe(p.task_id), "yes" if p.delegated else "no",
+                          "yes" if p.completed else "no", f"{p.weighted_tokens:,.0f}")
+        console.print(table)
+        console.print(f"collect them with: warden collect {safe(out / 'projects')}")
