@@ -252,8 +252,13 @@ def detect_repeated_commands(run: ParsedRun) -> Finding | None:
     return _finding("repeated_command", items, f"{len(items)} identical command(s) re-run")
 
 
+_USER_REJECTION = "The user doesn't want to"  # Claude Code's result when the human declines a call
+
+
 def detect_retry_churn(run: ParsedRun) -> Finding | None:
-    """A call that failed, retried unchanged (same tool, same input) with nothing changed."""
+    """A call that failed, retried unchanged (same tool, same input) with nothing changed.
+
+    A call the human declined is not a failure the agent caused; its retry is not churn."""
     failed: dict[tuple[str, str], int] = {}
     items: list[tuple[dict, float]] = []
     for call in run.tool_calls:
@@ -262,7 +267,7 @@ def detect_retry_churn(run: ParsedRun) -> Finding | None:
         key = (call.name, _input_key(call))
         if key in failed:
             items.append((evidence_of(call, failed_index=failed[key]), call_cost(run, call)))
-        if call.is_error:
+        if call.is_error and not call.result_text.startswith(_USER_REJECTION):
             failed.setdefault(key, call.index)
         else:
             failed.pop(key, None)

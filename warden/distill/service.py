@@ -30,6 +30,7 @@ from warden.distill.rule_text import RuleTextError, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.ingest.collector import parse_file
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.ingest.records import ParsedRun
 from warden.store.db import Store
 from warden.store.models import Rule, SessionRun, utcnow
@@ -239,6 +240,7 @@ def distill_paths(paths: list[Path], settings: Settings, *, distiller: str = "he
     files = transcript_files(paths)
     if distiller == "anthropic" and client is None and files:
         client = make_client(settings)
+    prices = PriceTable(settings.pricing) if settings.pricing else DEFAULT_TABLE
     reports: list[RunReport] = []
     for path in files:
         report = RunReport(source_path=str(path))
@@ -247,6 +249,8 @@ def distill_paths(paths: list[Path], settings: Settings, *, distiller: str = "he
             report.run_key, report.agent = parsed.run_key, parsed.agent_type or (
                 "main" if parsed.agent_id is None else None)
             report.tool_calls = len(parsed.tool_calls)
+            report.weighted_tokens = round(sum(prices.weighted_tokens(model, usage)
+                                               for model, usage in parsed.usage_by_model.items()), 1)
             report.findings = detect_waste(parsed)
             bodies, reply = _propose(parsed, report.findings, DistillContext(agent=report.agent or "unknown"),
                                      distiller, settings, client)

@@ -1,0 +1,56 @@
+"""`warden distill` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from distill_fixtures import naive_session, write_transcript
+
+from warden.cli.app import main
+from warden.config import load_settings
+from warden.store.db import open_store
+from warden.store.models import Rule, SessionRun
+
+
+def test_dry_run_json_over_the_real_corpus(corpus: Path, capsys) -> None:
+    assert main(["distill", "--dry-run", "--json", str(corpus)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dry_run"] is True
+    assert len(data["runs"]) == len(list(corpus.rglob("*.jsonl")))
+    assert all(run["error"] is None for run in data["runs"])
+    found = [f for run in data["runs"] for f in run["findings"]]
+    assert found and all(f["evidence"] and f["waste_kind"] and f["saving_tokens"] > 0 for f in found)
+    assert all("tool_use_id" in e or "turn" in e for f in found for e in f["evidence"])
+    with open_store(load_settings()).session() as session:
+        assert session.query(Rule).count() == 0  # paths are always a dry run
+
+
+def test_distill_queued_run_then_nothing_left(tmp_path: Path, capsys) -> None:
+    path = write_transcript(tmp_path, naive_session(), session_id="naive")
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="naive:a1", session_id="naive", agent_id="a1", agent="coder",
+                               weighted_tokens=120_000, completed=True, source_path=str(path),
+                               distill_state="queued"))
+    assert main(["distill", "--agent", "coder"]) == 0
+    out = capsys.readouterr().out
+    assert "admitted rule 1: Grep for the symbol" in out and "blind_read" in out
+    assert main(["distill", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []
+    assert main(["rules", "--agent", "coder", "--json"]) == 0
+    rules = json.loads(capsys.readouterr().out)["rules"]
+    assert rules and all(r["state"] == "candidate" and r["origin"] == "heuristic" for r in rules)
+
+
+def test_usage_errors(tmp_path: Path, capsys) -> None:
+    assert main(["distill", "--distiller", "magic"]) == 2
+    assert main(["distill", "--run", "42"]) == 2
+    assert main(["distill", str(tmp_path / "nope.jsonl")]) == 2
+    assert main(["distill", "--run", "1", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("warden: ") for line in err)
+    # the model distiller without a key: a clear one-line error before any work
+    path = write_transcript(tmp_path, naive_session(), session_id="n")
+    assert main(["distill", "--distiller", "anthropic", str(path)]) == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""`warden rules` (listing) and rules by hand: add, protect, unprotect, scope, forget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from warden.cli.app import main
+from warden.config import load_settings
+from warden.select.memory import MemoryRule, rule_rent
+from warden.store.db import open_store
+from warden.store.models import Rule
+
+BODY = "Grep for the symbol or text you need before opening any file."
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_add_protected_lists_and_counts_rent(capsys) -> None:
+    row = run_json(capsys, "rules", "add", "--agent", "coder", "--protected", BODY)
+    assert row["state"] == "protected" and row["origin"] == "manual"
+    assert row["rent_tokens"] == rule_rent(MemoryRule(id=0, body=BODY))
+    listing = run_json(capsys, "rules", "--agent", "coder")
+    assert [r["id"] for r in listing["rules"]] == [row["id"]]
+    assert listing["memory_rent_tokens"] == {"coder": row["rent_tokens"]}
+    assert run_json(capsys, "rules", "--agent", "coder", "--status", "candidate")["rules"] == []
+    assert main(["rules", "--agent", "coder"]) == 0
+    out = capsys.readouterr().out
+    assert "protected" in out and "Grep for the symbol" in out
+
+
+def test_add_without_protected_is_a_candidate_to_measure(capsys) -> None:
+    row = run_json(capsys, "rules", "add", "--agent", "coder", BODY)
+    assert row["state"] == "candidate"
+
+
+def test_add_refuses_invalid_and_duplicate_bodies(capsys) -> None:
+    assert main(["rules", "add", "--agent", "coder", BODY]) == 0
+    assert main(["rules", "add", "--agent", "coder", BODY.replace("any file", "any files")]) == 2
+    assert "near-duplicate of rule 1" in capsys.readouterr().err
+    assert main(["rules", "add", "--agent", "coder", "Grep first\u202e before reading."]) == 2
+    assert main(["rules", "add", "--agent", "coder", "too short"]) == 2
+    assert main(["rules", "add", "--agent", "../../etc", BODY + " Always."]) == 2
+    err = capsys.readouterr().err
+    assert "bidi" in err and "shorter than 10" in err and "invalid agent name" in err
+    assert len(err.strip().splitlines()) == 3  # one line each, no traceback
+
+
+def test_protect_unprotect_scope_forget(capsys) -> None:
+    rule_id = run_json(capsys, "rules", "add", "--agent", "coder", BODY)["id"]
+    assert run_json(capsys, "rules", "protect", str(rule_id))["state"] == "protected"
+    # never measured: unprotecting makes it a candidate that must earn its place
+    assert run_json(capsys, "rules", "unprotect", str(rule_id))["state"] == "candidate"
+    assert main(["rules", "unprotect", str(rule_id)]) == 2
+    scoped = run_json(capsys, "rules", "scope", str(rule_id), "editing SQL migrations")
+    assert scoped["scope"] == "editing SQL migrations"
+    assert scoped["rent_tokens"] == rule_rent(MemoryRule(id=0, body=BODY, scope="editing SQL migrations"))
+    cleared = run_json(capsys, "rules", "scope", str(rule_id), "--clear")
+    assert cleared["scope"] is None and cleared["rent_tokens"] < scoped["rent_tokens"]
+    assert main(["rules", "scope", str(rule_id)]) == 2  # neither a scope nor --clear
+    forgotten = run_json(capsys, "rules", "forget", str(rule_id))
+    assert forgotten["state"] == "evicted" and forgotten["evict_reason"] == "manual"
+    assert main(["rules", "forget", str(rule_id)]) == 2
+    # the forgotten rule stays as negative data: a near-duplicate cannot come back
+    assert main(["rules", "add", "--agent", "coder", BODY.replace("any file", "any files")]) == 2
+    assert main(["rules", "protect", "999"]) == 2
+    assert "no rule with id 999" in capsys.readouterr().err
+
+
+def test_unprotect_a_measured_rule_returns_it_to_active(capsys) -> None:
+    store = open_store(load_settings())
+    with store.session() as session:
+        rule = Rule(agent="coder", body=BODY, state="protected", measured_saving=1500.0, rent_tokens=16)
+        session.add(rule)
+        session.flush()
+        rule_id = rule.id
+    assert run_json(capsys, "rules", "unprotect", str(rule_id))["state"] == "active"
+
+
+def test_bad_status_is_a_usage_error(capsys) -> None:
+    assert main(["rules", "--status", "zombie"]) == 2
+    assert "unknown status" in capsys.readouterr().err
+
+
+def test_listing_sanitises_stored_text(capsys) -> None:
+    store = open_store(load_settings())
+    with store.session() as session:  # a row written by an older or foreign writer
+        session.add(Rule(agent="coder", body="Grep first \x1b[2J\u202e before reading files.", state="active"))
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
