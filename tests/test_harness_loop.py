@@ -221,3 +221,9 @@ def test_prompt_too_long_is_the_agents_budget(tmp_path: Path) -> None:
     result = play(model, make_project(tmp_path / "copy"))
     assert result.outcome is Outcome.BUDGET_EXCEEDED and result.turns == 1
     assert "prompt is too long" in result.error
+
+
+def test_context_window_stop_is_budget_exceeded(tmp_path: Path) -> None:
+    model = ScriptedModel([message(0, [text("…")], stop_reason="model_context_window_exceeded")])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and "context window" in result.error

@@ -138,6 +138,7 @@ class ClaudeCodeBackend:
         # The prompt comes right after -p: the variadic tool lists at the end cannot swallow it.
         return [self.claude, "-p", task.prompt, "--output-format", "json", "--model", self.model,
                 "--agent", agent, "--max-turns", str(caps.max_turns), "--permission-mode", "default",
+                "--strict-mcp-config",  # no MCP servers: the run sees only the scoped tools
                 "--allowedTools", *allowed_tools(task), "--disallowedTools", *DENIED_TOOLS]
 
     def run(self, task: GoldenTask, workdir: Path, system_prompt: str, seed: int,

@@ -36,7 +36,8 @@ Outcomes — the run ends with exactly one :class:`Outcome`:
   or a success check that could not be started. Never counted as the agent failing.
 * ``budget_exceeded``: the output-token cap, the total-token cap (input + output + cache
   writes + cache reads, summed over calls) or the wall-time cap was reached, or the prompt
-  outgrew the model's context (HTTP 413 / "prompt is too long"). The check is not run.
+  outgrew the model's context (HTTP 413, "prompt is too long", or stop reason
+  ``model_context_window_exceeded``). The check is not run.
 * after the agent stops (or uses its last turn of ``caps.max_turns``; the tools it asked for
   on that turn still run), the task's ``success_check`` runs in the copy with
   :func:`~warden.bench.agents.tools.sandbox_env` (no API keys) and ``timeout = task.timeout_s``:
@@ -233,6 +234,7 @@ class _Loop:
         self.started = clock()
         self.deadline = self.started + caps.max_wall_s
         self.turns = 0
+        self._last_call_s = 0.0
         self.calls: list[CallUsage] = []
         self.messages: list[dict[str, Any]] = [
             {"role": "user", "content": [{"type": "text", "text": task.prompt}]}]
@@ -269,6 +271,8 @@ class _Loop:
             cap = self._token_cap_reached()
             if cap:
                 return Outcome.BUDGET_EXCEEDED, cap
+            if response.stop_reason == "model_context_window_exceeded":
+                return Outcome.BUDGET_EXCEEDED, "the conversation outgrew the model's context window"
             if not assistant:  # an empty reply: nothing to continue from, the agent is done
                 return None, ""
             self.messages.append({"role": "assistant", "content": assistant})
@@ -291,8 +295,6 @@ class _Loop:
                 results.append(entry)
             self.messages.append({"role": "user", "content": results})
         return None, ""  # turn cap: the agent is done; the check decides
-
-    _last_call_s = 0.0
 
     def _create(self, output_left: int) -> Any:
         started = time.monotonic()
