@@ -1,0 +1,117 @@
+"""Selector orchestration over a synthetic runner with known true effects: state transitions,
+receipts, MEMORY.md compiled in the same transaction, evidence pooling, infra aborts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from warden.config import load_settings
+from warden.select.compile import memory_path
+from warden.select.decision import DecisionParams
+from warden.select.runner import SyntheticRunner, log_uniform_tasks
+from warden.select.selector import Selector, next_state
+from warden.select.decision import ADMISSION, REAUDIT, Verdict
+from warden.store.db import open_store
+from warden.store.models import Receipt, Rule
+
+
+@pytest.fixture
+def env(warden_home: Path, monkeypatch: pytest.MonkeyPatch):
+    # Synthetic tasks cost 30k–300k per run: give each decision room for ~20 paired rounds.
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", str(40_000_000))
+    settings = load_settings()
+    return settings, open_store(settings)
+
+
+TASKS = log_uniform_tasks(np.random.default_rng(7), 8)
+WEIGHTS = {t.task_id: 1.0 for t in TASKS}
+
+
+def _rule(store, body: str, state: str = "candidate") -> int:
+    with store.session() as s:
+        rule = Rule(agent="backend", body=body, state=state)
+        s.add(rule)
+        s.flush()
+        return rule.id
+
+
+def _selector(settings, store, runner, **kw) -> Selector:
+    return Selector(store, settings, "backend", runner, backend="synthetic", model="synthetic",
+                    tasks=WEIGHTS, params=DecisionParams.from_settings(settings), **kw)
+
+
+def test_good_rule_kept_dead_rule_refuted_breaking_rule_evicted(env) -> None:
+    settings, store = env
+    good = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    dead = _rule(store, "Mention the weather in every reply you write today.")
+    breaks = _rule(store, "Skip running the tests after you edit a file, always.")
+    runner = SyntheticRunner(TASKS, savings={str(good): 0.25}, seed=3,
+                             broken_tasks={f"{good},{breaks}": frozenset({TASKS[0].task_id})})
+    report = _selector(settings, store, runner).run()
+    verdicts = {d.rule_id: (d.verdict, d.state_after) for d in report.decisions}
+    assert verdicts[good] == ("keep", "active")
+    assert verdicts[dead][1] in ("evicted", "candidate")  # refuted, or inconclusive within budget
+    assert verdicts[breaks] == ("regression", "evicted")
+    with store.session() as s:
+        assert s.query(Receipt).count() == len(report.decisions)
+        receipt = s.query(Receipt).filter_by(rule_id=good).one()
+        assert receipt.evidence and receipt.paired_diffs and receipt.ruleset_version >= 1
+        assert s.get(Rule, breaks).evict_reason == "regression"
+    text = memory_path(settings, "backend").read_text()
+    assert "Grep for the symbol" in text and "weather" not in text and "Skip running" not in text
+
+
+def test_infra_abort_writes_no_receipt_and_no_strike(env) -> None:
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.25}, infra_p=1.0, seed=1)
+    report = _selector(settings, store, runner).run()
+    assert report.aborted and not report.decisions
+    with store.session() as s:
+        assert s.query(Receipt).count() == 0
+        rule = s.get(Rule, rid)
+        assert rule.state == "candidate" and rule.strikes == 0
+
+
+def test_inconclusive_keeps_candidate_and_pools_evidence_next_night(env) -> None:
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    first = _selector(settings, store, runner).run(budget_tokens=4_000_000)
+    assert first.decisions[0].verdict == "inconclusive"
+    with store.session() as s:
+        assert s.get(Rule, rid).state == "candidate"
+        n_first = len(s.query(Receipt).one().evidence)
+    _selector(settings, store, runner).run(budget_tokens=4_000_000)
+    with store.session() as s:
+        receipts = s.query(Receipt).order_by(Receipt.id).all()
+        assert len(receipts) == 2 and len(receipts[1].evidence) > n_first
+
+
+def test_two_strike_reaudit(env) -> None:
+    settings, store = env
+    rid = _rule(store, "Mention the weather in every reply you write today.", state="active")
+    runner = SyntheticRunner(TASKS, savings={str(rid): -0.10}, seed=11)  # it now costs 10%
+    states = []
+    for _ in range(4):
+        _selector(settings, store, runner).run()
+        with store.session() as s:
+            states.append(s.get(Rule, rid).state)
+        if states[-1] == "evicted":
+            break
+    assert "probation" in states and states[-1] == "evicted"
+    assert states.index("probation") < states.index("evicted")
+
+
+def test_state_machine_is_pure_and_complete() -> None:
+    rule = Rule(agent="a", body="x" * 12, state="active", strikes=0)
+    assert next_state(rule, REAUDIT, Verdict.REFUTE, 0)[0] == "probation"
+    rule.strikes = 1
+    assert next_state(rule, REAUDIT, Verdict.REFUTE, 0)[:2] == ("evicted", "refuted")
+    assert next_state(rule, REAUDIT, Verdict.KEEP, 0) == ("active", None, 0)
+    assert next_state(rule, REAUDIT, Verdict.REGRESSION, 0)[:2] == ("evicted", "regression")
+    assert next_state(rule, ADMISSION, Verdict.INCONCLUSIVE, 1)[0] == "candidate"
+    assert next_state(rule, ADMISSION, Verdict.INCONCLUSIVE, 3)[:2] == ("evicted", "inconclusive")

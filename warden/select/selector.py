@@ -1,0 +1,297 @@
+"""Selector orchestration: decide pending candidates and re-audit active rules, one agent at a time.
+
+For each decision it asks the decision core (``select/decision.py``) to drive paired rounds
+through a suite runner (``bench/suite_runner.py`` by default), then commits, in ONE transaction,
+the rule's new state, an immutable receipt and the recompiled MEMORY.md. An infrastructure abort
+writes nothing: no verdict, no receipt, no strike.
+
+State machine (DESIGN.md §3):
+
+* admission: keep → active; refute → evicted (refuted); regression → evicted (regression);
+  inconclusive → stays a candidate with its evidence kept, and after
+  :data:`MAX_INCONCLUSIVE_NIGHTS` inconclusive decisions → evicted (inconclusive);
+* re-audit (two strikes): a pass clears probation; the first miss → probation; a second
+  consecutive miss → evicted (refuted); a regression → evicted at once.
+
+A rule's evidence pools across its admission and re-audits: every receipt stores the runs it
+rested on, and the next decision about the rule starts from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden.config import Settings
+from warden.errors import UsageError
+from warden.select.compile import IN_MEMORY_STATES, CompileResult, compile_memory
+from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort,
+                                    RuleDecision, Verdict, decide_rule)
+from warden.select.memory import MemoryRule, rule_rent
+from warden.select.receipts import write_receipt
+from warden.select.runner import Config, RunRecord, SuiteRunner
+from warden.store.db import Store
+from warden.store.models import Receipt, Rule, utcnow
+
+MAX_INCONCLUSIVE_NIGHTS = 3
+
+
+@dataclass
+class DecisionSummary:
+    rule_id: int
+    body: str
+    kind: str
+    verdict: str
+    state_before: str
+    state_after: str
+    estimate_tokens: float
+    interval_tokens: tuple[float, float]
+    margin_tokens: float
+    tokens_spent: float
+    receipt_id: int | None
+    memory_version: int | None = None
+
+
+@dataclass
+class SelectReport:
+    agent: str
+    backend: str
+    model: str
+    decisions: list[DecisionSummary] = field(default_factory=list)
+    tokens_spent: float = 0.0
+    raw_tokens_spent: int = 0
+    runs_made: int = 0
+    runs_reused: int = 0
+    aborted: str | None = None  # infrastructure abort message
+    skipped: list[str] = field(default_factory=list)  # e.g. "budget spent before rule 7"
+    memory: CompileResult | None = None
+
+
+RunnerFactory = Callable[[str], Any]  # agent -> runner with .run, .task_ids, hashes, spend counters
+
+
+def _memory_set(session: Session, agent: str) -> frozenset[int]:
+    return frozenset(session.scalars(select(Rule.id).where(Rule.agent == agent,
+                                                           Rule.state.in_(IN_MEMORY_STATES))).all())
+
+
+def pending_candidates(session: Session, agent: str) -> list[Rule]:
+    return list(session.scalars(select(Rule).where(Rule.agent == agent, Rule.state == "candidate")
+                                .order_by(Rule.created_at, Rule.id)).all())
+
+
+def reaudit_target(session: Session, agent: str) -> Rule | None:
+    """The active (or probation), non-protected rule decided longest ago."""
+    return session.scalars(select(Rule).where(Rule.agent == agent, Rule.state.in_(("active", "probation")))
+                           .order_by(Rule.decided_at.is_(None).desc(), Rule.decided_at, Rule.id)
+                           .limit(1)).first()
+
+
+# ---------------------------------------------------------------- evidence persistence
+
+
+def evidence_to_json(evidence: Evidence) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for side, records in (("ref", evidence.reference), ("rule", evidence.rule)):
+        for r in records:
+            rows.append([side, r.task_id, r.round_index, round(r.weighted_tokens, 3), r.raw_tokens,
+                         bool(r.completed), r.outcome, r.run_id])
+    return rows
+
+
+def evidence_from_json(rows: Sequence[Sequence[Any]], reference: Config, rule: Config) -> Evidence:
+    ref: list[RunRecord] = []
+    measured: list[RunRecord] = []
+    for side, task, rnd, weighted, raw, completed, outcome, run_id in rows:
+        record = RunRecord(str(task), reference if side == "ref" else rule, int(rnd), float(weighted),
+                           int(raw), bool(completed), str(outcome), run_id, reused=True)
+        (ref if side == "ref" else measured).append(record)
+    return Evidence(tuple(ref), tuple(measured))
+
+
+def prior_evidence(session: Session, rule: Rule, reference: Config, measured: Config) -> Evidence | None:
+    last = session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id.desc())
+                           .limit(1)).first()
+    if last is None or not last.evidence:
+        return None
+    return evidence_from_json(last.evidence, reference, measured)
+
+
+# ---------------------------------------------------------------- state transitions
+
+
+def next_state(rule: Rule, kind: str, verdict: Verdict, inconclusive_count: int) -> tuple[str, str | None, int]:
+    """(state, evict_reason, strikes) after a decision. Pure."""
+    if verdict is Verdict.REGRESSION:
+        return "evicted", "regression", rule.strikes
+    if kind == ADMISSION:
+        if verdict is Verdict.KEEP:
+            return "active", None, 0
+        if verdict is Verdict.REFUTE:
+            return "evicted", "refuted", 0
+        if inconclusive_count >= MAX_INCONCLUSIVE_NIGHTS:
+            return "evicted", "inconclusive", 0
+        return "candidate", None, 0
+    if verdict is Verdict.KEEP:
+        return "active", None, 0
+    if verdict is Verdict.REFUTE:
+        strikes = rule.strikes + 1
+        return ("evicted", "refuted", strikes) if strikes >= 2 else ("probation", None, strikes)
+    return rule.state, None, rule.strikes  # an inconclusive re-audit is no strike
+
+
+class Selector:
+    def __init__(self, store: Store, settings: Settings, agent: str, runner: Any,
+                 *, backend: str, model: str, params: DecisionParams | None = None,
+                 log: Callable[[str], None] | None = None,
+                 memory_sections: Callable[[Session, str], tuple[list[str], dict[str, str]]] | None = None,
+                 tasks: dict[str, float] | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.agent = agent
+        self.runner = runner
+        self.backend = backend
+        self.model = model
+        self.params = params or DecisionParams.from_settings(settings)
+        self.log = log or (lambda _msg: None)
+        self.memory_sections = memory_sections
+        if tasks is None:  # the bench runner knows its golden suite
+            tasks = {t.id: float(t.weight) for t in runner.bench.suite.tasks}
+        self.tasks = tasks
+
+    def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary:
+        with self.store.session() as session:
+            rule = session.get(Rule, rule_id)
+            assert rule is not None
+            memory = _memory_set(session, self.agent)
+            if kind == ADMISSION:
+                reference, measured = memory, memory | {rule.id}
+            else:
+                reference, measured = memory - {rule.id}, memory | {rule.id}
+            rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
+            if rule.rent_tokens != rent:
+                rule.rent_tokens = rent
+            prior = prior_evidence(session, rule, reference, measured)
+            body, state_before = rule.body, rule.state
+        self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
+        result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
+                                           self.params, budget, prior, kind)
+        return self._commit(rule_id, kind, result, body, state_before)
+
+    def _commit(self, rule_id: int, kind: str, result: RuleDecision, body: str, state_before: str) -> DecisionSummary:
+        d = result.decision
+        with self.store.session() as session:
+            rule = session.get(Rule, rule_id)
+            assert rule is not None
+            inconclusive = 1 + len(session.scalars(select(Receipt.id).where(
+                Receipt.rule_id == rule_id, Receipt.verdict == Verdict.INCONCLUSIVE.value)).all())
+            state, reason, strikes = next_state(rule, kind, d.verdict, inconclusive)
+            rule.state, rule.strikes = state, strikes
+            rule.evict_reason = reason if state == "evicted" else None
+            rule.decided_at = utcnow()
+            if d.verdict in (Verdict.KEEP, Verdict.REFUTE, Verdict.INCONCLUSIVE):
+                rule.measured_saving = d.estimate_tokens
+            session.flush()
+            compiled = compile_memory(session, self.settings, self.agent, *self._sections(session))
+            receipt = write_receipt(
+                session, rule, kind=kind, verdict=d.verdict.value, reason="; ".join(d.reasons),
+                state_after=state, estimate=d.estimate_tokens, ci_low=d.interval_tokens[0],
+                ci_high=d.interval_tokens[1], margin=d.margin_tokens, k=self.params.keep_margin_k,
+                n_per_side=d.n_per_side, paired_diffs=d.paired_diffs, pass_counts=d.pass_counts,
+                tokens_spent=result.tokens_spent, raw_tokens_spent=result.raw_tokens_spent,
+                model=self.model, backend=self.backend, suite_hash=getattr(self.runner, "suite_hash", ""),
+                fixture_hash=getattr(self.runner, "fixture_hash", ""), ruleset_version=compiled.version,
+                method={**dict(d.method), "relative_estimate": d.estimate,
+                        "relative_interval": list(d.interval), "relative_margin": d.margin,
+                        "reference_cost": d.reference_cost, "llr": d.llr, "thresholds": list(d.thresholds),
+                        "n_pairs": d.n_pairs, "rounds": result.rounds,
+                        "regressions": list(d.regressions), "completion_drops": list(d.completion_drops)},
+                evidence=evidence_to_json(result.evidence))
+            return DecisionSummary(rule_id, body, kind, d.verdict.value, state_before, state,
+                                   d.estimate_tokens, d.interval_tokens, d.margin_tokens,
+                                   result.tokens_spent, receipt.id, compiled.version)
+
+    def _sections(self, session: Session) -> tuple[list[str] | None, dict[str, str] | None]:
+        if self.memory_sections is None:
+            return None, None
+        sections, files = self.memory_sections(session, self.agent)
+        return sections, files
+
+    def run(self, budget_tokens: float | None = None) -> SelectReport:
+        report = SelectReport(self.agent, self.backend, self.model)
+        remaining = float("inf") if budget_tokens is None else float(budget_tokens)
+        with self.store.session() as session:
+            queue = [(r.id, ADMISSION) for r in pending_candidates(session, self.agent)]
+            target = reaudit_target(session, self.agent)
+            if target is not None:
+                queue.append((target.id, REAUDIT))
+        for rule_id, kind in queue:
+            budget = min(float(self.settings.evidence_budget_tokens), remaining)
+            if budget <= 0:
+                report.skipped.append(f"rule {rule_id}: invocation budget spent")
+                continue
+            try:
+                summary = self.decide(rule_id, kind, budget)
+            except InfraAbort as exc:
+                report.aborted = str(exc)
+                report.tokens_spent += exc.tokens_spent
+                break
+            except Exception as exc:
+                from warden.bench.scheduler import BenchAborted
+
+                if isinstance(exc, BenchAborted):
+                    report.aborted = str(exc)
+                    break
+                raise
+            report.decisions.append(summary)
+            report.tokens_spent += summary.tokens_spent
+            remaining -= summary.tokens_spent
+        report.raw_tokens_spent = int(getattr(self.runner, "raw_tokens_spent", 0))
+        report.runs_made = int(getattr(self.runner, "runs_made", 0))
+        report.runs_reused = int(getattr(self.runner, "runs_reused", 0))
+        if report.aborted is None:
+            with self.store.session() as session:
+                report.memory = compile_memory(session, self.settings, self.agent, *self._sections(session))
+        return report
+
+
+def select_agent(store: Store, settings: Settings, agent: str, *, budget_tokens: float | None = None,
+                 backend: str | None = None, model: str | None = None, concurrency: int | None = None,
+                 progress: Any = None, base_seed: int = 0, log: Callable[[str], None] | None = None) -> SelectReport:
+    """Run the selector for one agent over the real bench (the ``warden select`` entry point)."""
+    from warden.bench.suite_runner import BenchSuiteRunner
+
+    runner = BenchSuiteRunner(store, settings, agent, backend=backend, model=model, concurrency=concurrency,
+                              progress=progress, base_seed=base_seed)
+    selector = Selector(store, settings, agent, runner, backend=runner.backend, model=runner.model, log=log,
+                        memory_sections=checkpoint_sections(settings))
+    return selector.run(budget_tokens)
+
+
+def checkpoint_sections(settings: Settings) -> Callable[[Session, str], tuple[list[str], dict[str, str]]]:
+    """The recovered-checkpoints section of MEMORY.md (rules always win the space)."""
+    from warden.continuity.memory_section import memory_section_for_agent
+
+    def sections(session: Session, agent: str) -> tuple[list[str], dict[str, str]]:
+        section = memory_section_for_agent(session, agent, window_days=settings.recall_window_days)
+        return ([section.text] if section.text else []), dict(section.files)
+
+    return sections
+
+
+def known_agents(settings: Settings) -> list[str]:
+    root = settings.golden_dir
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "agent.md").is_file())
+
+
+def require_agent(settings: Settings, agent: str) -> str:
+    agents = known_agents(settings)
+    if agent not in agents:
+        raise UsageError(f"unknown agent {agent!r}: golden suites exist for {', '.join(agents) or 'none'}")
+    return agent
