@@ -178,6 +178,34 @@ def test_sigkilled_scheduler_resumes_without_repeating_finished_runs(store, tmp_
     assert not any((tmp_path / "runs").iterdir())  # ...which the next scheduler swept
 
 
+def test_sigterm_cleans_up_and_leaves_a_resumable_pass(store, tmp_path):
+    env = dict(os.environ)
+    helper = Path(__file__).with_name("test_scheduler_support.py")
+    env["PYTHONPATH"] = os.pathsep.join([str(helper.parent), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, str(helper), str(tmp_path), "0.5"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if count(store, BenchJob, BenchJob.status == "done") >= 1:
+                    break
+            except Exception:  # the child may still be migrating the database
+                pass
+            assert child.poll() is None, child.stderr.read().decode()
+            time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode not in (0, -signal.SIGTERM)  # handled, not killed by the signal
+    assert b"BenchInterrupted" in err
+    assert not any((tmp_path / "runs").iterdir())  # its copies were removed on the way out
+    assert count(store, BenchJob, BenchJob.status == "running") == 0
+    assert count(store, BenchPass, BenchPass.status == "interrupted") == 1
+
+
 def test_consecutive_infra_errors_abort_the_pass(store, tmp_path):
     bench = make_workbench(tmp_path, lambda: FakeBackend(infra=True))
     with pytest.raises(BenchAborted, match="3 consecutive runs ended in infra_error.*529 overloaded"):

@@ -1,4 +1,4 @@
-"""Commands of the bench stage: ``warden bench`` and ``warden sim truth``."""
+"""Commands of the bench stage: ``warden bench`` (``warden sim …`` lives in ``cli/sim.py``)."""
 
 from __future__ import annotations
 
