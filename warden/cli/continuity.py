@@ -56,7 +56,8 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
         _write_block(outcome.block)
     else:
         kind = "nothing relevant found" if outcome.result.status == "below_threshold" else "nothing to score"
-        console.print(f"warden: {kind}: {safe(outcome.result.reason)}", highlight=False)
+        # exactly one line, never wrapped by the terminal renderer
+        sys.stdout.write(strip_controls(f"warden: {kind}: {outcome.result.reason}", keep_newlines=False) + "\n")
 
 
 @checkpoints_app.command("list")
@@ -79,7 +80,7 @@ def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="O
         when = r["captured_at"].strftime("%Y-%m-%d %H:%M") if r["captured_at"] else "undated"
         console.print(f"{r['id']:>6}  {when}  {safe(r['session_id'], 12):<12}  {safe(r['trigger'], 28):<28}  "
                       f"fill {r['fill']:>3.0f}%  q {r['quality']:>3.0f}  {safe(r['project'] or '-', 40)}  "
-                      f"{safe(r['active_task'], 60)}", highlight=False)
+                      f"{safe(r['active_task'], 60)}", highlight=False, soft_wrap=True)
 
 
 @checkpoints_app.command("show")

@@ -496,7 +496,6 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
     """
     from sqlalchemy import delete, select
 
-    from warden.continuity.recall import checkpoint_terms
     from warden.store.models import Checkpoint, CheckpointTerm, utcnow
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
@@ -507,8 +506,13 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
         select(Checkpoint).where(Checkpoint.run_key == parsed.run_key))}
     stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
     stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
+    # A resumed parse holds only the appended lines: with no new prompt in them, the task is still
+    # the one the stored checkpoints recorded.
+    latest = max(existing.values(), key=lambda r: (r.captured_at or datetime.min, r.id or 0), default=None)
     new = 0
     for data in captured:
+        if not data.active_task and latest is not None:
+            data.active_task = latest.active_task
         row = existing.get(data.trigger)
         family, _, band = data.trigger.partition(":")
         # An incremental parse sees only the run's tail: a band the stored checkpoints already
@@ -533,8 +537,16 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
         row.captured_at = when
         session.flush()
         session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id == row.id))
-        terms = checkpoint_terms(data.searchable_text())
-        if terms:
-            session.execute(CheckpointTerm.__table__.insert(),
-                            [{"checkpoint_id": row.id, "term": t} for t in sorted(terms)])
+        index_terms(session, [row])
     return new
+
+
+def index_terms(session: Any, rows: list[Any]) -> None:
+    """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
+    from warden.continuity.recall import checkpoint_terms
+    from warden.store.models import CheckpointTerm
+
+    rows = [{"checkpoint_id": row.id, "term": t, "captured_at": row.captured_at, "session_id": row.session_id}
+            for row in rows for t in sorted(checkpoint_terms(CheckpointData.from_row(row).searchable_text()))]
+    if rows:
+        session.execute(CheckpointTerm.__table__.insert(), rows)

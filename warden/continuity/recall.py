@@ -28,6 +28,8 @@ from typing import Iterable, Literal, Mapping
 RELEVANCE_THRESHOLD = 0.45
 MAX_TERM_CHARS = 64  # the index column's width
 MAX_TERMS_PER_CHECKPOINT = 600
+MAX_PROMPT_TERMS = 200  # a pasted log is not a better query; its first terms say what it is about
+IDF_SCALE = 1_000_000
 
 Status = Literal["matched", "below_threshold", "unscorable"]
 
@@ -60,9 +62,15 @@ def _script(ch: str) -> str:
 def _fold_word(word: str) -> str | None:
     if len(word) < 2 or word in _STOPWORDS or word.isdigit():
         return None
-    # light plural folding, the same on both sides: "tests" ~ "test", never for accented roots' "ss"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
+    # light English suffix folding, the same on both sides ("tests" ~ "test", "streaming" ~
+    # "stream"); ASCII words only, so accented words of other languages stay whole
+    if word.isascii():
+        if len(word) > 5 and word.endswith("ing"):
+            word = word[:-3]
+        elif len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
+            word = word[:-2]
+        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
     return word[:MAX_TERM_CHARS]
 
 
@@ -134,36 +142,87 @@ def idf(pool_size: int, doc_freq: int) -> float:
     return math.log(1.0 + (pool_size - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
+def query_terms(prompt: str) -> list[str]:
+    """The prompt's distinct terms, in order (at most :data:`MAX_PROMPT_TERMS`)."""
+    return list(dict.fromkeys(tokenize(prompt)))[:MAX_PROMPT_TERMS]
+
+
+def term_weights(terms: list[str], *, pool_size: int, doc_freq: Mapping[str, int]) -> dict[str, int]:
+    """IDF of each prompt term in integer millionths: sums are then exact in Python and in SQL,
+    so the indexed and the naive scorer agree to the last tie."""
+    return {t: max(1, round(IDF_SCALE * idf(pool_size, doc_freq.get(t, 0)))) for t in terms}
+
+
+def required_terms(weights: Mapping[str, int], threshold: float = RELEVANCE_THRESHOLD) -> set[str]:
+    """Terms one of which any candidate reaching ``threshold`` must hold: the heaviest terms,
+    until the remaining lighter ones together stay below the threshold's mass. Candidates
+    holding none of them cannot match and need no scoring (exact pruning: the winner and its ties
+    are unchanged; a below-threshold best score is reported among candidates that could match)."""
+    total = sum(weights.values())
+    need = threshold * total
+    required: set[str] = set()
+    rest = total
+    for term, weight in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
+        if rest < need:
+            break
+        required.add(term)
+        rest -= weight
+    return required
+
+
+def score_candidates(terms: list[str], *, pool_size: int, postings: Mapping[int, Iterable[str]],
+                     doc_freq: Mapping[str, int], threshold: float = RELEVANCE_THRESHOLD) -> dict[int, float]:
+    """Score of every candidate holding at least one prompt term: the IDF mass of the prompt terms
+    it holds over the IDF mass of all prompt terms (0–1)."""
+    weights = term_weights(terms, pool_size=pool_size, doc_freq=doc_freq)
+    total = sum(weights.values()) or 1
+    required = required_terms(weights, threshold)
+    return {cid: sum(weights.get(t, 0) for t in set(held)) / total for cid, held in postings.items()
+            if required.intersection(held)}
+
+
+def top_ties(scores: Mapping[int, float]) -> list[int]:
+    """The candidates sharing the best score (recency decides among them)."""
+    if not scores:
+        return []
+    best = max(scores.values())
+    return sorted(cid for cid, score in scores.items() if score == best)
+
+
+def decide(*, prompt_terms: int, pool_size: int, scores: Mapping[int, float], recency: Mapping[int, datetime],
+           threshold: float = RELEVANCE_THRESHOLD) -> RecallResult:
+    """The one answer: best score wins, ties to the most recent (``recency`` needs only the
+    :func:`top_ties`), under the threshold nothing; and which of the three outcomes it was."""
+    if not prompt_terms:
+        return RecallResult("unscorable", "the prompt has no searchable words", candidates=pool_size)
+    if pool_size == 0:
+        return RecallResult("unscorable", "no checkpoints of other sessions in the recall window",
+                            prompt_terms=prompt_terms)
+    tied = top_ties(scores)
+    if not tied:
+        return RecallResult("below_threshold", f"no checkpoint holds enough of the prompt's words to reach the relevance "
+                            f"threshold {threshold:.2f} ({pool_size} scored)",
+                            candidates=pool_size, prompt_terms=prompt_terms)
+    cid = max(tied, key=lambda c: (recency.get(c, datetime.min), c))
+    score = scores[cid]
+    if score < threshold:
+        return RecallResult("below_threshold",
+                            f"best of {pool_size} checkpoints scored {score:.2f}, under the relevance threshold {threshold:.2f}",
+                            best_score=score, candidates=pool_size, prompt_terms=prompt_terms)
+    return RecallResult("matched", f"checkpoint {cid} scored {score:.2f} (threshold {threshold:.2f}, {pool_size} candidates)",
+                        checkpoint_id=cid, score=score, best_score=score, candidates=pool_size,
+                        prompt_terms=prompt_terms)
+
+
 def score_postings(prompt: str, *, pool_size: int, postings: Mapping[int, Iterable[str]],
                    doc_freq: Mapping[str, int], recency: Mapping[int, datetime],
                    threshold: float = RELEVANCE_THRESHOLD) -> RecallResult:
     """Score a prompt given, for the prompt's own terms only, their document frequencies over the
     pool and which candidates hold which of them (what an inverted index answers)."""
-    query = list(dict.fromkeys(tokenize(prompt)))
-    if not query:
-        return RecallResult("unscorable", "the prompt has no searchable words", candidates=pool_size)
-    if pool_size == 0:
-        return RecallResult("unscorable", "no checkpoints of other sessions in the recall window",
-                            prompt_terms=len(query))
-    weights = {t: idf(pool_size, doc_freq.get(t, 0)) for t in query}
-    total = sum(weights.values())
-    best: tuple[float, datetime, int] | None = None
-    for cid, held in postings.items():
-        score = sum(weights[t] for t in set(held) if t in weights) / total
-        key = (round(score, 9), recency.get(cid, datetime.min), cid)
-        if best is None or key > best:
-            best = key
-    if best is None:
-        return RecallResult("below_threshold", f"no checkpoint shares a word with the prompt ({pool_size} scored)",
-                            candidates=pool_size, prompt_terms=len(query))
-    score, _, cid = best
-    if score < threshold:
-        return RecallResult("below_threshold",
-                            f"best of {pool_size} checkpoints scored {score:.2f}, under the relevance threshold {threshold:.2f}",
-                            best_score=score, candidates=pool_size, prompt_terms=len(query))
-    return RecallResult("matched", f"checkpoint {cid} scored {score:.2f} (threshold {threshold:.2f}, {pool_size} candidates)",
-                        checkpoint_id=cid, score=score, best_score=score, candidates=pool_size,
-                        prompt_terms=len(query))
+    terms = query_terms(prompt)
+    scores = (score_candidates(terms, pool_size=pool_size, postings=postings, doc_freq=doc_freq, threshold=threshold)
+              if terms else {})
+    return decide(prompt_terms=len(terms), pool_size=pool_size, scores=scores, recency=recency, threshold=threshold)
 
 
 def recall(prompt: str, candidates: list[Candidate], *, exclude_session: str | None = None,
@@ -171,7 +230,7 @@ def recall(prompt: str, candidates: list[Candidate], *, exclude_session: str | N
     """Score ``prompt`` against full candidates (no index): the pool is every candidate of
     another session captured at or after ``since``."""
     pool = [c for c in candidates if c.session_id != exclude_session and (since is None or c.captured_at >= since)]
-    query = set(tokenize(prompt))
+    query = set(query_terms(prompt))
     doc_freq: dict[str, int] = {}
     postings: dict[int, list[str]] = {}
     for cand in pool:

@@ -11,18 +11,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
-from warden.continuity.recall import RELEVANCE_THRESHOLD, RecallResult, score_postings, tokenize
+from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
+                                      term_weights)
 from warden.errors import UsageError, WardenError
 from warden.store.models import Checkpoint, CheckpointTerm, utcnow
 
 # session-start pointer: a same-project checkpoint this recent is "strong" enough to mention
 POINTER_MAX_AGE_HOURS = 48.0
+# best candidates fetched by the indexed scorer; the first one is the answer, the rest show ties
+TOP_ROWS = 20
 
 
 @dataclass
@@ -38,34 +41,42 @@ class Recovery:
                 "candidates": r.candidates, "prompt_terms": r.prompt_terms, "block": self.block}
 
 
-def _pool_filter(since: datetime, exclude_session: str | None) -> list[Any]:
-    conditions: list[Any] = [Checkpoint.captured_at >= since]
-    if exclude_session:
-        conditions.append(Checkpoint.session_id != exclude_session)
-    return conditions
-
-
 def recall_from_store(session: Session, prompt: str, *, exclude_session: str | None, window_days: float,
                       now: datetime | None = None, threshold: float = RELEVANCE_THRESHOLD) -> RecallResult:
     """Indexed recall: pool = checkpoints of other sessions captured within ``window_days``."""
     since = (now or utcnow()) - timedelta(days=window_days)
-    conditions = _pool_filter(since, exclude_session)
-    query_terms = sorted(set(tokenize(prompt)))
-    pool_size = session.scalar(select(func.count()).select_from(Checkpoint).where(*conditions)) or 0
-    postings: dict[int, list[str]] = {}
-    doc_freq: dict[str, int] = {}
+    terms = query_terms(prompt)
+    window = Checkpoint.captured_at >= since
+    # two index-only counts instead of one that must visit every row for its session id
+    pool_size = session.scalar(select(func.count()).select_from(Checkpoint).where(window)) or 0
+    if exclude_session and pool_size:
+        pool_size -= session.scalar(select(func.count()).select_from(Checkpoint)
+                                    .where(Checkpoint.session_id == exclude_session, window)) or 0
+    scores: dict[int, float] = {}
     recency: dict[int, datetime] = {}
-    if query_terms and pool_size:
-        rows = session.execute(
-            select(CheckpointTerm.checkpoint_id, CheckpointTerm.term, Checkpoint.captured_at)
-            .join(Checkpoint, Checkpoint.id == CheckpointTerm.checkpoint_id)
-            .where(CheckpointTerm.term.in_(query_terms), *conditions))
-        for cid, term, captured in rows:
-            postings.setdefault(cid, []).append(term)
-            doc_freq[term] = doc_freq.get(term, 0) + 1
-            recency[cid] = captured
-    return score_postings(prompt, pool_size=pool_size, postings=postings, doc_freq=doc_freq, recency=recency,
-                          threshold=threshold)
+    if terms and pool_size:
+        # Both queries are answered from the covering index (term, captured_at, checkpoint_id,
+        # session_id) alone. The weighted sum runs in SQL over integer weights (exact, like the
+        # pure scorer's), so only the best candidates come back instead of every posting.
+        t = CheckpointTerm.__table__.c
+        where = [t.term.in_(terms), t.captured_at >= since]
+        if exclude_session:
+            where.append(t.session_id != exclude_session)
+        doc_freq = {term: n for term, n in session.execute(
+            select(t.term, func.count()).where(*where).group_by(t.term))}
+        weights = term_weights(terms, pool_size=pool_size, doc_freq=doc_freq)
+        total = sum(weights.values())
+        mass = func.sum(case(*((t.term == term, literal(w)) for term, w in weights.items()), else_=literal(0)))
+        newest = func.max(t.captured_at)
+        could_match = (select(t.checkpoint_id)
+                       .where(t.term.in_(sorted(required_terms(weights, threshold))), *where[1:]).scalar_subquery())
+        top = session.execute(select(t.checkpoint_id, mass.label("mass"), newest.label("newest"))
+                              .where(*where, t.checkpoint_id.in_(could_match)).group_by(t.checkpoint_id)
+                              .order_by(mass.desc(), newest.desc(), t.checkpoint_id.desc()).limit(TOP_ROWS))
+        for cid, held, when in top:
+            scores[cid] = int(held) / total
+            recency[cid] = when if isinstance(when, datetime) else datetime.fromisoformat(str(when))
+    return decide(prompt_terms=len(terms), pool_size=pool_size, scores=scores, recency=recency, threshold=threshold)
 
 
 def recover(session: Session, settings: Settings, *, prompt: str, session_id: str | None, cwd: str | None,

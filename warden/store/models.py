@@ -282,7 +282,8 @@ class Baseline(Base):
 
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
-    __table_args__ = (UniqueConstraint("run_key", "trigger"), Index("ix_checkpoints_agent_time", "agent", "captured_at"))
+    __table_args__ = (UniqueConstraint("run_key", "trigger"), Index("ix_checkpoints_agent_time", "agent", "captured_at"),
+                      Index("ix_checkpoints_captured_at", "captured_at"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(300))
     session_id: Mapped[str] = mapped_column(String(200), index=True)
@@ -309,8 +310,12 @@ class CheckpointTerm(Base):
     is scored against 10k checkpoints by looking up its own terms instead of re-tokenizing all."""
 
     __tablename__ = "checkpoint_terms"
+    # covering index: a prompt's lookup is one index range scan per term, no table access
+    __table_args__ = (Index("ix_checkpoint_terms_lookup", "term", "captured_at", "checkpoint_id", "session_id"),)
     checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), primary_key=True)
-    term: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    captured_at: Mapped[datetime] = mapped_column(DateTime)  # copies of the checkpoint's, for the index
+    session_id: Mapped[str] = mapped_column(String(200))
 
 
 # ---------------------------------------------------------------- jobs

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 07:48:37.509185
+Create Date: 2026-11-30 08:04:14.030526
 """
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('checkpoints', schema=None) as batch_op:
         batch_op.create_index('ix_checkpoints_agent_time', ['agent', 'captured_at'], unique=False)
+        batch_op.create_index('ix_checkpoints_captured_at', ['captured_at'], unique=False)
         batch_op.create_index(batch_op.f('ix_checkpoints_session_id'), ['session_id'], unique=False)
 
     op.create_table('ingest_offsets',
@@ -229,11 +230,13 @@ def upgrade() -> None:
     op.create_table('checkpoint_terms',
     sa.Column('checkpoint_id', sa.Integer(), nullable=False),
     sa.Column('term', sa.String(length=64), nullable=False),
+    sa.Column('captured_at', sa.DateTime(), nullable=False),
+    sa.Column('session_id', sa.String(length=200), nullable=False),
     sa.ForeignKeyConstraint(['checkpoint_id'], ['checkpoints.id'], name=op.f('fk_checkpoint_terms_checkpoint_id_checkpoints'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('checkpoint_id', 'term', name=op.f('pk_checkpoint_terms'))
     )
     with op.batch_alter_table('checkpoint_terms', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_checkpoint_terms_term'), ['term'], unique=False)
+        batch_op.create_index('ix_checkpoint_terms_lookup', ['term', 'captured_at', 'checkpoint_id', 'session_id'], unique=False)
 
     op.create_table('rules',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -307,7 +310,7 @@ def downgrade() -> None:
 
     op.drop_table('rules')
     with op.batch_alter_table('checkpoint_terms', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_checkpoint_terms_term'))
+        batch_op.drop_index('ix_checkpoint_terms_lookup')
 
     op.drop_table('checkpoint_terms')
     with op.batch_alter_table('bench_jobs', schema=None) as batch_op:
@@ -330,6 +333,7 @@ def downgrade() -> None:
     op.drop_table('ingest_offsets')
     with op.batch_alter_table('checkpoints', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_checkpoints_session_id'))
+        batch_op.drop_index('ix_checkpoints_captured_at')
         batch_op.drop_index('ix_checkpoints_agent_time')
 
     op.drop_table('checkpoints')
