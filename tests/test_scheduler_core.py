@@ -255,6 +255,8 @@ def test_budget_stops_before_exceeding_and_a_larger_budget_continues(store, tmp_
     outcome = BenchScheduler(store, bench, concurrency=1).run_request(limited)
     assert outcome.status == "partial" and "budget" in outcome.message
     assert 0 < outcome.executed < 6 and outcome.spent_weighted <= budget
+    same = BenchScheduler(store, bench).run_request(limited)  # the budget covers the whole pass
+    assert same.pass_id == outcome.pass_id and same.status == "partial" and same.executed == 0
     bigger = BenchRequest(request.agent, request.jobs, request.seed, request.backend, request.model,
                           budget_tokens=budget * 100)
     rest = BenchScheduler(store, bench).run_request(bigger)

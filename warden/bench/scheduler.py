@@ -398,8 +398,7 @@ class BenchScheduler:
             existing = session.scalars(select(BenchPass).where(BenchPass.plan_key == key, BenchPass.status != "done")
                                        .order_by(BenchPass.id.desc()).limit(1)).first()
             if existing is not None:
-                if request.budget_tokens is not None:
-                    existing.budget_tokens = request.budget_tokens
+                existing.budget_tokens = request.budget_tokens  # this attempt's budget (None = none)
                 return existing.id, True
             bench_pass = BenchPass(agent=request.agent, purpose=request.purpose, backend=request.backend,
                                    model=request.model, suite_hash=suite.suite_hash,
@@ -435,6 +434,10 @@ class BenchScheduler:
             done_ids = {j.id for j in jobs if j.status == "done"}
             memories = {key: memory_for(session, agent, parse_config_key(key)) for key in {j.config_key for j in jobs}}
             estimates = self._cost_estimates(session, agent, backend_name, model, {j.task_id for j in jobs})
+            # The budget covers the whole pass: what earlier attempts spent counts against it.
+            spent_before = float(session.scalar(
+                select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+                .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id == pass_id)) or 0.0)
             if bench_pass.status != "done" or len(done_ids) < len(jobs):
                 bench_pass.status = "running"
                 bench_pass.finished_at = None
@@ -450,7 +453,7 @@ class BenchScheduler:
                 self.progress.message(f"the pending runs are estimated at {estimate:,.0f} weighted tokens; "
                                       f"the budget of {budget:,} stops the pass before that")
 
-        state = _ExecState()
+        state = _ExecState(spent_before=spent_before)
         self.last_attempt = state  # readable even when the attempt raised (spend accounting)
         message = ""
         status = "done"
@@ -549,11 +552,12 @@ class BenchScheduler:
                         block_jobs = [j for j in pending[queue_pos:] if (j.task_id, j.seed) == block]
                         cost = sum(self._estimate(j.task_id, estimates, state) for j in block_jobs)
                         committed = sum(self._estimate(j.task_id, estimates, state) for j in in_flight.values())
-                        if state.spent_weighted + committed + cost > budget or state.spent_weighted >= budget:
+                        spent = state.spent_before + state.spent_weighted
+                        if spent + committed + cost > budget or spent >= budget:
                             budget_stop = True
                             status = "partial"
                             message = (f"budget of {budget:,} weighted tokens reached after "
-                                       f"{state.spent_weighted:,.0f}; {len(pending) - queue_pos} run(s) left "
+                                       f"{spent:,.0f}; {len(pending) - queue_pos} run(s) left "
                                        "pending (re-run with a larger --budget to continue)")
                             break
                     blocks_seen.add(block)
@@ -657,6 +661,7 @@ class BenchScheduler:
 
 @dataclass
 class _ExecState:
+    spent_before: float = 0.0  # by earlier attempts of the same pass (budget accounting)
     executed: int = 0
     spent_weighted: float = 0.0
     spent_raw: int = 0
