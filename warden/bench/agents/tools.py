@@ -159,7 +159,10 @@ def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of tool commands and success checks: an allowlist, never a secret.
 
     ``python``/``pytest`` resolve to warden's own interpreter first, so a check written as
-    ``python -m pytest ...`` finds pytest; bytecode is not written into the copy.
+    ``python -m pytest ...`` finds pytest; bytecode is not written into the copy. pytest plugins
+    installed beside warden (hypothesis, xdist, …) are not auto-loaded: they are no part of the
+    task's project, would make outputs (and so token counts) depend on warden's environment, and
+    cost seconds per pytest start.
     """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST and not _SECRET_NAME.search(k)}
@@ -167,7 +170,7 @@ def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     path = env.get("PATH", os.defpath)
     env["PATH"] = interpreter_dir + os.pathsep + path
     env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8",
-                "PYTHONNOUSERSITE": "1", "NO_COLOR": "1"})
+                "PYTHONNOUSERSITE": "1", "NO_COLOR": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     return env
 
 
