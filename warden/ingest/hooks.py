@@ -1,16 +1,23 @@
 """Claude Code hook entry points: ``warden hook stop|subagent-stop|session-start``.
 
 A hook reads Claude Code's hook JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
-``agent_id``, ``agent_type``, ``agent_transcript_path``, …) and ingests the transcript it names,
-incrementally. It must never disturb the session that fired it, so it **always exits 0**, within
-a hard budget, whatever it is given — garbage, a missing or non-regular file, a FIFO, /dev/zero,
-a locked database, a full disk — and logs what it dropped to ``$WARDEN_HOME/hooks.log``
-(rotating). Nothing is lost by a drop: offsets only advance on a committed ingest, so the next
-hook or ``warden collect`` picks the transcript up where it was left.
+``agent_id``, ``agent_type``, ``agent_transcript_path``, …) and gets the transcript it names
+ingested, incrementally. It must never disturb the session that fired it, so it **always exits
+0 within a hard 2-second budget** (a watchdog ends it otherwise), whatever it is given —
+garbage, a missing or non-regular file, a FIFO, /dev/zero, a locked database, a full disk — and
+logs what it dropped to ``$WARDEN_HOME/hooks.log`` (rotating).
 
-The budget: the whole process finishes within 2 s of its start (interpreter start-up included)
-— except on a CPU-starved machine, where the hook still gets ``MIN_WORK_S`` after its imports
-before the watchdog ends it.
+Two parts, so that the budget never depends on the database or on the machine's load:
+
+1. The hook itself (stdlib only, a few ms of work): reads stdin with a size cap and a time
+   limit, checks the payload and that each transcript is a regular file (``os.stat``, never
+   ``open``: a FIFO would block), queues the job as a small file in ``$WARDEN_HOME/hook-queue``,
+   starts a detached ingest worker and exits 0.
+2. The worker (``python -m warden.ingest.hooks --worker``), detached from the session's stdio,
+   claims every queued job (an atomic rename, so each is done once) and ingests the files
+   through the collector with a generous busy timeout: concurrent hooks and a briefly locked
+   database lose nothing. A job a worker could not finish stays queued for the next one, and
+   offsets only advance on a committed ingest, so ``warden collect`` also catches up.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Any, BinaryIO
 
 EVENTS = ("stop", "subagent-stop", "session-start")
 BUDGET_S = 1.9  # from process start; 0.1 s of headroom under the 2-second promise
-MIN_WORK_S = 1.0  # time after imports the hook always gets, even when start-up was slow
+MIN_WORK_S = 0.3  # time the hook always gets after start-up, even on a starved machine
 STDIN_CAP = 1 << 20  # a hook payload is a few hundred bytes; more is garbage
 STDIN_WAIT_S = 0.5
 MAX_PATH_CHARS = 4096
@@ -169,8 +176,8 @@ def _regular_file(path: str) -> str | None:
     return None
 
 
-def run_hook(event: str, stdin: BinaryIO | None = None) -> int:
-    """Run one hook event; always returns 0 (and the watchdog exits 0 when time is up)."""
+def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -> int:
+    """Run one hook event; always returns 0 (the watchdog exits 0 if time runs out)."""
     deadline = Deadline()
     log = _logger(_home())
 
@@ -186,79 +193,204 @@ def run_hook(event: str, stdin: BinaryIO | None = None) -> int:
     watchdog.daemon = True
     watchdog.start()
     try:
-        _run(event, sys.stdin.buffer if stdin is None and sys.stdin is not None else stdin, deadline, log)
+        stream = stdin if stdin is not None else (sys.stdin.buffer if sys.stdin is not None else None)
+        job = prepare(event, stream, deadline, log)
+        if job is not None:
+            enqueue(job, _home())
+            if spawn:
+                _spawn_worker(log, event)
     except BaseException as exc:  # noqa: BLE001 — a hook never fails its session
-        try:
-            log.warning("%s: dropped: %s: %s", event, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
-        except Exception:
-            pass
+        _log_drop(log, event, exc)
     finally:
         watchdog.cancel()
     return 0
 
 
-def _run(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging.Logger) -> None:
+def _log_drop(log: logging.Logger, event: str, exc: BaseException) -> None:
+    try:
+        first = str(exc).splitlines()[0][:300] if str(exc) else ""
+        log.warning("%s: dropped: %s: %s", event, type(exc).__name__, first)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging.Logger) -> dict[str, Any] | None:
+    """Validate a hook payload; the ingest job for the worker, or None (logged) if unusable."""
     if event not in EVENTS:
         log.warning("unknown hook event %r, ignored", event[:50])
-        return
+        return None
     raw = read_stdin(stdin, wait_s=min(STDIN_WAIT_S, max(0.05, deadline.left() - 0.3)))
     if raw is None:
-        log.warning("%s: no usable payload on stdin (missing, too large or too slow), ignored", event)
-        return
-    import orjson
+        log.warning("%s: no usable payload on stdin (missing, over %d bytes or too slow), ignored", event, STDIN_CAP)
+        return None
+    import json
 
     try:
-        payload = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError):
         log.warning("%s: payload is not JSON (%d bytes), ignored", event, len(raw))
-        return
+        return None
     if not isinstance(payload, dict):
         log.warning("%s: payload is not a JSON object, ignored", event)
-        return
+        return None
     paths = _transcript_paths(event, payload)
     usable: list[str] = []
-    for path in paths:
+    for n, path in enumerate(paths):
         why = _regular_file(path)
         if why is None:
             usable.append(path)
-        elif path == (paths[0] if paths else None) and event != "subagent-stop":
+        elif n == 0 and event != "subagent-stop":
             log.warning("%s: transcript %r skipped: %s", event, path[:300], why)
     if not usable:
         if event == "subagent-stop" or not paths:
             log.warning("%s: no readable transcript in payload, ignored", event)
-        return
+        return None
     agent_type = payload.get("agent_type") if event == "subagent-stop" else None
-    agent_type = agent_type[:200] if isinstance(agent_type, str) and agent_type.strip() else None
+    agent_type = agent_type.strip()[:200] if isinstance(agent_type, str) and agent_type.strip() else None
+    return {"event": event, "paths": usable, "agent_type": agent_type}
 
-    from warden.config import load_settings
-    from warden.ingest.collector import Collector, CollectSummary
-    from warden.store.db import open_store
 
-    settings = load_settings()
-    busy_ms = int(max(0.1, deadline.left() - 0.25) * 1000)
-    store = None
-    for attempt in range(3):
-        try:
-            store = open_store(settings, busy_timeout_ms=busy_ms)
-            break
-        except Exception as exc:  # a concurrent first-time migration can race; retry briefly
-            if attempt == 2 or deadline.left() < 0.4:
-                raise
-            log.info("%s: store not ready (%s), retrying", event, type(exc).__name__)
-            time.sleep(0.05)
-    assert store is not None
+QUEUE_DIR = "hook-queue"
+STALE_CLAIM_S = 300.0  # a claimed job whose worker died is taken again after this long
+
+
+def _queue_dir(home: Path | None) -> Path | None:
+    return home / QUEUE_DIR if home is not None else None
+
+
+def enqueue(job: dict[str, Any], home: Path | None) -> Path | None:
+    """Write the job atomically into the queue; None (logged by the caller) if that fails."""
+    import json
+
+    queue = _queue_dir(home)
+    if queue is None:
+        return None
+    queue.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}"
+    tmp = queue / f".{name}.tmp"
+    tmp.write_bytes(json.dumps(job).encode())
+    final = queue / f"{name}.json"
+    os.replace(tmp, final)
+    return final
+
+
+def claim_jobs(home: Path | None, limit: int = 1000) -> list[tuple[Path, dict[str, Any]]]:
+    """Claim queued jobs (rename ``*.json`` → ``*.claimed``); stale claims are taken over."""
+    import json
+
+    queue = _queue_dir(home)
+    if queue is None:
+        return []
     try:
-        collector = Collector(store, settings, max_line=MAX_HOOK_LINE_BYTES)
-        summary = CollectSummary()
-        for n, path in enumerate(usable):
-            if deadline.left() < 0.2:
-                log.warning("%s: out of time, %d transcript(s) left for the next collect", event, len(usable) - n)
+        names = sorted(os.listdir(queue))
+    except OSError:
+        return []
+    claimed: list[tuple[Path, dict[str, Any]]] = []
+    now = time.time()
+    for name in names[:limit]:
+        path = queue / name
+        if name.endswith(".claimed"):
+            try:
+                if now - path.stat().st_mtime < STALE_CLAIM_S:
+                    continue
+            except OSError:
+                continue
+        elif not name.endswith(".json"):
+            continue
+        mine = queue / f"{name.split('.')[0]}.{os.getpid()}.claimed"
+        try:
+            os.replace(path, mine) if name.endswith(".json") else os.rename(path, mine)
+            os.utime(mine)
+            job = json.loads(mine.read_bytes()[:STDIN_CAP])
+        except (OSError, ValueError):
+            continue  # another worker was faster, or the file is junk
+        if isinstance(job, dict):
+            claimed.append((mine, job))
+        else:
+            _unlink(mine)
+    return claimed
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _spawn_worker(log: logging.Logger, event: str) -> None:
+    """Start the ingest worker detached: own session, no inherited stdio (Claude Code waits for
+    the hook's stdout/stderr to close)."""
+    import subprocess
+
+    try:
+        subprocess.Popen([sys.executable, "-m", "warden.ingest.hooks", "--worker"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                         start_new_session=True)
+    except OSError as exc:
+        log.warning("%s: could not start the ingest worker (%s); the job stays queued", event, exc)
+
+
+WORKER_BUSY_TIMEOUT_MS = 30_000  # concurrent hooks queue on SQLite's write lock instead of failing
+WORKER_BUDGET_S = 120.0  # the worker's own watchdog: it never lingers
+
+
+def run_worker() -> int:
+    """The detached half of a hook: ingest every queued job. Always returns 0; logs drops."""
+    home = _home()
+    log = _logger(home)
+
+    def expire() -> None:
+        log.warning("ingest worker out of time; unfinished jobs stay queued")
+        os._exit(0)
+
+    watchdog = threading.Timer(WORKER_BUDGET_S, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jobs = claim_jobs(home)
+        if not jobs:
+            return 0
+        from warden.config import load_settings
+        from warden.ingest.collector import Collector, CollectSummary
+        from warden.store.db import open_store
+
+        settings = load_settings()
+        store = None
+        for attempt in range(5):
+            try:
+                store = open_store(settings, busy_timeout_ms=WORKER_BUSY_TIMEOUT_MS)
                 break
-            collector.ingest_file(path, summary=summary, agent_type_hint=agent_type if n == 0 else None)
-        for reason in summary.skipped:
-            log.warning("%s: %s", event, reason[:400])
+            except Exception as exc:  # noqa: BLE001 — a concurrent first migration can race: retry
+                if attempt == 4:
+                    raise
+                log.info("ingest worker: store not ready (%s), retrying", type(exc).__name__)
+                time.sleep(0.2 * (attempt + 1))
+        assert store is not None
+        try:
+            collector = Collector(store, settings, max_line=MAX_HOOK_LINE_BYTES)
+            for claim, job in jobs:
+                event = str(job.get("event", "?"))[:40]
+                summary = CollectSummary()
+                agent_type = job.get("agent_type")
+                try:
+                    for n, path in enumerate(p for p in job.get("paths", []) if isinstance(p, str)):
+                        collector.ingest_file(path, summary=summary, agent_type_hint=agent_type
+                                              if n == 0 and isinstance(agent_type, str) else None)
+                except Exception as exc:  # noqa: BLE001 — leave the job for the next worker
+                    _log_drop(log, event, exc)
+                    os.replace(claim, claim.with_name(claim.name.split(".")[0] + ".json"))
+                    continue
+                for reason in summary.skipped:
+                    log.warning("%s: %s", event, reason[:400])
+                _unlink(claim)
+        finally:
+            store.engine.dispose()
+    except BaseException as exc:  # noqa: BLE001
+        _log_drop(log, "ingest worker", exc)
     finally:
-        store.engine.dispose()
+        watchdog.cancel()
+    return 0
 
 
 # ---------------------------------------------------------------------------- settings.json
@@ -403,8 +535,10 @@ def uninstall_hooks(claude_home: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m warden.ingest.hooks <event>``: the same entry without the CLI's imports."""
+    """``python -m warden.ingest.hooks <event>`` (a hook) or ``--worker`` (its detached half)."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--worker"]:
+        return run_worker()
     return run_hook(args[0] if args else "")
 
 

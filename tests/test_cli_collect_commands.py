@@ -1,0 +1,105 @@
+"""The collect-stage commands as a user runs them: collect, sessions, status — and bad input
+giving one clear line and a non-zero exit with nothing stored lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from warden.cli.app import main
+
+REQUIRED = {"session_id", "agent_id", "agent", "project", "models", "input_tokens", "output_tokens",
+            "cache_creation_tokens", "cache_read_tokens", "cost_usd", "weighted_tokens", "tool_calls", "rereads",
+            "completed", "started_at", "ended_at"}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_collect_sessions_status(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "collect", str(corpus), "--json")
+    assert code == 0 and json.loads(out)["files_ingested"] == 22
+    code, out, _ = run(capsys, "sessions", "--json", "--limit", "100")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 21
+    assert all(REQUIRED <= set(r) for r in rows)
+    main_rows = [r for r in rows if r["agent_id"] is None]
+    assert len(main_rows) == 15 and all(r["agent"] == "main" for r in main_rows)
+    code, out, _ = run(capsys, "sessions", "--json", "--agent", "Explore")
+    assert {r["agent_id"] for r in json.loads(out)} == {"a2271d1", "c8d9b115"}
+    code, out, _ = run(capsys, "sessions", "--json", "--project", "deep-manifest", "--since", "2025-11-01")
+    assert {r["session_id"][:8] for r in json.loads(out)} == {"a7da6a22"}
+    code, out, _ = run(capsys, "status", "--json")
+    status = json.loads(out)
+    by_agent = {a["agent"]: a for a in status["agents"]}
+    assert by_agent["main"]["runs"] == 15 and status["totals"]["sessions"] == 17
+    assert status["totals"]["input_tokens"] == sum(r["input_tokens"] for r in rows)
+    assert 0 < by_agent["main"]["reread_rate"] < 1
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "main" in out and "p75" in out
+    code, out, _ = run(capsys, "sessions")
+    assert code == 0 and "a7da6a22" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("sessions", "--agent", "nobody"), "unknown agent 'nobody'"),
+    (("sessions", "--since", "last tuesday"), "--since"),
+    (("collect", "/no/such/dir"), "no such file or directory"),
+])
+def test_bad_input_is_one_line_and_non_zero(argv: tuple[str, ...], message: str, corpus: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    small = next(corpus.rglob("agent-c8d9b115.jsonl"))
+    assert run(capsys, "collect", str(small), "--json")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert code != 0 and out == ""
+    assert err.startswith("warden: ") and message in err and err.count("\n") == 1
+
+
+def test_unreadable_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads everything")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        code, _, err = run(capsys, "collect", str(locked))
+    finally:
+        locked.chmod(0o755)
+    assert code == 2 and "permission denied" in err and err.count("\n") == 1
+
+
+def test_bad_database_url(corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WARDEN_DATABASE_URL", "nosuchdb://user:secret@host/x")
+    code, out, err = run(capsys, "collect", str(corpus))
+    assert code != 0 and out == "" and err.count("\n") == 1
+    assert "bad database URL" in err and "secret" not in err
+
+
+def test_corrupt_database_file_is_reported_and_left_as_is(corpus: Path, warden_home: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    db = warden_home / "warden.db"
+    db.write_bytes(b"this is not a database" * 100)
+    before = db.read_bytes()
+    for argv in (("collect", str(next(corpus.rglob("agent-c8d9b115.jsonl")))), ("sessions",), ("status", "--json")):
+        code, out, err = run(capsys, *argv)
+        assert code != 0 and out == "" and err.startswith("warden: ") and err.count("\n") == 1, argv
+    assert db.read_bytes() == before
+
+
+def test_collect_keeps_what_is_stored_when_a_later_run_fails(corpus: Path, tmp_path: Path, warden_home: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    tree = tmp_path / "c"
+    shutil.copytree(corpus, tree)
+    assert run(capsys, "collect", str(tree), "--json")[0] == 0
+    _, before, _ = run(capsys, "sessions", "--json", "--limit", "100")
+    code, _, err = run(capsys, "collect", str(tree), str(tmp_path / "missing"))
+    assert code == 2 and "missing" in err
+    _, after, _ = run(capsys, "sessions", "--json", "--limit", "100")
+    assert json.loads(after) == json.loads(before)

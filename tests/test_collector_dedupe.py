@@ -1,0 +1,159 @@
+"""Global usage dedupe across files, subagent attribution in both layouts, progress lines,
+agent types, and rewritten or truncated transcripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from collect_support import SESSION, append, assistant, progress, tool_result, tool_use, usage, write
+from warden.config import load_settings
+from warden.errors import UsageError
+from warden.ingest.collector import collect_paths
+from warden.store.db import open_store
+from warden.store.models import SessionRun, UsageMessage
+
+
+def _runs() -> dict[str, SessionRun]:
+    store = open_store(load_settings())
+    with store.session() as db:
+        return {r.run_key: r for r in db.scalars(select(SessionRun))}
+
+
+def _project(tmp_path: Path) -> Path:
+    return tmp_path / "claude" / "projects" / "-proj"
+
+
+def test_a_response_repeated_in_another_file_counts_once_with_its_largest_counts(tmp_path: Path) -> None:
+    proj = _project(tmp_path)
+    write(proj / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(10, 1, 100, 0)), assistant("m2", "r2", usage(1, 1))])
+    resumed = "99999999-2222-3333-4444-555555555555"
+    # A resumed session replays m1 (with its final, larger output count) and adds m3.
+    write(proj / f"{resumed}.jsonl", [assistant("m1", "r1", usage(10, 50, 100, 0), session=resumed),
+                                      assistant("m3", "r3", usage(2, 2), session=resumed)])
+    collect_paths(load_settings(), [proj])
+    runs = _runs()
+    first, second = runs[f"{SESSION}:main"], runs[f"{resumed}:main"]
+    assert (first.input_tokens, first.output_tokens, first.cache_write_5m_tokens) == (11, 51, 100)
+    assert (second.input_tokens, second.output_tokens) == (2, 2)
+
+
+def test_progress_lines_count_once_with_or_without_the_subagent_transcript(tmp_path: Path) -> None:
+    proj = _project(tmp_path)
+    main = write(proj / f"{SESSION}.jsonl", [
+        assistant("m1", "r1", usage(1, 1), [tool_use("toolu_task", "Task", subagent_type="Explore", prompt="p")]),
+        progress("a42", "s1", "sr1", usage(5, 3, 20, 7)),
+        progress("a42", "s2", "sr2", usage(6, 4, 0, 9)),
+    ])
+    collect_paths(load_settings(), [main])
+    sub = _runs()[f"{SESSION}:a42"]  # known so far only through the parent's progress lines
+    assert (sub.input_tokens, sub.output_tokens, sub.cache_write_5m_tokens, sub.cache_read_tokens) == (11, 7, 20, 16)
+    assert sub.agent == "Explore" and sub.agent_id == "a42"
+    # Now the subagent's own transcript (2.1.x layout) arrives, repeating s1 and s2 and adding s3.
+    write(proj / SESSION / "subagents" / "agent-a42.jsonl", [
+        assistant("s1", "sr1", usage(5, 3, 20, 7), agent_id="a42", model="claude-haiku-4-5-20251001"),
+        assistant("s2", "sr2", usage(6, 4, 0, 9), agent_id="a42", model="claude-haiku-4-5-20251001"),
+        assistant("s3", "sr3", usage(1, 1), agent_id="a42", model="claude-haiku-4-5-20251001"),
+    ])
+    collect_paths(load_settings(), [proj])
+    runs = _runs()
+    sub = runs[f"{SESSION}:a42"]
+    assert (sub.input_tokens, sub.output_tokens) == (12, 8)
+    assert runs[f"{SESSION}:main"].input_tokens == 1
+    assert sub.agent == "Explore" and sub.source_path.endswith("agent-a42.jsonl")
+
+
+def test_subagent_file_first_then_parent_progress_still_counts_once(tmp_path: Path) -> None:
+    proj = _project(tmp_path)
+    write(proj / "agent-a7.jsonl", [assistant("s1", "sr1", usage(5, 5), agent_id="a7")])  # flat 1.x/2.0 layout
+    collect_paths(load_settings(), [proj])
+    write(proj / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(1, 1)), progress("a7", "s1", "sr1", usage(5, 5))])
+    collect_paths(load_settings(), [proj])
+    runs = _runs()
+    assert set(runs) == {f"{SESSION}:main", f"{SESSION}:a7"}
+    assert runs[f"{SESSION}:a7"].input_tokens == 5 and runs[f"{SESSION}:main"].input_tokens == 1
+    store = open_store(load_settings())
+    with store.session() as db:
+        assert db.get(UsageMessage, "s1|sr1").run_key == f"{SESSION}:a7"
+
+
+def test_agent_type_from_meta_sidecar_and_from_the_parents_task_call(tmp_path: Path) -> None:
+    proj = _project(tmp_path)
+    sub_dir = proj / SESSION / "subagents"
+    write(sub_dir / "agent-b1.jsonl", [assistant("s1", "sr1", usage(), agent_id="b1")])
+    (sub_dir / "agent-b1.meta.json").write_text(json.dumps({"agentType": "code-reviewer"}))
+    write(proj / "agent-c2.jsonl", [assistant("s2", "sr2", usage(), agent_id="c2")])
+    write(proj / f"{SESSION}.jsonl", [
+        assistant("m1", "r1", usage(), [tool_use("toolu_9", "Task", subagent_type="Plan", prompt="p")]),
+        tool_result("toolu_9", "plan ready", tool_use_result={"status": "completed", "agentId": "c2"}),
+    ])
+    collect_paths(load_settings(), [proj])
+    runs = _runs()
+    assert runs[f"{SESSION}:b1"].agent == "code-reviewer"
+    assert runs[f"{SESSION}:c2"].agent == "Plan"
+    assert runs[f"{SESSION}:main"].agent == "main"
+
+
+def test_truncated_last_line_is_read_once_it_is_complete(tmp_path: Path) -> None:
+    path = _project(tmp_path) / f"{SESSION}.jsonl"
+    write(path, [assistant("m1", "r1", usage(1, 1))])
+    half = json.dumps(assistant("m2", "r2", usage(2, 2))).encode()
+    with open(path, "ab") as fh:
+        fh.write(half[:40])
+    collect_paths(load_settings(), [path])
+    assert _runs()[f"{SESSION}:main"].input_tokens == 1
+    with open(path, "ab") as fh:
+        fh.write(half[40:] + b"\n")
+    collect_paths(load_settings(), [path])
+    row = _runs()[f"{SESSION}:main"]
+    assert row.input_tokens == 3 and row.line_stats["truncated"] == 1
+
+
+def test_rewritten_file_is_read_again_from_the_start(tmp_path: Path) -> None:
+    path = _project(tmp_path) / f"{SESSION}.jsonl"
+    write(path, [assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Bash", command="ls")])] * 3)
+    collect_paths(load_settings(), [path])
+    write(path, [assistant("m9", "r9", usage(4, 4), [tool_use("t9", "Grep", pattern="x")])])
+    collect_paths(load_settings(), [path])
+    row = _runs()[f"{SESSION}:main"]
+    assert row.tool_calls == 1 and row.greps == 1  # counters from the new content only
+    assert row.input_tokens == 5  # usage seen is never forgotten: m1 was a real, billed response
+
+
+def test_incremental_counters_match_a_fresh_collect(tmp_path: Path) -> None:
+    path = _project(tmp_path) / f"{SESSION}.jsonl"
+    lines = [assistant(f"m{i}", f"r{i}", usage(1, 2, 3, 4), [tool_use(f"t{i}", "Read", file_path="/a.py")])
+             for i in range(6)]
+    write(path, lines[:3])
+    collect_paths(load_settings(), [path])
+    append(path, lines[3:])
+    collect_paths(load_settings(), [path])
+    incremental = _runs()[f"{SESSION}:main"]
+    fresh_home = tmp_path / "fresh"
+    fresh = load_settings(env={"WARDEN_HOME": str(fresh_home), "CLAUDE_CONFIG_DIR": str(tmp_path / "c2")})
+    collect_paths(fresh, [path])
+    with open_store(fresh).session() as db:
+        whole = db.scalars(select(SessionRun)).one()
+    for name in ("input_tokens", "output_tokens", "cache_write_5m_tokens", "cache_read_tokens", "tool_calls",
+                 "file_reads", "rereads", "cost_usd", "weighted_tokens", "trace_digest", "line_stats"):
+        assert getattr(incremental, name) == getattr(whole, name), name
+    assert incremental.rereads == 5
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        collect_paths(load_settings(), [tmp_path / "nope"])
+
+
+def test_non_regular_files_are_skipped_not_opened(tmp_path: Path) -> None:
+    import os
+
+    proj = _project(tmp_path)
+    write(proj / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(1, 1))])
+    os.mkfifo(proj / "agent-fifo.jsonl")
+    summary = collect_paths(load_settings(), [proj])
+    assert summary.files_skipped == 1 and summary.files_ingested == 1
+    assert "not a regular file" in summary.skipped[0]

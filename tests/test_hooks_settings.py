@@ -1,0 +1,87 @@
+"""install-hooks / uninstall-hooks edit Claude Code's settings.json safely: merge, keep what is
+there, back up before writing, idempotent, and refuse a file they cannot parse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from warden.errors import UsageError
+from warden.ingest.hooks import HOOK_EVENTS, install_hooks, uninstall_hooks
+
+CMD = "/opt/venv/bin/warden"
+
+
+def _settings(claude: Path) -> dict:
+    return json.loads((claude / "settings.json").read_text())
+
+
+def test_install_merges_and_is_idempotent(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    theirs = {"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+                                         "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]}}
+    (claude / "settings.json").write_text(json.dumps(theirs))
+    first = install_hooks(claude, command=CMD)
+    assert first["changed"] and Path(first["backup_path"]).read_text() == json.dumps(theirs)
+    data = _settings(claude)
+    assert data["model"] == "opus" and data["hooks"]["PreToolUse"] == theirs["hooks"]["PreToolUse"]
+    commands = [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]]
+    assert commands == ["notify-send done", f"{CMD} hook stop"]
+    for claude_event, event in HOOK_EVENTS.items():
+        assert any(h["command"] == f"{CMD} hook {event}" for g in data["hooks"][claude_event] for h in g["hooks"])
+    before = (claude / "settings.json").read_bytes()
+    second = install_hooks(claude, command=CMD)
+    assert not second["changed"] and second["backup_path"] is None
+    assert (claude / "settings.json").read_bytes() == before
+    # A moved installation replaces our old entry instead of adding a second one.
+    install_hooks(claude, command="/new/bin/warden")
+    stops = [h["command"] for g in _settings(claude)["hooks"]["Stop"] for h in g["hooks"]]
+    assert stops == ["notify-send done", "/new/bin/warden hook stop"]
+
+
+def test_uninstall_removes_only_ours(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    install_hooks(claude, command=CMD)  # creates the file
+    data = _settings(claude)
+    data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "notify-send done"}]})
+    data["theme"] = "dark"
+    (claude / "settings.json").write_text(json.dumps(data))
+    result = uninstall_hooks(claude)
+    assert result["changed"]
+    assert _settings(claude) == {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+                                 "theme": "dark"}
+    assert not uninstall_hooks(claude)["changed"]
+
+
+def test_unparseable_settings_are_left_untouched(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"hooks": {,}')
+    with pytest.raises(UsageError, match="not valid JSON"):
+        install_hooks(claude, command=CMD)
+    assert (claude / "settings.json").read_text() == '{"hooks": {,}'
+    assert list(claude.iterdir()) == [claude / "settings.json"]
+
+
+def test_symlinked_settings_are_written_through_to_their_target(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text("{}")
+    (claude / "settings.json").symlink_to(dotfiles / "settings.json")
+    install_hooks(claude, command=CMD)
+    assert (claude / "settings.json").is_symlink()
+    assert "Stop" in json.loads((dotfiles / "settings.json").read_text())["hooks"]
+
+
+def test_plugin_manifest_and_hooks_json_name_the_hook_commands() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    plugin = json.loads((repo / ".claude-plugin" / "plugin.json").read_text())
+    assert plugin["name"] == "warden"
+    hooks = json.loads((repo / "hooks" / "hooks.json").read_text())["hooks"]
+    for claude_event, event in HOOK_EVENTS.items():
+        assert hooks[claude_event][0]["hooks"][0]["command"] == f"warden hook {event}"

@@ -1,0 +1,170 @@
+"""``warden hook …`` as Claude Code runs it: real processes, real files, one SQLite database.
+
+A hook always exits 0 within its 2-second budget, whatever it is handed, and logs what it
+dropped; its detached ingest worker writes the rows (so the tests wait for them); concurrent
+hooks lose no row."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from collect_support import assistant, tool_use, usage, write
+from warden.config import load_settings
+from warden.store.db import open_store
+from warden.store.models import SessionRun
+
+WARDEN = str(Path(sys.executable).parent / "warden")
+BUDGET_S = 2.0
+
+
+def _hook(event: str, stdin: object, timeout: float = 30) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.monotonic()
+    kwargs: dict = {"stdin": stdin} if not isinstance(stdin, bytes) else {"input": stdin}
+    proc = subprocess.run([WARDEN, "hook", event], capture_output=True, timeout=timeout, env=os.environ.copy(),
+                          **kwargs)
+    return proc, time.monotonic() - start
+
+
+def _payload(path: Path | str, session: str = "s-1", **extra: object) -> bytes:
+    return json.dumps({"session_id": session, "transcript_path": str(path), "cwd": "/proj",
+                       "hook_event_name": "Stop", **extra}).encode()
+
+
+def _log(home: Path) -> str:
+    log = home / "hooks.log"
+    return log.read_text() if log.exists() else ""
+
+
+def _transcript(tmp_path: Path, session: str, n: int = 3) -> Path:
+    return write(tmp_path / "projects" / "-proj" / f"{session}.jsonl",
+                 [assistant(f"{session}-m{i}", f"r{i}", usage(1, 2, 3, 4), [tool_use(f"{session}-t{i}", "Bash", command="ls")],
+                            session=session) for i in range(n)])
+
+
+def _rows() -> dict[str, SessionRun]:
+    with open_store(load_settings()).session() as db:
+        return {r.run_key: r for r in db.scalars(select(SessionRun))}
+
+
+def _wait_rows(keys: set[str], timeout: float = 60.0) -> dict[str, SessionRun]:
+    """The ledger rows once the detached workers have written ``keys`` (or whatever is there)."""
+    end = time.monotonic() + timeout
+    while True:
+        rows = _rows()
+        if keys <= set(rows) or time.monotonic() > end:
+            return rows
+        time.sleep(0.2)
+
+
+def test_stop_hook_ingests_the_transcript(tmp_path: Path, warden_home: Path) -> None:
+    path = _transcript(tmp_path, "sess-a")
+    proc, elapsed = _hook("stop", _payload(path, "sess-a"))
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < BUDGET_S
+    assert _wait_rows({"sess-a:main"})["sess-a:main"].input_tokens == 3
+
+
+def test_subagent_stop_takes_the_agent_type_from_the_payload(tmp_path: Path) -> None:
+    sub = write(tmp_path / "projects" / "-proj" / "sess-b" / "subagents" / "agent-x1.jsonl",
+                [assistant("x1-m1", "r1", usage(7, 1), session="sess-b", agent_id="x1")])
+    payload = json.dumps({"session_id": "sess-b", "transcript_path": str(tmp_path / "projects" / "-proj" / "sess-b.jsonl"),
+                          "agent_id": "x1", "agent_type": "test-runner", "agent_transcript_path": str(sub)}).encode()
+    proc, _ = _hook("subagent-stop", payload)
+    assert proc.returncode == 0
+    row = _wait_rows({"sess-b:x1"})["sess-b:x1"]
+    assert row.agent == "test-runner" and row.input_tokens == 7
+
+
+@pytest.mark.parametrize("case", ["dev-zero-stdin", "fifo-stdin", "fifo-path", "dev-zero-path", "invalid-json",
+                                  "not-an-object", "missing-file", "50mb-stdin-line", "50mb-transcript-line"])
+def test_garbage_never_fails_and_never_hangs(case: str, tmp_path: Path, warden_home: Path) -> None:
+    event, stdin = "stop", b""
+    if case == "dev-zero-stdin":
+        stdin = open("/dev/zero", "rb")  # noqa: SIM115 — closed below
+    elif case == "fifo-stdin":
+        fifo = tmp_path / "in.fifo"
+        os.mkfifo(fifo)
+        stdin = os.fdopen(os.open(fifo, os.O_RDWR), "rb")  # a writer that never writes nor closes
+    elif case == "fifo-path":
+        fifo = tmp_path / "t.jsonl"
+        os.mkfifo(fifo)
+        stdin = _payload(fifo)
+    elif case == "dev-zero-path":
+        stdin = _payload("/dev/zero")
+    elif case == "invalid-json":
+        stdin = b'{"session_id": "x", "transcript_path": '
+    elif case == "not-an-object":
+        stdin = b'["transcript_path"]'
+    elif case == "missing-file":
+        stdin = _payload(tmp_path / "gone.jsonl")
+    elif case == "50mb-stdin-line":
+        stdin = b'{"transcript_path": "' + b"a" * (50 << 20) + b'"}'
+    elif case == "50mb-transcript-line":
+        path = tmp_path / "big.jsonl"
+        big = assistant("big-1", "rb", usage(9, 9), [{"type": "text", "text": "x" * (50 << 20)}], session="big")
+        path.write_bytes(json.dumps(big).encode() + b"\n")
+        stdin = _payload(path, "big")
+    try:
+        proc, elapsed = _hook(event, stdin)
+    finally:
+        if hasattr(stdin, "close"):
+            stdin.close()  # type: ignore[union-attr]
+    assert proc.returncode == 0
+    assert proc.stdout == b""
+    assert elapsed < BUDGET_S, f"{case}: {elapsed:.2f}s"
+    if case == "50mb-transcript-line":
+        assert _wait_rows({"big:main"})["big:main"].input_tokens == 9  # a big line is still a line
+    else:
+        assert _log(warden_home), "a drop is logged"
+
+
+def test_locked_database_exits_zero_in_budget_and_nothing_is_lost(tmp_path: Path, warden_home: Path) -> None:
+    open_store(load_settings()).engine.dispose()  # migrate first
+    path = _transcript(tmp_path, "sess-l")
+    holder = sqlite3.connect(warden_home / "warden.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        proc, elapsed = _hook("stop", _payload(path, "sess-l"))
+        assert proc.returncode == 0 and elapsed < BUDGET_S
+        time.sleep(1.0)  # the worker is queued on the lock, not failing
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert _wait_rows({"sess-l:main"})["sess-l:main"].input_tokens == 3
+
+
+def test_eight_concurrent_stop_hooks_lose_no_row(tmp_path: Path, warden_home: Path) -> None:
+    paths = [_transcript(tmp_path, f"conc-{i}", n=5) for i in range(8)]
+    procs = [subprocess.Popen([WARDEN, "hook", "stop"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in paths]
+    for proc, path in zip(procs, paths):
+        proc.stdin.write(_payload(path, path.stem))  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+    codes = [proc.wait(timeout=60) for proc in procs]
+    for proc in procs:
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    assert codes == [0] * 8
+    rows = _wait_rows({f"conc-{i}:main" for i in range(8)})
+    assert {f"conc-{i}:main" for i in range(8)} <= set(rows), _log(warden_home)
+    assert all(rows[f"conc-{i}:main"].input_tokens == 5 for i in range(8))
+
+
+def test_full_disk_home_still_exits_zero(tmp_path: Path) -> None:
+    """An unusable home (here: a file where the directory should be) must not break the hook."""
+    bogus = tmp_path / "home-is-a-file"
+    bogus.write_text("x")
+    env = {**os.environ, "WARDEN_HOME": str(bogus)}
+    path = _transcript(tmp_path, "sess-f")
+    start = time.monotonic()
+    proc = subprocess.run([WARDEN, "hook", "stop"], input=_payload(path), capture_output=True, env=env, timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S
