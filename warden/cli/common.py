@@ -40,6 +40,11 @@ def safe(text: object, limit: int | None = None) -> str:
     return escape(clean)
 
 
+def safe_block(text: object) -> str:
+    """Untrusted multi-line text for printing with ``markup=False``: controls stripped, lines kept."""
+    return strip_controls(str(text), keep_newlines=True)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"warden: {message}", markup=False, highlight=False)
     return typer.Exit(code)

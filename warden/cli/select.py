@@ -1,9 +1,262 @@
-"""Commands of the select stage (being built; see the issue for this stage)."""
+"""Commands of the select stage: select, receipt(s), memory, plan, nightly, demo."""
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import typer
+from rich.table import Table
+
+from warden.cli.common import console, err_console, print_json, safe, safe_block, settings, store
+from warden.errors import UsageError
+
+memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("select")(select_command)
+    app.command("receipt")(receipt_command)
+    app.command("receipts")(receipts_command)
+    app.command("plan")(plan_command)
+    app.command("nightly")(nightly_command)
+    app.command("demo")(demo_command)
+    app.add_typer(memory_app, name="memory")
+
+
+def _say(message: str) -> None:
+    err_console.print(f"[dim]· {safe(message)}[/]")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def render_select_report(report: dict[str, Any]) -> None:
+    console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
+                  f"{safe(report['model'])} · spent {_fmt(report['tokens_spent'])} weighted tokens "
+                  f"({report['runs_made']} runs, {report['runs_reused']} reused)")
+    if report["decisions"]:
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("rule", "kind", "verdict", "state", "saving/run", "interval", "margin", "spent", "body"):
+            table.add_column(col, justify="right" if col in ("rule", "saving/run", "margin", "spent") else "left")
+        for d in report["decisions"]:
+            lo, hi = d["interval_tokens"]
+            table.add_row(str(d["rule_id"]), d["kind"], d["verdict"], f"{d['state_before']} → {d['state_after']}",
+                          _fmt(d["estimate_tokens"]), f"[{_fmt(lo)}, {_fmt(hi)}]", _fmt(d["margin_tokens"]),
+                          _fmt(d["tokens_spent"]), safe(d["body"], 60))
+        console.print(table)
+    else:
+        console.print("  no pending candidates and nothing to re-audit")
+    for note in report["skipped"]:
+        console.print(f"  skipped: {safe(note)}")
+    if report["aborted"]:
+        console.print(f"  [red]aborted (infrastructure): {safe(report['aborted'])}[/] — no verdict, receipt or strike written")
+    memory = report["memory"]
+    if memory:
+        change = "changed" if memory["changed"] else "unchanged"
+        console.print(f"  MEMORY.md v{memory['version']} {change}: +{memory['added']} −{memory['removed']} → "
+                      f"{safe(memory['path'])}" + ("  [yellow](it had drifted: recompiled)[/]" if memory["drifted"] else ""))
+
+
+def select_command(
+    agent: Optional[str] = typer.Option(None, "--agent", help="Agent to decide rules for."),
+    all_agents: bool = typer.Option(False, "--all", help="Every agent with a golden suite."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Weighted-token budget of this invocation."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
+    model: Optional[str] = typer.Option(None, "--model"),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
+    from warden.select.nightly import resolve_agents, select_report_json
+    from warden.select.selector import select_agent
+
+    s = settings()
+    if bool(agent) == all_agents:
+        raise UsageError("give exactly one of --agent A or --all")
+    agents = resolve_agents(s, None if all_agents else [agent])  # type: ignore[list-item]
+    st = store(s)
+    reports = []
+    remaining = budget
+    for name in agents:
+        report = select_agent(st, s, name, budget_tokens=remaining, backend=backend, model=model,
+                              concurrency=concurrency, log=None if as_json else _say)
+        reports.append(select_report_json(report))
+        if remaining is not None:
+            remaining = max(0, int(remaining - report.tokens_spent))
+        if report.aborted:
+            break
+    if as_json:
+        print_json(reports)
+    else:
+        for r in reports:
+            render_select_report(r)
+    if any(r["aborted"] for r in reports):
+        raise typer.Exit(1)
+
+
+def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
+                    as_json: bool = typer.Option(False, "--json")) -> None:
+    """A rule's whole history: every decision with its evidence, provenance and current state."""
+    from warden.select.receipts import rule_history
+
+    with store().session() as session:
+        history = rule_history(session, rule_id)
+    if as_json:
+        print_json(history)
+        return
+    rule = history["rule"]
+    console.print(f"[bold]rule {rule['id']}[/] ({safe(rule['agent'])}) — {rule['state']}"
+                  + (f" ({rule['evict_reason']})" if rule["evict_reason"] else "")
+                  + f" · rent {rule['rent_tokens']} tokens · origin {safe(rule['origin'])}")
+    console.print(f"  {safe(rule['body'])}")
+    if rule["scope"]:
+        console.print(f"  scope: {safe(rule['scope'])}")
+    digest = rule["provenance_digest"] or {}
+    if digest:
+        console.print(f"  born of: {safe(str(digest), 300)}")
+    if rule["claimed_evidence"]:
+        console.print(f"  claimed (foreign, not trusted): {safe(str(rule['claimed_evidence']), 300)}")
+    if not history["receipts"]:
+        console.print("  no decisions yet")
+    for r in history["receipts"]:
+        lo, hi = r["interval"]
+        console.print(f"\n  [bold]#{r['id']}[/] {r['created_at']} {r['kind']} → {r['verdict']} (state {r['state_after']})"
+                      f" · {safe(r['backend'])}/{safe(r['model'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
+        console.print(f"    saving {_fmt(r['estimate'])}/run, interval [{_fmt(lo)}, {_fmt(hi)}], margin "
+                      f"{_fmt(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {_fmt(r['tokens_spent'])} weighted tokens")
+        console.print(f"    {safe(r['reason'], 400)}")
+        for task, diffs in sorted(r["paired_diffs"].items()):
+            passes = r["pass_counts"].get(task, [0, 0, 0, 0])
+            console.print(f"    {safe(task, 40)}: n={r['n_per_side'].get(task)} passes ref {passes[0]}/{passes[1]} "
+                          f"rule {passes[2]}/{passes[3]} diffs {[round(x) for x in diffs][:12]}")
+
+
+def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
+                     as_json: bool = typer.Option(False, "--json")) -> None:
+    """The latest receipt of every rule."""
+    from warden.select.receipts import latest_receipts
+
+    with store().session() as session:
+        rows = latest_receipts(session, agent)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no receipts yet")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "spent", "body"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], _fmt(r["estimate"]),
+                      _fmt(r["margin"]), _fmt(r["tokens_spent"]), safe(r["body"], 60))
+    console.print(table)
+
+
+@memory_app.command("show")
+def memory_show(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print the installed MEMORY.md (and whether it drifted from the last compile)."""
+    from warden.select.compile import check_drift, memory_path, read_existing
+
+    s = settings()
+    with store(s).session() as session:
+        drift = check_drift(session, s, agent)
+    path = memory_path(s, agent)
+    data = read_existing(path)
+    if as_json:
+        print_json({"agent": agent, "path": str(path), "exists": data is not None, "drift": drift,
+                    "text": None if data is None else data.decode("utf-8", "replace")})
+        return
+    if drift:
+        err_console.print(f"warning: {drift} — run `warden memory compile --agent {agent}`", markup=False)
+    if data is None:
+        console.print(f"no MEMORY.md for {safe(agent)} at {safe(path)}")
+        return
+    console.print(safe_block(data.decode("utf-8", "replace")), markup=False)
+
+
+@memory_app.command("compile")
+def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
+    from warden.select.compile import compile_memory
+    from warden.select.selector import checkpoint_sections
+
+    s = settings()
+    sections = checkpoint_sections(s)
+    with store(s).session() as session:
+        extra, files = sections(session, agent)
+        result = compile_memory(session, s, agent, extra, files)
+    if result.drifted:
+        err_console.print("warning: MEMORY.md had drifted from the last compile (edited by hand or stale): recompiled",
+                          markup=False)
+    payload = {"agent": agent, "path": str(result.path), "version": result.version, "changed": result.changed,
+               "drifted": result.drifted, "rule_ids": result.rule_ids}
+    if as_json:
+        print_json(payload)
+    else:
+        console.print(f"MEMORY.md v{result.version} ({'written' if result.changed else 'unchanged'}) → {safe(result.path)}")
+
+
+def plan_command(agent: str = typer.Option(..., "--agent"), budget: Optional[int] = typer.Option(None, "--budget", min=1),
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Estimate, before spending, the tokens needed to decide each pending rule."""
+    from warden.select.plan import plan_agent
+
+    s = settings()
+    with store(s).session() as session:
+        plan = plan_agent(session, s, agent, budget)
+    if as_json:
+        print_json(plan)
+        return
+    console.print(f"[bold]{safe(agent)}[/]: reference cost {_fmt(plan['reference_cost'])} weighted tokens per run "
+                  f"({plan['basis']}); budget {_fmt(plan['budget'])}")
+    for r in plan["rules"]:
+        fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
+        console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{_fmt(r['expected_tokens'])} expected, "
+                      f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 60)}")
+    if not plan["rules"]:
+        console.print("  nothing pending")
+
+
+def nightly_command(
+    agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1),
+    backend: Optional[str] = typer.Option(None, "--backend"),
+    model: Optional[str] = typer.Option(None, "--model"),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1),
+    distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (default) or anthropic."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """collect → distill → select every agent within the budget → compile. Exit 1 on an infrastructure abort."""
+    from warden.select.nightly import run_nightly
+
+    s = settings()
+    names = [a for item in (agents or []) for a in item.split(",") if a]
+    summary = run_nightly(store(s), s, agents=names or None, budget_tokens=budget, backend=backend, model=model,
+                          concurrency=concurrency, distiller=distiller, log=None if as_json else _say)
+    payload = summary.to_json()
+    if as_json:
+        print_json(payload)
+    else:
+        console.print(f"[bold]night #{payload['night_id']}[/]{' (resumed)' if payload['resumed'] else ''}: "
+                      f"{payload['collected_runs']} runs collected, {payload['distilled_runs']} distilled, "
+                      f"{payload['candidates_added']} new candidates, {_fmt(payload['tokens_spent'])} bench tokens")
+        for report in payload["agents"]:
+            render_select_report(report)
+    if summary.exit_code:
+        raise typer.Exit(summary.exit_code)
+
+
+def demo_command(
+    sessions: int = typer.Option(12, "--sessions", min=6, help="Simulated real-work sessions to play."),
+    seed: int = typer.Option(0, "--seed"),
+    agent: str = typer.Option("backend", "--agent"),
+    keep: Optional[str] = typer.Option(None, "--keep", help="Keep the demo home in this directory."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The whole loop offline on the simulated agent, in a temporary home."""
+    from warden.demo import run_demo
+
+    run_demo(sessions=sessions, seed=seed, agent=agent, keep=keep, as_json=as_json,
+             log=None if as_json else _say)

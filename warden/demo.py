@@ -1,0 +1,80 @@
+"""``warden demo``: the whole loop, offline, on the simulated agent, in a temporary home.
+
+simulated real-work sessions of a naive agent (Claude Code–format transcripts) → collect →
+distill → bench → select → compile, then the receipts and the MEMORY.md. Everything it prints
+is measured on the sim backend and labelled so; it is a demonstration of warden's machinery,
+not a model's result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from warden.config import load_settings
+from warden.errors import UsageError
+from warden.store.db import open_store
+
+
+def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep: str | None = None,
+             as_json: bool = False, log: Callable[[str], None] | None = None) -> dict:
+    from warden.bench.agents.sim_sessions import play_sessions
+    from warden.bench.tasks import load_suite
+    from warden.cli.common import console, print_json, safe, safe_block
+    from warden.select.compile import memory_path
+    from warden.select.nightly import resolve_agents, run_nightly
+    from warden.select.receipts import latest_receipts
+
+    say = log or (lambda _m: None)
+    home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix="warden-demo-"))
+    if keep and home.exists() and any(home.iterdir()):
+        raise UsageError(f"--keep directory {home} is not empty")
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "ANTHROPIC_"))}
+    env.update(WARDEN_HOME=str(home / "warden"), CLAUDE_CONFIG_DIR=str(home / "claude"))
+    if "WARDEN_REPO" in os.environ:
+        env["WARDEN_REPO"] = os.environ["WARDEN_REPO"]
+    settings = load_settings(env, backend="sim")
+    try:
+        resolve_agents(settings, [agent])
+        suite = load_suite(settings.golden_dir, agent)
+        say(f"demo home {home} (sim backend: a simulated agent, not a model)")
+        say(f"playing {sessions} simulated real-work sessions of the naive {agent} agent")
+        play_sessions(settings.claude_home, {agent: suite}, settings.fixture_dir, sessions=sessions, seed=seed,
+                      delegate_share=1.0)
+        store = open_store(settings)
+        summary = run_nightly(store, settings, agents=[agent], log=say, base_seed=seed)
+        with store.session() as session:
+            receipts = latest_receipts(session, agent)
+        memory_file = memory_path(settings, agent)
+        memory_text = memory_file.read_text(encoding="utf-8") if memory_file.exists() else ""
+        result = {"home": str(home), "backend": "sim", "night": summary.to_json(), "receipts": receipts,
+                  "memory_path": str(memory_file), "memory": memory_text}
+        if as_json:
+            print_json(result)
+        else:
+            from warden.cli.select import render_select_report
+
+            console.print(f"\n[bold]warden demo[/] — measured on the [bold]sim[/] backend (a simulated agent, "
+                          f"not a model's result); home {safe(home)}")
+            night = summary.to_json()
+            console.print(f"{night['collected_runs']} session runs collected, {night['distilled_runs']} distilled, "
+                          f"{night['candidates_added']} candidate rules")
+            for report in night["agents"]:
+                render_select_report(report)
+            console.print("\n[bold]receipts[/] (`warden receipt ID` for the evidence):")
+            for r in receipts:
+                lo, hi = r["interval"]
+                console.print(f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {r['estimate']:,.0f}"
+                              f"/run [{lo:,.0f}, {hi:,.0f}] margin {r['margin']:,.0f} · {safe(r['body'], 70)}")
+            console.print(f"\n[bold]{safe(memory_file)}[/]:")
+            console.print(safe_block(memory_text), markup=False)
+        if summary.aborted:
+            raise UsageError(f"demo aborted: {summary.aborted}")
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(home, ignore_errors=True)

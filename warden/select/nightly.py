@@ -1,0 +1,147 @@
+"""``warden nightly``: collect → distill → select every agent within the budget → compile.
+
+Every stage is idempotent, so an interrupted night is finished by running it again: collection
+resumes from stored offsets, distillation only takes queued runs, and the selector reuses the
+bench runs already stored for the same questions (same seeds, same memory bytes) — finished runs
+and finished decisions are never repeated. A ``NightlyRun`` row records each night's stage and
+summary; an unfinished one is resumed (same row) by the next invocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from warden.config import Settings
+from warden.errors import UsageError
+from warden.select.selector import SelectReport, known_agents, select_agent
+from warden.store.db import Store
+from warden.store.models import NightlyRun, utcnow
+
+STAGES = ("collect", "distill", "select", "done")
+
+
+@dataclass
+class NightlySummary:
+    night_id: int
+    resumed: bool
+    collected_runs: int = 0
+    distilled_runs: int = 0
+    candidates_added: int = 0
+    selects: list[SelectReport] = field(default_factory=list)
+    aborted: str | None = None
+    tokens_spent: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.aborted else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "night_id": self.night_id, "resumed": self.resumed, "collected_runs": self.collected_runs,
+            "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
+            "tokens_spent": round(self.tokens_spent, 1), "aborted": self.aborted,
+            "agents": [select_report_json(r) for r in self.selects],
+        }
+
+
+def select_report_json(r: SelectReport) -> dict[str, Any]:
+    memory = r.memory
+    return {
+        "agent": r.agent, "backend": r.backend, "model": r.model, "tokens_spent": round(r.tokens_spent, 1),
+        "raw_tokens_spent": r.raw_tokens_spent, "runs_made": r.runs_made, "runs_reused": r.runs_reused,
+        "aborted": r.aborted, "skipped": r.skipped,
+        "decisions": [{"rule_id": d.rule_id, "body": d.body, "kind": d.kind, "verdict": d.verdict,
+                       "state_before": d.state_before, "state_after": d.state_after,
+                       "estimate_tokens": round(d.estimate_tokens, 1),
+                       "interval_tokens": [round(x, 1) for x in d.interval_tokens],
+                       "margin_tokens": round(d.margin_tokens, 1), "tokens_spent": round(d.tokens_spent, 1),
+                       "receipt_id": d.receipt_id} for d in r.decisions],
+        "memory": None if memory is None else {
+            "path": str(memory.path), "version": memory.version, "changed": memory.changed,
+            "drifted": memory.drifted, "added": memory.added, "removed": memory.removed},
+    }
+
+
+def resolve_agents(settings: Settings, agents: Sequence[str] | None) -> list[str]:
+    available = known_agents(settings)
+    if not agents:
+        return available
+    unknown = [a for a in agents if a not in available]
+    if unknown:
+        raise UsageError(f"unknown agent {unknown[0]!r}: golden suites exist for {', '.join(available) or 'none'}")
+    return list(dict.fromkeys(agents))
+
+
+def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bool]:
+    with store.session() as session:
+        open_night = session.scalars(select(NightlyRun).where(NightlyRun.status != "done")
+                                     .order_by(NightlyRun.id.desc()).limit(1)).first()
+        if open_night is not None:
+            open_night.status = "running"
+            return open_night.id, True
+        night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget)
+        session.add(night)
+        session.flush()
+        return night.id, False
+
+
+def _set_stage(store: Store, night_id: int, stage: str, **updates: Any) -> None:
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        assert night is not None
+        night.stage = stage
+        for key, value in updates.items():
+            setattr(night, key, value)
+
+
+def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | None = None,
+                budget_tokens: int | None = None, backend: str | None = None, model: str | None = None,
+                concurrency: int | None = None, distiller: str | None = None, collect: bool = True,
+                log: Callable[[str], None] | None = None, progress: Any = None,
+                base_seed: int = 0) -> NightlySummary:
+    from warden.distill.service import distill_runs
+    from warden.ingest.collector import collect_paths
+
+    say = log or (lambda _m: None)
+    chosen = resolve_agents(settings, agents)
+    night_id, resumed = _night(store, chosen, budget_tokens)
+    summary = NightlySummary(night_id, resumed)
+    if resumed:
+        say(f"resuming unfinished night #{night_id}")
+    if collect:
+        say("collect: new transcripts")
+        collected = collect_paths(settings, store=store)
+        summary.collected_runs = collected.runs_updated
+    _set_stage(store, night_id, "distill")
+    say("distill: queued expensive runs")
+    reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
+    summary.distilled_runs = len(reports)
+    summary.candidates_added = sum(len(r.admitted) for r in reports)
+    _set_stage(store, night_id, "select")
+    remaining = None if budget_tokens is None else float(budget_tokens)
+    for agent in chosen:
+        if remaining is not None and remaining <= 0:
+            say(f"select {agent}: skipped, budget spent")
+            continue
+        say(f"select: {agent}")
+        report = select_agent(store, settings, agent, budget_tokens=remaining, backend=backend, model=model,
+                              concurrency=concurrency, progress=progress, base_seed=base_seed, log=say)
+        summary.selects.append(report)
+        summary.tokens_spent += report.tokens_spent
+        if remaining is not None:
+            remaining -= report.tokens_spent
+        if report.aborted:
+            summary.aborted = f"{agent}: {report.aborted}"
+            break
+    status = "aborted" if summary.aborted else "done"
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        assert night is not None
+        night.status, night.stage = status, ("select" if summary.aborted else "done")
+        night.summary = summary.to_json()
+        night.finished_at = utcnow()
+    return summary
