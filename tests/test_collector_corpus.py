@@ -129,3 +129,31 @@ def test_recollecting_changes_nothing_and_an_append_updates_one_row(corpus: Path
     o, n = old[key], new[key]
     assert (n[0] - o[0], n[1] - o[1], n[2] - o[2], n[3] - o[3]) == (11, 22, 33, 44)
     assert n[4] == o[4]  # same row, updated in place
+
+
+def test_parallel_parsing_stores_exactly_what_sequential_parsing_stores(corpus: Path, tmp_path: Path) -> None:
+    dumps = []
+    for jobs in (1, 2):
+        settings = load_settings(env={"WARDEN_HOME": str(tmp_path / f"home{jobs}"),
+                                      "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+        summary = collect_paths(settings, [corpus], jobs=jobs)
+        assert summary.files_ingested == 22
+        dumps.append(_strip_times(settings.sqlite_path))
+    assert dumps[0] == dumps[1]
+
+
+def _strip_times(db_path: Path) -> list[tuple]:
+    """Table contents without the wall-clock columns (created_at/updated_at)."""
+    import sqlite3
+
+    con = sqlite3.connect(db_path)
+    try:
+        out = []
+        for table in ("session_runs", "usage_messages", "ingest_offsets"):
+            cols = [r[1] for r in con.execute(f"pragma table_info({table})")
+                    if r[1] not in ("id", "created_at", "updated_at")]
+            rows = con.execute(f"select {', '.join(cols)} from {table}").fetchall()
+            out.append((table, sorted(map(repr, rows))))
+        return out
+    finally:
+        con.close()

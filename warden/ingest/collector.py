@@ -287,21 +287,71 @@ class Collector:
         self.max_line = max_line
 
     def collect(self, files: Iterable[Path], *, agent_type_hint: str | None = None,
-                progress: Callable[[int, int], None] | None = None) -> CollectSummary:
+                progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
+        """Ingest files in order. With ``jobs`` > 1, files are parsed in that many worker
+        processes while this one writes the rows (a bounded window, so memory stays flat)."""
         summary = CollectSummary()
-        files = list(files)
-        for n, path in enumerate(files, 1):
-            summary.files_seen += 1
-            self.ingest_file(str(path), summary=summary, agent_type_hint=agent_type_hint)
-            if progress:
-                progress(n, len(files))
+        files = [os.path.abspath(str(f)) for f in files]
+        if jobs is None:  # worker processes pay off on a large backlog only
+            jobs = default_jobs() if _total_size(files) >= PARALLEL_MIN_BYTES else 1
+        if jobs > 1 and len(files) > 1:
+            self._collect_parallel(files, summary, agent_type_hint, progress, jobs)
+        else:
+            for n, path in enumerate(files, 1):
+                summary.files_seen += 1
+                self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
+                if progress:
+                    progress(n, len(files))
         return summary
 
-    def ingest_file(self, path: str, *, summary: CollectSummary | None = None,
-                    agent_type_hint: str | None = None) -> str | None:
-        """Ingest one transcript incrementally; returns its run key (None if skipped/unchanged)."""
-        summary = summary if summary is not None else CollectSummary()
-        path = os.path.abspath(path)
+    def _collect_parallel(self, files: list[str], summary: CollectSummary, agent_type_hint: str | None,
+                          progress: Callable[[int, int], None] | None, jobs: int) -> None:
+        import multiprocessing
+        from collections import deque
+        from concurrent.futures import ProcessPoolExecutor
+
+        window: deque[tuple[str, os.stat_result, int, Any]] = deque()
+        done = 0
+        context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            def drain_one() -> None:
+                nonlocal done
+                path, st, start, future = window.popleft()
+                try:
+                    result = future.result()
+                except OSError as exc:
+                    summary.files_skipped += 1
+                    summary.skipped.append(f"{path}: {exc.strerror or exc}")
+                else:
+                    with self.store.session() as session:
+                        offset_row = session.get(IngestOffset, path)
+                        if (offset_row.offset if offset_row else 0) == start:
+                            self._store_file(session, path, st, offset_row, start, result, summary)
+                        else:  # someone (a hook) ingested it meanwhile: redo from the new offset
+                            self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
+                done += 1
+                if progress:
+                    progress(done, len(files))
+
+            for path in files:
+                summary.files_seen += 1
+                with self.store.session() as session:
+                    plan = self._plan(session, path, summary, agent_type_hint)
+                if plan is None:
+                    done += 1
+                    continue
+                st, start, state = plan
+                future = pool.submit(parse_file, path, start=start, state=state, agent_type=agent_type_hint,
+                                     max_line=self.max_line)
+                window.append((path, st, start, future))
+                while len(window) >= 2 * jobs:
+                    drain_one()
+            while window:
+                drain_one()
+
+    def _plan(self, session: Session, path: str, summary: CollectSummary,
+              agent_type_hint: str | None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
+        """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged)."""
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -312,47 +362,65 @@ class Collector:
             summary.files_skipped += 1
             summary.skipped.append(f"{path}: not a regular file")
             return None
-        with self.store.session() as session:
-            offset_row = session.get(IngestOffset, path)
-            if (offset_row is not None and offset_row.size == st.st_size and offset_row.mtime_ns == st.st_mtime_ns
-                    and offset_row.parser_version == PARSER_VERSION
-                    and (agent_type_hint is None or not _needs_agent_type(session, offset_row, agent_type_hint))):
-                summary.files_unchanged += 1
-                return None
-            start, state = 0, None
-            if offset_row is not None and offset_row.parser_version == PARSER_VERSION \
-                    and offset_row.offset <= st.st_size and offset_row.parser_state:
-                head_len = int(offset_row.parser_state.get("head_len", 0))
-                try:
-                    if _head_hash(path, head_len) == offset_row.head_sha256:
-                        start, state = offset_row.offset, offset_row.parser_state.get("parser")
-                except OSError:
-                    pass
+        offset_row = session.get(IngestOffset, path)
+        if (offset_row is not None and offset_row.size == st.st_size and offset_row.mtime_ns == st.st_mtime_ns
+                and offset_row.parser_version == PARSER_VERSION
+                and (agent_type_hint is None or not _needs_agent_type(session, offset_row, agent_type_hint))):
+            summary.files_unchanged += 1
+            return None
+        start, state = 0, None
+        if offset_row is not None and offset_row.parser_version == PARSER_VERSION \
+                and offset_row.offset <= st.st_size and offset_row.parser_state:
+            head_len = int(offset_row.parser_state.get("head_len", 0))
             try:
-                parsed, parser_state, end = parse_file(path, start=start, state=state,
-                                                       agent_type=agent_type_hint, max_line=self.max_line)
+                if _head_hash(path, head_len) == offset_row.head_sha256:
+                    start, state = offset_row.offset, offset_row.parser_state.get("parser")
+            except OSError:
+                pass
+        return st, start, state
+
+    def ingest_file(self, path: str, *, summary: CollectSummary | None = None,
+                    agent_type_hint: str | None = None) -> str | None:
+        """Ingest one transcript incrementally, in one transaction; returns its run key (None if
+        skipped or unchanged)."""
+        summary = summary if summary is not None else CollectSummary()
+        path = os.path.abspath(path)
+        with self.store.session() as session:
+            plan = self._plan(session, path, summary, agent_type_hint)
+            if plan is None:
+                return None
+            st, start, state = plan
+            try:
+                result = parse_file(path, start=start, state=state, agent_type=agent_type_hint,
+                                    max_line=self.max_line)
             except OSError as exc:
                 summary.files_skipped += 1
                 summary.skipped.append(f"{path}: {exc.strerror or exc}")
                 return None
-            summary.files_ingested += 1
-            summary.bytes_read += end - start
-            summary.lines += parsed.stats.lines - (state or {}).get("stats", {}).get("lines", 0)
-            head_len = min(parsed.bytes_consumed, HEAD_BYTES)
-            if offset_row is None:
-                offset_row = IngestOffset(path=path)
-                session.add(offset_row)
-            if parsed.agent_id and not parsed.agent_type:
-                parsed.agent_type = read_meta_sidecar(path)
-            run_key = self._store_run(session, parsed, path, summary) if _has_activity(parsed, state) else None
-            offset_row.run_key = run_key
-            offset_row.offset = parsed.bytes_consumed
-            offset_row.size = end
-            offset_row.mtime_ns = st.st_mtime_ns
-            offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
-            offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
-            offset_row.parser_version = PARSER_VERSION
-            return run_key
+            return self._store_file(session, path, st, session.get(IngestOffset, path), start, result, summary)
+
+    def _store_file(self, session: Session, path: str, st: os.stat_result, offset_row: IngestOffset | None,
+                    start: int, result: tuple[ParsedRun, dict[str, Any], int], summary: CollectSummary) -> str | None:
+        parsed, parser_state, end = result
+        prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
+        summary.files_ingested += 1
+        summary.bytes_read += end - start
+        summary.lines += parsed.stats.lines - ((prior_state or {}).get("stats", {}).get("lines", 0))
+        head_len = min(parsed.bytes_consumed, HEAD_BYTES)
+        if offset_row is None:
+            offset_row = IngestOffset(path=path)
+            session.add(offset_row)
+        if parsed.agent_id and not parsed.agent_type:
+            parsed.agent_type = read_meta_sidecar(path)
+        run_key = self._store_run(session, parsed, path, summary) if _has_activity(parsed, prior_state) else None
+        offset_row.run_key = run_key
+        offset_row.offset = parsed.bytes_consumed
+        offset_row.size = end
+        offset_row.mtime_ns = st.st_mtime_ns
+        offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
+        offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
+        offset_row.parser_version = PARSER_VERSION
+        return run_key
 
     def _store_run(self, session: Session, parsed: ParsedRun, path: str, summary: CollectSummary) -> str:
         session_id = parsed.session_id or Path(path).stem
@@ -478,12 +546,36 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
     prompts then cover only the newly appended lines. Add calls here (checkpoint capture,
     distill queueing); keep each one cheap — hooks run this inside a 2-second budget."""
     from warden.config import load_settings
+    from warden.continuity.capture import record_checkpoints  # pure capture + upsert, no model call
     from warden.distill.trigger import queue_if_expensive  # one indexed query; never distills here
 
+    record_checkpoints(session, run_row, parsed)
     queue_if_expensive(session, run_row, load_settings())
 
 
 # ---------------------------------------------------------------------------- entry points
+
+
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _total_size(files: list[str]) -> int:
+    total = 0
+    for path in files:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total
+
+
+def default_jobs() -> int:
+    """Parser processes for a bulk collect: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
 
 
 def default_paths(settings: Settings) -> list[Path]:
@@ -492,7 +584,7 @@ def default_paths(settings: Settings) -> list[Path]:
 
 def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None, *,
                   agent_type_hint: str | None = None, store: Store | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> CollectSummary:
+                  progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
     """Collect the given files/directories (default: ``$CLAUDE_CONFIG_DIR/projects``).
 
     Raises :class:`UsageError` for a path that does not exist or cannot be read; a default
@@ -504,7 +596,8 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     own_store = store is None
     store = store or open_store(settings)
     try:
-        return Collector(store, settings).collect(files, agent_type_hint=agent_type_hint, progress=progress)
+        return Collector(store, settings).collect(files, agent_type_hint=agent_type_hint, progress=progress,
+                                                  jobs=jobs)
     finally:
         if own_store:
             store.engine.dispose()

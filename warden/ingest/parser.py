@@ -79,7 +79,9 @@ def _decode(line: bytes) -> Any:
     cut = line.find(_TOOL_USE_RESULT_KEY)
     if cut > 0 and line.find(b'"agentId"', cut) < 0 and line.find(b'"message":', 0, cut) > 0:
         try:
-            return orjson.loads(line[:cut] + b"}")
+            head = orjson.loads(line[:cut] + b"}")
+            if "type" in head and "timestamp" in head:  # else keys came after it: decode the whole line
+                return head
         except orjson.JSONDecodeError:
             pass  # the key sat inside a nested object after all: decode the whole line
     try:
@@ -97,6 +99,11 @@ def parse_timestamp(value: Any) -> datetime | None:
     """ISO-8601 text → naive UTC datetime; None for anything else."""
     if not isinstance(value, str) or not value:
         return None
+    if value[-1] == "Z" and len(value) <= 32:  # Claude Code's own form: UTC, parsed naive directly
+        try:
+            return datetime.fromisoformat(value[:-1])
+        except ValueError:
+            pass
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:
@@ -108,7 +115,7 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 def _count(value: Any) -> int:
     """A token count from untrusted JSON: non-negative int, anything else is 0."""
-    if type(value) is int:
+    if value.__class__ is int:
         return value if value > 0 else 0
     if type(value) is float and value == value and value > 0 and value < 1e15:
         return int(value)
@@ -330,25 +337,32 @@ class TranscriptParser:
 
     def _record(self, rec: dict[str, Any]) -> None:
         s = self._s
-        sid = rec.get("sessionId")
-        if s.session_id is None and isinstance(sid, str) and sid:
-            s.session_id = sid
-        aid = rec.get("agentId")
-        if s.agent_id is None and isinstance(aid, str) and aid and rec.get("isSidechain") is not False:
-            s.agent_id = aid
-        cwd = rec.get("cwd")
-        if s.cwd is None and isinstance(cwd, str) and cwd:
-            s.cwd = cwd
-        version = rec.get("version")
-        if isinstance(version, str) and version:
+        get = rec.get
+        if s.session_id is None:
+            sid = get("sessionId")
+            if isinstance(sid, str) and sid:
+                s.session_id = sid
+        if s.agent_id is None:
+            aid = get("agentId")
+            if isinstance(aid, str) and aid and get("isSidechain") is not False:
+                s.agent_id = aid
+        if s.cwd is None:
+            cwd = get("cwd")
+            if isinstance(cwd, str) and cwd:
+                s.cwd = cwd
+        version = get("version")
+        if version is not None and version != s.version and isinstance(version, str) and version:
             s.version = version
-        ts = rec.get("timestamp")
-        if isinstance(ts, str) and ts:
-            if s.first_ts is None or ts < s.first_ts:
-                s.first_ts = ts
-            if s.last_ts is None or ts > s.last_ts:
+        ts = get("timestamp")
+        if ts.__class__ is str and ts:
+            last = s.last_ts
+            if last is None or ts > last:
                 s.last_ts = ts
-        kind = rec.get("type")
+                if s.first_ts is None:
+                    s.first_ts = ts
+            elif ts < s.first_ts:  # type: ignore[operator]
+                s.first_ts = ts
+        kind = get("type")
         if kind == "assistant":
             self._assistant(rec, ts)
         elif kind == "user":
