@@ -1,9 +1,80 @@
-"""Commands of the ledger stage (being built; see the issue for this stage)."""
+"""Commands of shared rule ledgers: share, verify-ledger, adopt."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from warden.cli.common import console, print_json, safe, settings, store
+from warden.errors import WardenError
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("share")(share_command)
+    app.command("verify-ledger")(verify_command)
+    app.command("adopt")(adopt_command)
+
+
+def share_command(agent: str = typer.Option(..., "--agent"),
+                  out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json in the repo."),
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """Write the agent's active and protected rules with their evidence as a canonical ledger."""
+    from warden.ledger.service import share
+
+    s = settings()
+    with store(s).session() as session:
+        path, count = share(session, s, agent, out)
+    if as_json:
+        print_json({"path": str(path), "rules": count})
+    else:
+        console.print(f"wrote {count} rule(s) to {safe(path)}")
+
+
+def verify_command(paths: Optional[list[Path]] = typer.Argument(None, help="Default: ledgers/*.json."),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
+    """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
+    from warden.ledger.verify import verify_path
+
+    files = list(paths or [])
+    if not files:
+        root = settings().ledgers_dir
+        files = sorted(root.glob("*.json")) if root.is_dir() else []
+        if not files:
+            raise WardenError(f"no ledgers to verify in {root}")
+    results = {str(f): [str(p) for p in verify_path(f)] for f in files}
+    if as_json:
+        print_json({"ok": not any(results.values()), "files": results})
+    else:
+        for name, problems in results.items():
+            if problems:
+                for problem in problems:
+                    console.print(f"FAIL {safe(problem)}")
+            else:
+                console.print(f"ok   {safe(name)}")
+    if any(results.values()):
+        raise typer.Exit(1)
+
+
+def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified first)."),
+                  agent: Optional[str] = typer.Option(None, "--agent", help="Import for this agent instead."),
+                  dry_run: bool = typer.Option(False, "--dry-run"),
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """Import a ledger's new rules as local candidates; their foreign evidence is shown, never trusted."""
+    from warden.ledger.service import adopt
+
+    with store().session() as session:
+        report = adopt(session, path, agent=agent, dry_run=dry_run)
+        if dry_run:
+            session.rollback()
+    if as_json:
+        print_json(report.to_json())
+        return
+    verb = "would import" if dry_run else "imported"
+    console.print(f"{verb} {len(report.imported)} rule(s) as candidates for {safe(report.agent)} "
+                  "(measured locally by the next `warden select` before any can reach MEMORY.md)")
+    for item in report.imported:
+        console.print(f"  + {safe(item['body'], 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
+    for item in report.skipped:
+        console.print(f"  skipped: {safe(item['body'], 80)} — {safe(item['reason'])}")

@@ -1,0 +1,123 @@
+"""Share and adopt ledgers (I/O around the pure format and verifier).
+
+A ledger is evidence, not authority: ``adopt`` imports rules as local *candidates* only, with
+the foreign evidence kept as "claimed" (shown on the receipt, never used in a verdict).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden import __version__
+from warden.config import Settings
+from warden.distill.rule_text import find_near_duplicate, validate_rule_body, RuleTextError
+from warden.errors import UsageError
+from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
+from warden.ledger.verify import load_verified
+from warden.names import validate_agent_name
+from warden.select.compile import write_atomic
+from warden.select.memory import MemoryRule, rule_rent
+from warden.store.models import Receipt, Rule
+
+SHARED_STATES = ("active", "protected")
+MAX_EVIDENCE = 20
+
+
+def evidence_summary(receipt: Receipt) -> dict[str, Any]:
+    totals = [0, 0, 0, 0]
+    for counts in (receipt.pass_counts or {}).values():
+        totals = [a + int(b) for a, b in zip(totals, counts)]
+    n_pairs = int((receipt.method or {}).get("n_pairs")
+                  or sum(min(int(a), int(b)) for a, b in (receipt.n_per_side or {}).values()))
+    return {"kind": receipt.kind, "verdict": receipt.verdict, "estimate": receipt.estimate,
+            "interval": [receipt.ci_low, receipt.ci_high], "margin": receipt.margin, "k": receipt.k,
+            "n_pairs": n_pairs, "pass_counts": totals, "model": receipt.model, "backend": receipt.backend,
+            "suite_hash": receipt.suite_hash, "decided_at": receipt.created_at.replace(microsecond=0).isoformat() + "Z"}
+
+
+def _provenance(rule: Rule) -> dict[str, Any]:
+    digest = rule.provenance_digest or {}
+    # The digest itself may hold transcript paths and projects: share only its fingerprint.
+    out: dict[str, Any] = {"origin": rule.origin,
+                           "digest_sha256": hashlib.sha256(canonical_bytes(digest)).hexdigest() if digest else None}
+    kinds = digest.get("waste_kinds") if isinstance(digest, dict) else None
+    if isinstance(kinds, list):
+        out["waste_kinds"] = [str(k)[:60] for k in kinds[:20]]
+    return out
+
+
+def ledger_document(session: Session, agent: str) -> dict[str, Any]:
+    rules = session.scalars(select(Rule).where(Rule.agent == agent, Rule.state.in_(SHARED_STATES))
+                            .order_by(Rule.id)).all()
+    entries = []
+    for rule in rules:
+        receipts = session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id)).all()
+        entries.append({"body": rule.body, "scope": rule.scope, "state": rule.state,
+                        "rent": rule_rent(MemoryRule(rule.id, rule.body, rule.scope)),
+                        "evidence": [evidence_summary(r) for r in receipts[-MAX_EVIDENCE:]],
+                        "provenance": _provenance(rule)})
+    return build_ledger(agent, entries, __version__)
+
+
+def share(session: Session, settings: Settings, agent: str, out: Path | None = None) -> tuple[Path, int]:
+    validate_agent_name(agent)
+    doc = ledger_document(session, agent)
+    data = canonical_bytes(doc)
+    if len(data) > MAX_FILE_BYTES:
+        raise UsageError(f"ledger for {agent} would be {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
+    target = out or settings.ledgers_dir / f"{agent}.json"
+    write_atomic(target, data, target.parent)
+    return target, len(doc["rules"])
+
+
+@dataclass
+class AdoptReport:
+    path: str
+    agent: str
+    dry_run: bool
+    imported: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def adopt(session: Session, path: Path, *, agent: str | None = None, dry_run: bool = False) -> AdoptReport:
+    """Verify ``path``, then import its new rules as local candidates of ``agent``."""
+    doc = load_verified(path)
+    target = validate_agent_name(agent or doc["agent"])
+    report = AdoptReport(str(path), target, dry_run)
+    local = [(r.id, r.body) for r in session.scalars(select(Rule).where(Rule.agent == target)).all()]
+    for entry in doc["rules"]:
+        try:
+            body = validate_rule_body(entry["body"])
+        except RuleTextError as exc:  # verify passed, so this is defence in depth
+            report.skipped.append({"body": entry["body"], "reason": str(exc)})
+            continue
+        dup = find_near_duplicate(body, local)
+        if dup is not None:
+            report.skipped.append({"body": body, "reason": f"near-duplicate of local rule {dup[0]} "
+                                                           f"(similarity {dup[1]:.2f})"})
+            continue
+        claimed = {"ledger": path.name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
+                   "exported_by": doc["exported_by"], "state": entry["state"], "evidence": entry["evidence"]}
+        item = {"body": body, "scope": entry["scope"], "claimed_state": entry["state"]}
+        if not dry_run:
+            rule = Rule(agent=target, body=body, scope=entry["scope"], state="candidate", origin="adopted",
+                        rent_tokens=rule_rent(MemoryRule(0, body, entry["scope"])), claimed_evidence=claimed,
+                        provenance_digest={"adopted_from": path.name, "ledger_agent": doc["agent"],
+                                           "foreign_provenance": entry["provenance"]})
+            session.add(rule)
+            session.flush()
+            item["rule_id"] = rule.id
+            local.append((rule.id, body))
+        else:
+            local.append((-1, body))
+        report.imported.append(item)
+    return report

@@ -1,0 +1,169 @@
+"""``warden verify-ledger``: the offline, deterministic CI gate for shared ledgers.
+
+:func:`verify_bytes` is pure (no database, no clock, no network); :func:`verify_path` adds the
+file checks (regular file, size) before reading. Every problem names the file, the rule and the
+reason, so a pull-request review can act on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from warden.distill.rule_text import RuleTextError, trigram_jaccard, validate_rule_body, NEAR_DUPLICATE_JACCARD
+from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash
+from warden.sanitize import strip_controls
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    rule: str | None  # "rule 3 'Grep for…'" or None for file-level problems
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.rule}: " if self.rule else f"{self.file}: "
+        return strip_controls(where + self.reason, keep_newlines=False)
+
+
+def load_schema() -> dict[str, Any]:
+    return json.loads(resources.files("warden.ledger").joinpath("ledger.schema.json").read_text("utf-8"))
+
+
+_SCHEMA = load_schema()
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"duplicate key {dup!r}")
+    return dict(pairs)
+
+
+def _label(index: int, rule: Any) -> str:
+    body = rule.get("body") if isinstance(rule, dict) else None
+    if isinstance(body, str):
+        short = strip_controls(body, keep_newlines=False)
+        return f"rule {index + 1} {short[:50]!r}"
+    return f"rule {index + 1}"
+
+
+def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
+    """Why an active rule's recorded evidence does not support keeping it, or None."""
+    if rule["state"] == "protected":
+        return None  # human-authored: never token-evicted, evidence optional
+    # An inconclusive re-audit changes nothing; the latest decisive one must support keeping.
+    decisive = [e for e in rule["evidence"] if e["verdict"] != "inconclusive"]
+    if not decisive:
+        return "active rule has no recorded decisive evidence"
+    latest = decisive[-1]
+    if latest["verdict"] != "keep":
+        return f"active rule's latest decision is {latest['verdict']!r}, not 'keep'"
+    low, high = latest["interval"]
+    if not low <= latest["estimate"] <= high:
+        return "saving estimate lies outside its own interval"
+    if low < latest["margin"]:
+        return (f"lower bound of the saving ({low:g}) does not clear the margin ({latest['margin']:g}) "
+                "— the evidence does not support keeping")
+    if latest["margin"] < latest["k"] * rule["rent"] - 1e-6:
+        return f"margin {latest['margin']:g} is below k × rent = {latest['k'] * rule['rent']:g}"
+    if latest["n_pairs"] < 1:
+        return "keep decision rests on no paired runs"
+    ref_pass, ref_n, rule_pass, rule_n = latest["pass_counts"]
+    if ref_pass > ref_n or rule_pass > rule_n:
+        return "pass counts exceed run counts"
+    if ref_n and rule_n and rule_pass / rule_n < ref_pass / ref_n - 1e-9 and rule_pass < rule_n:
+        return "the rule completes fewer tasks than the reference (a completion drop)"
+    return None
+
+
+def verify_bytes(data: bytes, name: str) -> list[Problem]:
+    """Every problem of one ledger file's bytes (empty list = it passes)."""
+    problems: list[Problem] = []
+    if len(data) > MAX_FILE_BYTES:
+        return [Problem(name, None, f"file is {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [Problem(name, None, f"not UTF-8 ({exc.reason} at byte {exc.start})")]
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as exc:
+        return [Problem(name, None, f"invalid JSON: {exc}")]
+    if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and len(doc["rules"]) > MAX_RULES:
+        return [Problem(name, None, f"{len(doc['rules'])} rules, over the limit of {MAX_RULES}")]
+    validator = jsonschema.Draft202012Validator(_SCHEMA)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    for error in errors[:10]:
+        path = list(error.absolute_path)
+        rule = _label(path[1], doc["rules"][path[1]]) if len(path) >= 2 and path[0] == "rules" else None
+        where = "/".join(str(p) for p in path[2:] if rule) if rule else "/".join(str(p) for p in path)
+        problems.append(Problem(name, rule, f"schema: {where + ': ' if where else ''}{error.message[:200]}"))
+    if problems:
+        return problems
+    rules: list[dict[str, Any]] = doc["rules"]
+    seen: list[tuple[str, str]] = []
+    for index, rule in enumerate(rules):
+        label = _label(index, rule)
+        try:
+            body = validate_rule_body(rule["body"])
+            if body != rule["body"]:
+                problems.append(Problem(name, label, "body is not in canonical form (NFC, trimmed)"))
+        except RuleTextError as exc:
+            problems.append(Problem(name, label, f"rule body rejected: {exc}"))
+            body = str(rule["body"])
+        if rule_hash(rule) != rule["sha256"]:
+            problems.append(Problem(name, label, "sha256 does not match the rule's content (edited after export?)"))
+        for other_label, other_body in seen:
+            similarity = trigram_jaccard(body, other_body)
+            if body == other_body or similarity > NEAR_DUPLICATE_JACCARD:
+                problems.append(Problem(name, label, f"duplicate of {other_label} (similarity {similarity:.2f})"))
+                break
+        seen.append((label, body))
+        why = evidence_supports_keeping(rule)
+        if why:
+            problems.append(Problem(name, label, why))
+    if rules_hash(rules) != doc["rules_sha256"]:
+        problems.append(Problem(name, None, "rules_sha256 does not match the rule list (a rule added, removed, "
+                                            "reordered or edited)"))
+    if not problems and canonical_bytes(doc) != data:
+        problems.append(Problem(name, None, "file is not in canonical form (keys, order or whitespace changed); "
+                                            "re-export it with `warden share`"))
+    return problems
+
+
+def verify_path(path: Path) -> list[Problem]:
+    name = str(path)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return [Problem(name, None, f"cannot read: {exc.strerror}")]
+    if not stat.S_ISREG(st.st_mode):
+        return [Problem(name, None, "not a regular file")]
+    if st.st_size > MAX_FILE_BYTES:
+        return [Problem(name, None, f"file is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")]
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        return [Problem(name, None, f"cannot read: {exc.strerror}")]
+    return verify_bytes(data, name)
+
+
+def load_verified(path: Path) -> dict[str, Any]:
+    """The ledger document, or a UsageError listing what is wrong with it."""
+    from warden.errors import UsageError
+
+    problems = verify_path(path)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"ledger rejected: {problems[0]}{more}")
+    return json.loads(path.read_bytes().decode("utf-8"))
