@@ -129,3 +129,18 @@ def test_targeted_test_command_classification() -> None:
 
 def test_empty_run_has_no_findings() -> None:
     assert d.detect_waste(parse([])) == []
+
+
+def test_result_sizes_are_measured_whatever_the_key_order() -> None:
+    """The sim writes ``toolUseResult`` before ``type``/``timestamp``; sizes must still count."""
+    import json
+
+    from warden.ingest.parser import parse_bytes
+
+    call = {"type": "assistant", "timestamp": "2026-01-01T00:00:01Z", "requestId": "r1",
+            "message": {"id": "m1", "model": "sim-naive-1", "role": "assistant", "usage": {"output_tokens": 9},
+                        "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}}]}}
+    result = {"message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x" * 500}]},
+              "toolUseResult": {"stdout": "x" * 500}, "type": "user", "timestamp": "2026-01-01T00:00:02Z"}
+    run = parse_bytes((json.dumps(call) + "\n" + json.dumps(result, separators=(",", ":")) + "\n").encode())
+    assert run.tool_calls[0].result_bytes == 500

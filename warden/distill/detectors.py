@@ -47,7 +47,7 @@ TARGETED_TEST_OUTPUT_BYTES = 800  # a one-file test run's output when the sessio
 MAX_TARGETED_EDIT_FILES = 3  # changes to at most this many files: a targeted test run suffices
 VERBOSE_TURN_CHARS = 1_200  # narration between tool calls longer than this is verbose
 BRIEF_REPLY_CHARS = 200  # what a brief one-line status would have been
-OVERSIZED_WRITE_BYTES = 4_000  # rewriting an existing file this large instead of editing it
+OVERSIZED_WRITE_BYTES = 1_000  # rewriting an existing file this large instead of editing it
 EDIT_CONTEXT_BYTES = 200  # old_string context an exact-replacement edit carries anyway
 MAX_EVIDENCE = 25  # evidence items kept per finding (the count says how many there were)
 
