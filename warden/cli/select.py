@@ -209,7 +209,7 @@ def plan_command(agent: str = typer.Option(..., "--agent"), budget: Optional[int
     if as_json:
         print_json(plan)
         return
-    console.print(f"[bold]{safe(agent)}[/]: reference cost {_fmt(plan["reference_cost"])} weighted tokens per run "
+    console.print(f"[bold]{safe(agent)}[/]: reference cost {_fmt(plan['reference_cost'])} weighted tokens per run "
                   f"({plan['basis']}); budget {_fmt(plan['budget'])}")
     for r in plan["rules"]:
         fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
