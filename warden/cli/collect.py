@@ -33,6 +33,8 @@ def collect(
     paths: Optional[list[Path]] = typer.Argument(None, help="Transcript files or directories "
                                                  "(default: $CLAUDE_CONFIG_DIR/projects)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, max=64,
+                                       help="Parser processes (default: up to 4 for a large backlog, else 1)."),
 ) -> None:
     """Ingest Claude Code transcripts into the session ledger (incremental, idempotent)."""
     from warden.ingest.collector import collect_paths
@@ -41,7 +43,7 @@ def collect(
     st = store(s)
     try:
         show = not as_json and console.is_terminal
-        summary = collect_paths(s, paths or None, store=st,
+        summary = collect_paths(s, paths or None, store=st, jobs=jobs,
                                 progress=(lambda n, total: console.print(f"\r{n}/{total} files", end=""))
                                 if show else None)
         if show:

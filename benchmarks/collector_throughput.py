@@ -1,0 +1,285 @@
+"""Collector throughput: parse-only and full-ingest MB/s, peak memory, and ccusage in the same run.
+
+Builds a large, realistic corpus — the real transcripts of ``../shared/corpus/claude-home``
+cloned with fresh unique ids (session, agent, message, request, tool-use ids), so every dedupe
+map really grows — in a temp dir, then measures, each in its own process:
+
+- parse-only: read + parse every transcript (no database), with 1 and with N parser processes;
+- full ingest: ``warden collect`` of the whole tree into a fresh SQLite database (everything the
+  ledger records: usage dedupe, tool statistics, trace digests, offsets), whole-process time;
+- peak memory (ru_maxrss of the measured process and its children), at half and full corpus size,
+  to show it is flat in corpus size;
+- ccusage 19.0.3's whole-process time on the same tree (``bun node_modules/ccusage/dist/index.js
+  session --json --offline``), installed with ``npm install bun ccusage@19.0.3`` into
+  ``benchmarks/.work/ccusage`` (gitignored). If npm/bun cannot be installed, that is reported.
+
+    .venv/bin/python benchmarks/collector_throughput.py [--size-mb 200] [--jobs 2] [--keep]
+
+Targets (issue 2): parse ≥ 250 MB/s on a 2-core machine; full ingest no slower than ccusage;
+memory flat in corpus size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus" / "claude-home"
+WORK = REPO / "benchmarks" / ".work"
+CCUSAGE_DIR = WORK / "ccusage"
+UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+IDS = re.compile(rb'"(msg_|req_|toolu_)([A-Za-z0-9]+)"')
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+def _agent_ids(src: Path) -> set[str]:
+    ids = set()
+    for path in src.rglob("agent-*.jsonl"):
+        ids.add(path.stem[len("agent-"):])
+    return ids
+
+
+def build_corpus(dest: Path, size_mb: float) -> tuple[int, int]:
+    """Clone the real corpus into ``dest/projects`` until it holds ``size_mb``; (bytes, files)."""
+    files = sorted((CORPUS / "projects").rglob("*.jsonl"))
+    sources = [(f.relative_to(CORPUS / "projects"), f.read_bytes()) for f in files]
+    agents = sorted(_agent_ids(CORPUS), key=len, reverse=True)
+    agent_re = re.compile(("|".join(re.escape(a) for a in agents)).encode()) if agents else None
+    total = count = 0
+    clone = 0
+    target = size_mb * 1e6
+    while total < target:
+        clone += 1
+        tag = f"{clone:06x}"
+
+        def fresh_uuid(m: re.Match[bytes]) -> bytes:
+            return tag.encode() + m.group(0)[6:]  # same shape, unique per clone
+
+        def fresh_id(m: re.Match[bytes]) -> bytes:
+            return b'"' + m.group(1) + b"c" + tag.encode() + m.group(2) + b'"'
+
+        def fresh_agent(m: re.Match[bytes]) -> bytes:
+            return m.group(0) + b"c" + tag.encode()
+
+        for rel, data in sources:
+            out = UUID.sub(fresh_uuid, data)
+            out = IDS.sub(fresh_id, out)
+            if agent_re is not None:
+                out = agent_re.sub(fresh_agent, out)
+            rel_s = UUID.sub(fresh_uuid, str(rel).encode()).decode()
+            if agent_re is not None:
+                rel_s = agent_re.sub(fresh_agent, rel_s.encode()).decode()
+            path = dest / "projects" / rel_s
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(out)
+            total += len(out)
+            count += 1
+    return total, count
+
+
+def link_half(full: Path, half: Path) -> tuple[int, int]:
+    """Hard-link the first half of the clones (by clone tag) into ``half``: a corpus half the size."""
+    files = sorted(full.rglob("*.jsonl"))
+    chosen = files[: len(files) // 2]
+    total = 0
+    for path in chosen:
+        dest = half / path.relative_to(full)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, dest)
+        total += path.stat().st_size
+    return total, len(chosen)
+
+
+# ----------------------------------------------------------------------------- measured children
+
+PARSE_CHILD = r"""
+import json, os, resource, sys, time
+from concurrent.futures import ProcessPoolExecutor
+sys.path.insert(0, sys.argv[3])
+from warden.ingest.collector import parse_file
+
+def one(path):
+    run, state, end = parse_file(path)
+    return end, len(run.turns), len(run.tool_calls)
+
+root, jobs = sys.argv[1], int(sys.argv[2])
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".jsonl"))
+t = time.perf_counter()
+if jobs > 1:
+    with ProcessPoolExecutor(jobs) as pool:
+        results = list(pool.map(one, files, chunksize=4))
+else:
+    results = [one(f) for f in files]
+elapsed = time.perf_counter() - t
+rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(json.dumps({"seconds": elapsed, "bytes": sum(r[0] for r in results), "turns": sum(r[1] for r in results),
+                  "tool_calls": sum(r[2] for r in results), "peak_rss_kb": rss}))
+"""
+
+
+def measure_parse(root: Path, jobs: int) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PARSE_CHILD, str(root), str(jobs), str(REPO)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False) -> dict:
+    """Whole-process ``warden collect`` into a fresh SQLite database: the ledger alone, or with
+    the later stages' post-ingest steps (checkpoint capture, distill queueing) too."""
+    env = {**os.environ, "WARDEN_HOME": str(home), "CLAUDE_CONFIG_DIR": str(root)}
+    t = time.perf_counter()
+    # What `warden collect --json --jobs N` runs, without importing every other command group.
+    code = ("import json, resource, sys; from warden.config import load_settings; "
+            "from warden.ingest.collector import collect_paths; "
+            "s = collect_paths(load_settings(), [sys.argv[1]], jobs=int(sys.argv[2]), post_ingest=sys.argv[3] == '1'); "
+            "print(json.dumps(s.to_json())); "
+            "r = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+            "print('RSS', r, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, str(root / "projects"), str(jobs), "1" if post_ingest else "0"],
+                          capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"warden collect failed: {proc.stderr.strip()}")
+    summary = json.loads(proc.stdout)
+    rss = int(next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("RSS")))
+    db = home / "warden.db"
+    return {"seconds": elapsed, "bytes": summary["bytes_read"], "runs": summary["runs_updated"],
+            "usage_messages": summary["usage_messages"], "peak_rss_kb": rss,
+            "db_mb": db.stat().st_size / 1e6 if db.exists() else 0.0}
+
+
+# ----------------------------------------------------------------------------- ccusage
+
+
+def ensure_ccusage() -> tuple[Path, Path] | str:
+    """(bun, ccusage entry) installed under benchmarks/.work/ccusage, or why not."""
+    bun = CCUSAGE_DIR / "node_modules" / ".bin" / "bun"
+    entry = CCUSAGE_DIR / "node_modules" / "ccusage" / "dist" / "index.js"
+    if bun.exists() and entry.exists():
+        return bun, entry
+    if shutil.which("npm") is None:
+        return "npm not found: install Node.js/npm to compare with ccusage"
+    CCUSAGE_DIR.mkdir(parents=True, exist_ok=True)
+    if not (CCUSAGE_DIR / "package.json").exists():
+        (CCUSAGE_DIR / "package.json").write_text('{"name": "warden-bench-ccusage", "private": true}\n')
+    proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "bun", "ccusage@19.0.3"], cwd=CCUSAGE_DIR,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 or not (bun.exists() and entry.exists()):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+        return f"npm install bun ccusage@19.0.3 failed: {tail[0]}"
+    return bun, entry
+
+
+def measure_ccusage(root: Path, bun: Path, entry: Path) -> dict:
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(root)}
+    t = time.perf_counter()
+    proc = subprocess.run([str(bun), str(entry), "session", "--json", "--offline"], capture_output=True, env=env,
+                          cwd=CCUSAGE_DIR)
+    elapsed = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.decode(errors="replace").strip()[:300])
+    sessions = len(json.loads(proc.stdout).get("session", []))
+    return {"seconds": elapsed, "sessions": sessions}
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=float, default=200.0)
+    ap.add_argument("--jobs", type=int, default=max(1, min(4, len(os.sched_getaffinity(0)))))
+    ap.add_argument("--keep", action="store_true", help="keep the generated corpus")
+    ap.add_argument("--no-ccusage", action="store_true")
+    ap.add_argument("--ledger-only", action="store_true", help="skip the run with post-ingest steps")
+    args = ap.parse_args()
+    if not CORPUS.is_dir():
+        print(f"corpus not found: {CORPUS}", file=sys.stderr)
+        return 1
+    WORK.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="collector-bench-", dir=WORK))
+    try:
+        t = time.perf_counter()
+        half_root, full_root = tmp / "half", tmp / "full"
+        full_bytes, full_files = build_corpus(full_root, args.size_mb)
+        half_bytes, half_files = link_half(full_root, half_root)
+        print(f"corpus: {full_bytes / 1e6:.0f} MB in {full_files} files (and a half-size copy, "
+              f"{half_bytes / 1e6:.0f} MB), built in {time.perf_counter() - t:.1f}s; "
+              f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}")
+        results: dict = {"corpus_mb": full_bytes / 1e6, "files": full_files, "cpus": len(os.sched_getaffinity(0)),
+                         "load_average_1m": os.getloadavg()[0]}
+
+        for path in full_root.rglob("*.jsonl"):  # warm the page cache: measure parsing, not the disk
+            path.read_bytes()
+
+        p1 = measure_parse(full_root, 1)
+        pn = measure_parse(full_root, args.jobs)
+        results["parse_1_proc_mb_s"] = p1["bytes"] / 1e6 / p1["seconds"]
+        results[f"parse_{args.jobs}_procs_mb_s"] = pn["bytes"] / 1e6 / pn["seconds"]
+        print(f"parse-only, 1 process:   {results['parse_1_proc_mb_s']:7.1f} MB/s  "
+              f"({p1['seconds']:.2f}s, peak RSS {p1['peak_rss_kb'] / 1024:.0f} MB)")
+        print(f"parse-only, {args.jobs} processes: {results[f'parse_{args.jobs}_procs_mb_s']:7.1f} MB/s  "
+              f"({pn['seconds']:.2f}s; {pn['turns']} API responses, {pn['tool_calls']} tool calls)")
+
+        ingest_half = measure_ingest(half_root, tmp / "home-half", args.jobs)
+        ingest = measure_ingest(full_root, tmp / "home-full", args.jobs)
+        results["ingest_mb_s"] = ingest["bytes"] / 1e6 / ingest["seconds"]
+        results["ingest_seconds"] = ingest["seconds"]
+        results["ingest_peak_rss_mb"] = ingest["peak_rss_kb"] / 1024
+        results["ingest_half_peak_rss_mb"] = ingest_half["peak_rss_kb"] / 1024
+        print(f"full ingest, ledger (warden collect, whole process): {results['ingest_mb_s']:6.1f} MB/s  "
+              f"({ingest['seconds']:.2f}s, {ingest['runs']} runs, {ingest['usage_messages']} API responses, "
+              f"db {ingest['db_mb']:.0f} MB)")
+        if not args.ledger_only:
+            pipeline = measure_ingest(full_root, tmp / "home-pipeline", args.jobs, post_ingest=True)
+            results["ingest_with_post_steps_mb_s"] = pipeline["bytes"] / 1e6 / pipeline["seconds"]
+            print(f"full ingest + post-ingest steps (checkpoints, distill queue): "
+                  f"{results['ingest_with_post_steps_mb_s']:6.1f} MB/s ({pipeline['seconds']:.2f}s)")
+        print(f"peak RSS: {results['ingest_half_peak_rss_mb']:.0f} MB at {half_bytes / 1e6:.0f} MB corpus, "
+              f"{results['ingest_peak_rss_mb']:.0f} MB at {full_bytes / 1e6:.0f} MB corpus")
+
+        if args.no_ccusage:
+            print("ccusage: skipped (--no-ccusage)")
+        else:
+            found = ensure_ccusage()
+            if isinstance(found, str):
+                results["ccusage"] = found
+                print(f"ccusage: NOT MEASURED — {found}")
+            else:
+                try:
+                    cc = measure_ccusage(full_root, *found)
+                except (RuntimeError, OSError, ValueError) as exc:
+                    results["ccusage"] = f"failed: {exc}"
+                    print(f"ccusage: NOT MEASURED — it failed: {exc}")
+                else:
+                    results["ccusage_seconds"] = cc["seconds"]
+                    results["ccusage_mb_s"] = full_bytes / 1e6 / cc["seconds"]
+                    results["ingest_vs_ccusage"] = cc["seconds"] / ingest["seconds"]
+                    print(f"ccusage 19.0.3 (bun, whole process): {results['ccusage_mb_s']:6.1f} MB/s "
+                          f"({cc['seconds']:.2f}s, {cc['sessions']} sessions)")
+                    print(f"full ingest speed / ccusage speed = {results['ingest_vs_ccusage']:.2f} "
+                          f"(target ≥ 1.0)")
+        best_parse = max(results["parse_1_proc_mb_s"], results[f"parse_{args.jobs}_procs_mb_s"])
+        print(f"targets: parse ≥ 250 MB/s: {'met' if best_parse >= 250 else 'NOT met'} ({best_parse:.0f}); "
+              f"memory flat: {'yes' if results['ingest_peak_rss_mb'] < 1.5 * results['ingest_half_peak_rss_mb'] else 'NO'}")
+        print(json.dumps(results, indent=2))
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
