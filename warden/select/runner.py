@@ -27,7 +27,10 @@ Contract for implementers:
   plain token total shown beside it;
 * an API error, timeout or quota failure is ``outcome="infra_error"`` — never a task failure. The
   selector drops such runs from the statistics and aborts when a round is mostly infra errors;
-* a run must not raise for an agent failure; raising is reserved for the runner being unusable.
+* a run must not raise for an agent failure; raising is reserved for the runner being unusable;
+* a runner may serve a slot from a stored run (a reference run of the same ruleset version,
+  model, backend and suite hash within the freshness window) and mark it ``reused=True``: the
+  selector then does not count its tokens as spent by this decision.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ def config_key(config: Config) -> str:
     an opaque string config is returned as is. Matches ``BenchRun.config_key``."""
     if isinstance(config, str):
         return config
+    if not config:
+        return ""
     return ",".join(str(i) for i in sorted(config))
 
 
@@ -78,6 +83,7 @@ class RunRecord:
     completed: bool
     outcome: str = COMPLETED
     run_id: int | str | None = None  # the BenchRun id, for receipts and resume
+    reused: bool = False  # served from earlier runs (shared reference): not spent again
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

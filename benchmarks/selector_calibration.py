@@ -1,0 +1,293 @@
+"""Selector calibration: warden's decision core vs the fixed anchor policy, same draws.
+
+Drives the real decision core (``warden.select.decision.decide_rule``) through the suite-runner
+protocol with a synthetic runner of known truth (``warden.select.runner.SyntheticRunner``):
+per suite 8–16 tasks with mean costs log-uniform over 30k–300k weighted tokens, log-normal run
+noise with CV 25%, 12% of runs derailed ×1.8, a rule rent of 30–60 tokens (margin k×rent ≈
+0.05–0.2% of a run). True relative savings 0, 2, 5, 10, 20%, a harmful −5% rule, and a rule that
+saves 5% but breaks one task (its check fails with the rule).
+
+In the same run, on the same draws (the k-th run of a task under a configuration is the same
+number for both policies), a faithful re-implementation of the anchor's fixed policy
+(DESIGN.md §4): 3 runs per side per task, unpaired, the baseline re-run on every decision; keep
+iff saving ≥ margin + 2·SE with the within-task SE; when the saving is within 2·SE of that
+line, one Neyman top-up (another 3 runs per task per side, allocated across tasks ∝ their
+within-task SD); evict when still uncertain.
+
+Re-audits: a rule truly saving 5% starts active and is re-audited on 12 nights. Two strikes:
+a miss puts it on probation, a second consecutive miss evicts, a pass clears probation. Ours
+pools the rule's evidence across nights; the anchor re-decides from scratch every night (a miss
+= not kept).
+
+Usage: python benchmarks/selector_calibration.py [--decisions N] [--seed S] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence,  # noqa: E402
+                                    InfraAbort, Verdict, decide_rule)
+from warden.select.runner import (SyntheticRunner, SyntheticTask, config_key,  # noqa: E402
+                                  log_uniform_tasks, run_config)
+
+REFERENCE = "active"
+RULE = "active+rule"
+K = 2.0
+# (label, true relative saving, breaks a task)
+SCENARIOS: list[tuple[str, float, bool]] = [
+    ("0%", 0.0, False), ("2%", 0.02, False), ("5%", 0.05, False), ("10%", 0.10, False),
+    ("20%", 0.20, False), ("-5% (harmful)", -0.05, False), ("breaks a task", 0.05, True),
+]
+DEAD = ("0%", "-5% (harmful)")
+# The design tuned with this benchmark (DecisionParams defaults + these budgets).
+ADMISSION_BUDGET = 30_000_000  # weighted tokens per admission decision (~11 paired suite passes)
+REAUDIT_BUDGET = 5_000_000  # weighted tokens per nightly re-audit (~2 paired suite passes)
+NIGHTS = 12
+
+
+def make_suite(seed: int) -> tuple[list[SyntheticTask], float]:
+    rng = np.random.default_rng([seed, 1])
+    count = int(rng.integers(8, 17))
+    return log_uniform_tasks(rng, count), float(rng.uniform(30, 60))
+
+
+def make_runner(tasks: list[SyntheticTask], saving: float, breaks: bool, seed: int) -> SyntheticRunner:
+    broken = {RULE: frozenset({tasks[-1].task_id})} if breaks else {}
+    return SyntheticRunner(tasks, savings={RULE: saving}, broken_tasks=broken, seed=seed)
+
+
+# ---------------------------------------------------------------------------------- anchor policy
+def anchor_decide(runner: SyntheticRunner, task_ids: list[str], rent: float) -> str:
+    """The fixed policy we are out to beat; returns keep | evict | regression."""
+    ref = run_config(runner, REFERENCE, task_ids, 3)
+    rule = run_config(runner, RULE, task_ids, 3)
+    margin = K * rent
+
+    def by_task(records):
+        out: dict[str, list] = {t: [] for t in task_ids}
+        for r in records:
+            out[r.task_id].append(r)
+        return out
+
+    def regression(ref_t, rule_t) -> bool:
+        return any(all(r.completed for r in ref_t[t]) and not all(r.completed for r in rule_t[t])
+                   for t in task_ids)
+
+    def saving_and_se(ref_t, rule_t) -> tuple[float, float]:
+        diffs, var = 0.0, 0.0
+        for t in task_ids:
+            a = np.array([r.weighted_tokens for r in ref_t[t]])
+            b = np.array([r.weighted_tokens for r in rule_t[t]])
+            diffs += a.mean() - b.mean()
+            var += a.var(ddof=1) / a.size + b.var(ddof=1) / b.size
+        n = len(task_ids)
+        return diffs / n, math.sqrt(var) / n
+
+    ref_t, rule_t = by_task(ref), by_task(rule)
+    if regression(ref_t, rule_t):
+        return "regression"
+    saving, se = saving_and_se(ref_t, rule_t)
+    if saving >= margin + 2 * se:
+        return "keep"
+    if saving < margin - 2 * se:
+        return "evict"
+    # One Neyman top-up: 3 more runs per task per side, allocated ∝ within-task SD.
+    extra = 3 * len(task_ids)
+    for config, groups in ((REFERENCE, ref_t), (RULE, rule_t)):
+        sds = np.array([np.std([r.weighted_tokens for r in groups[t]], ddof=1) for t in task_ids])
+        shares = sds / sds.sum() if sds.sum() > 0 else np.full(len(task_ids), 1 / len(task_ids))
+        counts = np.floor(shares * extra).astype(int)
+        for i in np.argsort(-(shares * extra - counts))[: extra - counts.sum()]:
+            counts[i] += 1
+        for t, c in zip(task_ids, counts):
+            if c:
+                groups[t].extend(run_config(runner, config, [t], int(c), first_round=len(groups[t])))
+    if regression(ref_t, rule_t):
+        return "regression"
+    saving, se = saving_and_se(ref_t, rule_t)
+    return "keep" if saving >= margin + 2 * se else "evict"
+
+
+# ------------------------------------------------------------------------------------- one trial
+def admission_trial(args: tuple[int, int, DecisionParams, float]) -> dict:
+    scenario, seed, params, budget = args
+    label, saving, breaks = SCENARIOS[scenario]
+    tasks, rent = make_suite(seed)
+    ids = [t.task_id for t in tasks]
+    ours_runner = make_runner(tasks, saving, breaks, seed)
+    result = decide_rule(ours_runner, REFERENCE, RULE, ids, rent, params, budget_tokens=budget)
+    anchor_runner = make_runner(tasks, saving, breaks, seed)
+    anchor = anchor_decide(anchor_runner, ids, rent)
+    return {"scenario": label, "ours": result.decision.verdict.value, "ours_tokens": ours_runner.tokens_spent,
+            "anchor": anchor, "anchor_tokens": anchor_runner.tokens_spent}
+
+
+def reaudit_trial(args: tuple[int, DecisionParams, float]) -> dict:
+    """A truly-5% rule, active, re-audited nightly; the night it is evicted (or None)."""
+    seed, params, budget = args
+    tasks, rent = make_suite(seed + 1_000_003)
+    ids = [t.task_id for t in tasks]
+    out: dict = {}
+    runner = make_runner(tasks, 0.05, False, seed)
+    evidence: Evidence | None = None
+    strikes, evicted, tokens = 0, None, 0.0
+    for night in range(1, NIGHTS + 1):
+        before = runner.tokens_spent
+        try:
+            result = decide_rule(runner, REFERENCE, RULE, ids, rent, params, budget_tokens=budget,
+                                 prior_evidence=evidence, kind=REAUDIT)
+        except InfraAbort:
+            continue
+        tokens += runner.tokens_spent - before
+        evidence = result.evidence
+        verdict = result.decision.verdict
+        if verdict is Verdict.REGRESSION:
+            evicted = night
+            break
+        if verdict is Verdict.REFUTE:
+            strikes += 1
+            if strikes >= 2:
+                evicted = night
+                break
+        elif verdict is Verdict.KEEP:
+            strikes = 0
+    out["ours_evicted_night"], out["ours_tokens_per_night"] = evicted, tokens / NIGHTS
+    anchor_runner = make_runner(tasks, 0.05, False, seed)
+    strikes, evicted = 0, None
+    for night in range(1, NIGHTS + 1):
+        verdict = anchor_decide(anchor_runner, ids, rent)
+        if verdict == "keep":
+            strikes = 0
+            continue
+        strikes += 1
+        if verdict == "regression" or strikes >= 2:
+            evicted = night
+            break
+    out["anchor_evicted_night"] = evicted
+    out["anchor_tokens_per_night"] = anchor_runner.tokens_spent / NIGHTS
+    return out
+
+
+# ------------------------------------------------------------------------------------- reporting
+def summarize(admissions: list[dict], reaudits: list[dict]) -> dict:
+    table: dict = {"ours": {}, "anchor": {}}
+    for policy in ("ours", "anchor"):
+        for label, _, _ in SCENARIOS:
+            rows = [r for r in admissions if r["scenario"] == label]
+            verdicts = [r[policy] for r in rows]
+            n = len(rows)
+            table[policy][label] = {
+                "n": n,
+                "keep_rate": verdicts.count("keep") / n,
+                "refute_rate": (verdicts.count("refute") + verdicts.count("evict")) / n,
+                "inconclusive_rate": verdicts.count("inconclusive") / n,
+                "regression_rate": verdicts.count("regression") / n,
+                "mean_tokens": float(np.mean([r[f"{policy}_tokens"] for r in rows])),
+            }
+        all_tokens = [r[f"{policy}_tokens"] for r in admissions]
+        dead_tokens = [r[f"{policy}_tokens"] for r in admissions if r["scenario"] in DEAD]
+        evicted = [r[f"{policy}_evicted_night"] for r in reaudits]
+        table[policy]["_overall"] = {
+            "mean_tokens": float(np.mean(all_tokens)),
+            "dead_mean_tokens": float(np.mean(dead_tokens)),
+            "inconclusive_rate": float(np.mean([r[policy] == "inconclusive" for r in admissions])),
+            "reaudit_5pct_evicted_within_12": float(np.mean([e is not None for e in evicted])),
+            "reaudit_tokens_per_night": float(np.mean([r[f"{policy}_tokens_per_night"] for r in reaudits])),
+        }
+    o, a = table["ours"], table["anchor"]
+    table["targets"] = {
+        "false_keep_at_0_le_5pct": o["0%"]["keep_rate"] <= 0.05,
+        "power_at_20_ge_0.9": o["20%"]["keep_rate"] >= 0.9,
+        "power_at_10_ge_2x_anchor": o["10%"]["keep_rate"] >= 2 * a["10%"]["keep_rate"],
+        "tokens_le_anchor": o["_overall"]["mean_tokens"] <= a["_overall"]["mean_tokens"],
+        "dead_tokens_le_0.75x_anchor": o["_overall"]["dead_mean_tokens"] <= 0.75 * a["_overall"]["dead_mean_tokens"],
+        "reaudit_5pct_eviction_le_15pct": o["_overall"]["reaudit_5pct_evicted_within_12"] <= 0.15,
+        "regression_always_evicted": o["breaks a task"]["regression_rate"] == 1.0,
+    }
+    return table
+
+
+def render(table: dict) -> str:
+    lines = []
+    header = f"{'true saving':<15}" + "".join(
+        f"{p + ' ' + c:>15}" for p in ("ours", "anchor") for c in ("keep", "inconcl.", "Mtok/dec"))
+    lines.append(header)
+    for label, _, _ in SCENARIOS:
+        cells = []
+        for policy in ("ours", "anchor"):
+            row = table[policy][label]
+            keep = row["keep_rate"] if label != "breaks a task" else 1 - row["regression_rate"]
+            cells += [f"{keep:>15.3f}", f"{row['inconclusive_rate']:>15.3f}", f"{row['mean_tokens'] / 1e6:>15.2f}"]
+        lines.append(f"{label:<15}" + "".join(cells))
+    lines.append("('breaks a task' row: share NOT evicted as a regression)")
+    for policy in ("ours", "anchor"):
+        o = table[policy]["_overall"]
+        lines.append(f"{policy:>6}: mean Mtok/decision {o['mean_tokens'] / 1e6:.2f}, on dead rules "
+                     f"{o['dead_mean_tokens'] / 1e6:.2f}; inconclusive {o['inconclusive_rate']:.3f}; "
+                     f"5% rule evicted within {NIGHTS} re-audits {o['reaudit_5pct_evicted_within_12']:.3f} "
+                     f"({o['reaudit_tokens_per_night'] / 1e6:.2f} Mtok/night)")
+    ratio = table["ours"]["_overall"]["mean_tokens"] / table["anchor"]["_overall"]["mean_tokens"]
+    dead = table["ours"]["_overall"]["dead_mean_tokens"] / table["anchor"]["_overall"]["dead_mean_tokens"]
+    lines.append(f"tokens ours/anchor: {ratio:.2f} overall, {dead:.2f} on dead rules")
+    for name, ok in table["targets"].items():
+        lines.append(f"  [{'PASS' if ok else 'FAIL'}] {name}")
+    return "\n".join(lines)
+
+
+def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget: float,
+        reaudit_budget: float, workers: int) -> dict:
+    admission_jobs = [(s, seed * 1_000_000 + i, params, budget)
+                      for s in range(len(SCENARIOS)) for i in range(decisions)]
+    reaudit_jobs = [(seed * 1_000_000 + 500_000 + i, params, reaudit_budget) for i in range(reaudits)]
+    if workers > 1:
+        with multiprocessing.Pool(workers) as pool:
+            admissions = pool.map(admission_trial, admission_jobs, chunksize=16)
+            audits = pool.map(reaudit_trial, reaudit_jobs, chunksize=4)
+    else:
+        admissions = [admission_trial(j) for j in admission_jobs]
+        audits = [reaudit_trial(j) for j in reaudit_jobs]
+    table = summarize(admissions, audits)
+    table["config"] = {"decisions_per_scenario": decisions, "reaudit_lifecycles": reaudits, "seed": seed,
+                       "admission_budget_tokens": budget, "reaudit_budget_tokens": reaudit_budget,
+                       "params": asdict(params), "tasks_per_suite": "8-16",
+                       "task_cost_range": [30_000, 300_000], "cv": 0.25, "derail": [0.12, 1.8],
+                       "rent": [30, 60], "k": K}
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--decisions", type=int, default=500, help="admission decisions per scenario")
+    parser.add_argument("--reaudits", type=int, default=300, help="12-night re-audit lifecycles")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=ADMISSION_BUDGET)
+    parser.add_argument("--reaudit-budget", type=float, default=REAUDIT_BUDGET)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", metavar="PATH", help="also write the table as JSON")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    table = run(args.decisions, args.seed, args.reaudits, DecisionParams(), args.budget,
+                args.reaudit_budget, args.workers)
+    table["config"]["seconds"] = round(time.perf_counter() - started, 1)
+    print(render(table))
+    print(f"({len(SCENARIOS) * args.decisions} admission decisions per policy, {args.reaudits} re-audit "
+          f"lifecycles, {table['config']['seconds']} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return 0 if all(table["targets"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""Decision core: verdicts, regressions, budget, allocation, pooling, infra aborts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from warden.config import load_settings
+from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort, Verdict,
+                                    decide, decide_rule)
+from warden.select.runner import (PairRequest, RunRecord, SuiteRunner, SyntheticRunner, SyntheticTask,
+                                  config_key, log_uniform_tasks)
+
+REF, RULE = frozenset({1, 2}), frozenset({1, 2, 7})
+
+
+def _runner(saving: float, seed: int = 0, tasks: list[SyntheticTask] | None = None, **kw) -> SyntheticRunner:
+    tasks = tasks or log_uniform_tasks(np.random.default_rng(seed), 10)
+    return SyntheticRunner(tasks, savings={config_key(RULE): saving}, seed=seed, **kw)
+
+
+def _ids(runner: SyntheticRunner) -> list[str]:
+    return [t.task_id for t in runner.tasks]
+
+
+def test_synthetic_runner_implements_the_protocol_and_pairs_by_round() -> None:
+    runner = _runner(0.2)
+    assert isinstance(runner, SuiteRunner)
+    records = runner.run([REF, RULE], [PairRequest("golden-01", 4)])
+    assert {(config_key(r.config), r.round_index) for r in records} == {("1,2", 4), ("1,2,7", 4)}
+    assert config_key(frozenset()) == "" and config_key("opaque") == "opaque"
+    with pytest.raises(ValueError):
+        RunRecord("t", REF, 0, 1.0, 1, True, outcome="exploded")
+
+
+def test_a_strong_rule_is_kept_with_its_evidence() -> None:
+    runner = _runner(0.30, seed=4)
+    result = decide_rule(runner, REF, RULE, _ids(runner), rent_tokens=40)
+    d = result.decision
+    assert d.verdict is Verdict.KEEP
+    assert d.interval[0] > d.margin  # the anytime lower bound clears the margin
+    assert 0.15 < d.estimate < 0.45
+    assert d.estimate_tokens == pytest.approx(d.estimate * d.reference_cost)
+    assert d.margin_tokens == 80
+    assert result.tokens_spent == pytest.approx(runner.tokens_spent)
+    assert set(d.pass_counts) == set(_ids(runner))
+    assert all(len(v) == n for (v, (n, _)) in zip(d.paired_diffs.values(), d.n_per_side.values()))
+    assert result.looks[-1][1] == pytest.approx(d.llr)
+
+
+def test_a_harmful_rule_is_refuted_quickly() -> None:
+    runner = _runner(-0.15, seed=5)
+    result = decide_rule(runner, REF, RULE, _ids(runner), rent_tokens=40)
+    assert result.decision.verdict is Verdict.REFUTE
+    assert result.decision.interval[1] < result.decision.margin + 0.10
+    assert result.rounds <= 4
+
+
+def test_a_rule_that_breaks_a_task_is_a_regression_at_once() -> None:
+    runner = _runner(0.30, seed=6)
+    broken = runner.tasks[3].task_id
+    runner.broken_tasks = {config_key(RULE): frozenset({broken})}
+    result = decide_rule(runner, REF, RULE, _ids(runner), rent_tokens=40)
+    assert result.decision.verdict is Verdict.REGRESSION
+    assert result.rounds == 1
+    assert result.decision.regressions == (broken,)
+    assert any(broken in r for r in result.decision.reasons)
+
+
+def test_a_completion_drop_on_a_flaky_task_is_flagged_not_a_regression() -> None:
+    ev = Evidence(
+        reference=(RunRecord("a", REF, 0, 100.0, 100, True), RunRecord("a", REF, 1, 100.0, 100, False,
+                                                                        outcome="task_failed")),
+        rule=(RunRecord("a", RULE, 0, 90.0, 90, False, outcome="task_failed"),
+              RunRecord("a", RULE, 1, 90.0, 90, False, outcome="task_failed")))
+    d = decide(ev, ["a"], 10)
+    assert d.verdict is not Verdict.REGRESSION
+    assert d.completion_drops == ("a",)
+    assert any("completion dropped" in r for r in d.reasons)
+
+
+def test_first_round_covers_every_task_then_allocation_favours_cheap_tasks() -> None:
+    tasks = [SyntheticTask("cheap", 20_000.0), SyntheticTask("dear", 400_000.0)]
+    runner = _runner(0.0, seed=8, tasks=tasks, derail_p=0.0)
+    first = decide(Evidence(), ["cheap", "dear"], 40)
+    assert first.verdict is Verdict.NEED_MORE
+    assert dict(first.next_tasks) == {"cheap": 1, "dear": 1}
+    ev = Evidence()
+    for r in range(3):
+        recs = runner.run([REF, RULE], [PairRequest("cheap", r), PairRequest("dear", r)])
+        ev = ev.extend([x for x in recs if x.config == REF], [x for x in recs if x.config == RULE])
+    plan = dict(decide(ev, ["cheap", "dear"], 40, DecisionParams(round_size=2.0)).next_tasks)
+    assert plan.get("cheap", 0) > plan.get("dear", 0)
+    assert any("reduce variance most per token" in r for r in
+               decide(ev, ["cheap", "dear"], 40).reasons)
+
+
+def test_budget_spent_gives_inconclusive_not_refuted() -> None:
+    runner = _runner(0.05, seed=9)
+    pass_cost = 2 * sum(t.mean_cost for t in runner.tasks)
+    result = decide_rule(runner, REF, RULE, _ids(runner), 40, budget_tokens=2.5 * pass_cost)
+    assert result.decision.verdict is Verdict.INCONCLUSIVE
+    assert any("budget spent" in r for r in result.decision.reasons)
+    assert result.tokens_spent <= 2.5 * pass_cost * 1.35  # the plan fits the budget; noise may overshoot
+    hints = {t.task_id: t.mean_cost for t in runner.tasks}
+    nothing = decide_rule(_runner(0.05, seed=9), REF, RULE, _ids(runner), 40, budget_tokens=1000.0,
+                          cost_hints=hints)
+    assert nothing.decision.verdict is Verdict.INCONCLUSIVE and nothing.tokens_spent == 0
+    unpriced = decide_rule(_runner(0.05, seed=9), REF, RULE, _ids(runner), 40, budget_tokens=1000.0)
+    assert unpriced.rounds == 1  # without hints the first round cannot be priced
+
+
+def test_evidence_pools_across_calls_and_rounds_continue() -> None:
+    runner = _runner(0.05, seed=10)
+    pass_cost = 2 * sum(t.mean_cost for t in runner.tasks)
+    first = decide_rule(runner, REF, RULE, _ids(runner), 40, budget_tokens=1.2 * pass_cost)
+    assert first.decision.verdict is Verdict.INCONCLUSIVE
+    second = decide_rule(runner, REF, RULE, _ids(runner), 40, budget_tokens=1.2 * pass_cost,
+                         prior_evidence=first.evidence)
+    assert len(second.evidence.rule) == len(first.evidence.rule) + len(second.new_runs) // 2
+    assert second.decision.n_pairs > first.decision.n_pairs
+    rounds = [(r.task_id, r.round_index) for r in second.evidence.rule]
+    assert len(rounds) == len(set(rounds))  # new rounds never reuse an index
+
+
+def test_reaudit_measures_a_fresh_round_even_when_prior_evidence_decides() -> None:
+    runner = _runner(0.30, seed=11)
+    admission = decide_rule(runner, REF, RULE, _ids(runner), 40)
+    assert admission.decision.verdict is Verdict.KEEP
+    audit = decide_rule(runner, REF, RULE, _ids(runner), 40, prior_evidence=admission.evidence, kind=REAUDIT)
+    assert audit.rounds >= 1 and audit.tokens_spent > 0
+    assert audit.decision.verdict is Verdict.KEEP and audit.decision.kind == REAUDIT
+
+
+def test_reaudit_misses_a_rule_that_turned_harmful() -> None:
+    runner = _runner(-0.20, seed=12)
+    audit = decide_rule(runner, REF, RULE, _ids(runner), 40, kind=REAUDIT)
+    assert audit.decision.verdict is Verdict.REFUTE
+    assert any("below the margin" in r for r in audit.decision.reasons)
+
+
+class _FlakyInfra:
+    def __init__(self, inner: SyntheticRunner) -> None:
+        self.inner = inner
+
+    def run(self, configs, slots):
+        return [RunRecord(r.task_id, r.config, r.round_index, 10.0, 10, False, outcome="infra_error")
+                for r in self.inner.run(configs, slots)]
+
+
+def test_a_round_of_infra_errors_aborts_without_a_verdict() -> None:
+    runner = _FlakyInfra(_runner(0.2, seed=13))
+    with pytest.raises(InfraAbort) as info:
+        decide_rule(runner, REF, RULE, _ids(runner.inner), 40)
+    assert "infrastructure" in str(info.value)
+    assert info.value.tokens_spent > 0
+
+
+def test_infra_runs_are_dropped_with_their_partner() -> None:
+    ev = Evidence(reference=(RunRecord("a", REF, 0, 100.0, 100, True), RunRecord("a", REF, 1, 100.0, 100, True)),
+                  rule=(RunRecord("a", RULE, 0, 5.0, 5, False, outcome="infra_error"),
+                        RunRecord("a", RULE, 1, 80.0, 80, True)))
+    d = decide(ev, ["a"], 1)
+    assert d.n_pairs == 1
+    assert d.tasks[0].infra == 1
+    assert d.pass_counts == {"a": [2, 2, 1, 1]}
+
+
+def test_params_validate_and_come_from_settings() -> None:
+    with pytest.raises(ValueError):
+        DecisionParams(alpha=0.7)
+    with pytest.raises(ValueError):
+        DecisionParams(design_effect=0.0)
+    settings = load_settings(env={"WARDEN_HOME": "/tmp/unused-home", "WARDEN_ALPHA": "0.01",
+                                  "WARDEN_KEEP_MARGIN_K": "3"})
+    params = DecisionParams.from_settings(settings)
+    assert params.alpha == 0.01 and params.keep_margin_k == 3.0
+    assert params.design_effect == settings.design_effect
+    with pytest.raises(ValueError):
+        decide_rule(_runner(0.1), REF, REF, ["golden-01"], 40)
+    with pytest.raises(ValueError):
+        decide(Evidence(), ["a"], 40, kind="vibes")
+    assert math.isnan(decide(Evidence(), ["a"], 40).estimate)
+    assert ADMISSION == "admission"
