@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import func, select
 
 from continuity_fixtures import RunBuilder, edit, read
-from warden.cli.app import main
 from warden.config import load_settings
 from warden.continuity.capture import record_checkpoints
 from warden.continuity.memory_section import SECTION_TITLE, build_section, memory_section_for_agent
@@ -135,6 +134,8 @@ def test_forget_and_prune_by_age_and_count(store) -> None:
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    from warden.cli.app import main
+
     code = main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -191,3 +192,29 @@ def test_cli_runs_as_a_real_process(store) -> None:
     proc = subprocess.run([str(exe), "recover", "--prompt", "write a limerick about cats", "--session-id", "b"],
                           capture_output=True, text=True, env=os.environ.copy(), timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("warden: nothing relevant found:")
+
+
+def test_hook_session_start_prints_only_a_pointer(store, tmp_path: Path) -> None:
+    _record(store, "sess-old", "Port the exporter " + FORGED, cwd="/w/app")
+    exe = Path(sys.executable).with_name("warden")
+    payload = {"session_id": "sess-new", "cwd": "/w/app", "hook_event_name": "SessionStart", "source": "startup",
+               "transcript_path": str(tmp_path / "not-yet-written.jsonl")}
+    proc = subprocess.run([str(exe), "hook", "session-start"], input=json.dumps(payload).encode(),
+                          capture_output=True, env=os.environ.copy(), timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0
+    assert out.count("\n") == 1 and "warden checkpoints show" in out
+    assert "Port the exporter" not in out and "system" not in out
+    other = subprocess.run([str(exe), "hook", "session-start"],
+                           input=json.dumps({**payload, "cwd": "/w/elsewhere"}).encode(),
+                           capture_output=True, env=os.environ.copy(), timeout=60)
+    assert other.returncode == 0 and other.stdout == b""
+
+
+def test_hook_pointer_never_creates_a_database(tmp_path: Path) -> None:
+    from warden.continuity.pointer import session_start_hook_line
+
+    settings = load_settings()
+    assert session_start_hook_line("/w/app", "s", settings) is None
+    assert not settings.sqlite_path.exists()
+    assert session_start_hook_line(None, "s", settings) is None

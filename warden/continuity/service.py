@@ -17,13 +17,12 @@ from sqlalchemy.orm import Session
 from warden.config import Settings
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
+from warden.continuity.pointer import pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError, WardenError
 from warden.store.models import Checkpoint, CheckpointTerm, utcnow
 
-# session-start pointer: a same-project checkpoint this recent is "strong" enough to mention
-POINTER_MAX_AGE_HOURS = 48.0
 # best candidates fetched by the indexed scorer; the first one is the answer, the rest show ties
 TOP_ROWS = 20
 
@@ -94,24 +93,19 @@ def recover(session: Session, settings: Settings, *, prompt: str, session_id: st
 def session_start_pointer(store_session: Session, cwd: str | None, session_id: str | None,
                           now: datetime | None = None, window_days: float = 7.0) -> str | None:
     """One line (a pointer, never checkpoint content) when another session of this project left a
-    recent checkpoint; None otherwise. One indexed query: well inside the hook's 2 s budget."""
+    recent checkpoint; None otherwise. One indexed query: well inside the hook's 2 s budget (the
+    hook itself goes through :func:`warden.continuity.pointer.session_start_hook_line`)."""
     if not cwd:
         return None
     now = now or utcnow()
-    since = now - timedelta(hours=min(POINTER_MAX_AGE_HOURS, window_days * 24))
-    conditions = [Checkpoint.project == cwd, Checkpoint.captured_at >= since, Checkpoint.active_task != ""]
+    conditions = [Checkpoint.project == cwd, Checkpoint.captured_at >= pointer_since(now, window_days),
+                  Checkpoint.active_task != ""]
     if session_id:
         conditions.append(Checkpoint.session_id != session_id)
     row = store_session.execute(
         select(Checkpoint.id, Checkpoint.captured_at).where(*conditions)
         .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(1)).first()
-    if row is None:
-        return None
-    cid, captured = row
-    hours = max(0.0, (now - captured).total_seconds() / 3600)
-    age = f"{hours:.0f} h ago" if hours >= 1 else "under an hour ago"
-    return (f"warden: an earlier session in this project left a checkpoint ({age}); "
-            f"`warden checkpoints show {cid}` prints it, fenced as data.")
+    return pointer_line(row[0], row[1], now) if row else None
 
 
 # ---------------------------------------------------------------- operator surface

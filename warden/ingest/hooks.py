@@ -194,11 +194,19 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
     watchdog.start()
     try:
         stream = stdin if stdin is not None else (sys.stdin.buffer if sys.stdin is not None else None)
-        job = prepare(event, stream, deadline, log)
+        seen: dict[str, Any] = {}
+        job = prepare(event, stream, deadline, log, seen=seen)
         if job is not None:
             enqueue(job, _home())
             if spawn:
                 _spawn_worker(log, event)
+        if event == "session-start" and deadline.left() > 0.2:  # continuity: a pointer, never content
+            from warden.continuity.pointer import session_start_hook_line
+
+            line = session_start_hook_line(seen.get("cwd"), seen.get("session_id"))
+            if line:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
     except BaseException as exc:  # noqa: BLE001 — a hook never fails its session
         _log_drop(log, event, exc)
     finally:
@@ -214,8 +222,10 @@ def _log_drop(log: logging.Logger, event: str, exc: BaseException) -> None:
         pass
 
 
-def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging.Logger) -> dict[str, Any] | None:
-    """Validate a hook payload; the ingest job for the worker, or None (logged) if unusable."""
+def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging.Logger,
+            seen: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Validate a hook payload; the ingest job for the worker, or None (logged) if unusable.
+    ``seen`` receives the payload's ``cwd`` and ``session_id`` (for the session-start pointer)."""
     if event not in EVENTS:
         log.warning("unknown hook event %r, ignored", event[:50])
         return None
@@ -233,6 +243,8 @@ def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging
     if not isinstance(payload, dict):
         log.warning("%s: payload is not a JSON object, ignored", event)
         return None
+    if seen is not None:
+        seen.update({k: payload.get(k) for k in ("cwd", "session_id")})
     paths = _transcript_paths(event, payload)
     usable: list[str] = []
     for n, path in enumerate(paths):

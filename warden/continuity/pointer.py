@@ -1,0 +1,74 @@
+"""The session-start pointer: one line naming a recent checkpoint of the same project.
+
+``warden hook session-start`` runs inside a 2-second budget, so this module imports neither
+SQLAlchemy nor Alembic on the SQLite path: one indexed query through the standard library.
+Other databases go through :func:`warden.continuity.service.session_start_pointer` (the same
+query in SQLAlchemy). The line is warden's own text — an id and an age — never checkpoint content.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+# a same-project checkpoint this recent is a "strong" match worth a pointer
+POINTER_MAX_AGE_HOURS = 48.0
+
+
+def pointer_since(now: datetime, window_days: float) -> datetime:
+    return now - timedelta(hours=min(POINTER_MAX_AGE_HOURS, window_days * 24))
+
+
+def pointer_line(checkpoint_id: int, captured_at: datetime, now: datetime) -> str:
+    hours = max(0.0, (now - captured_at).total_seconds() / 3600)
+    age = f"{hours:.0f} h ago" if hours >= 1 else "under an hour ago"
+    return (f"warden: an earlier session in this project left a checkpoint ({age}); "
+            f"`warden checkpoints show {int(checkpoint_id)}` prints it, fenced as data.")
+
+
+_SQLITE_QUERY = ("SELECT id, captured_at FROM checkpoints WHERE project = ? AND captured_at >= ? "
+                 "AND session_id != ? AND active_task != '' ORDER BY captured_at DESC, id DESC LIMIT 1")
+
+
+def _sqlite_pointer(path: str, cwd: str, session_id: str, since: datetime) -> tuple[int, datetime] | None:
+    # read-only URI: never creates the file, never takes a write lock; short busy wait
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.3)
+    try:
+        row = conn.execute(_SQLITE_QUERY, (cwd, since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id)).fetchone()
+    finally:
+        conn.close()
+    return (int(row[0]), datetime.fromisoformat(str(row[1]))) if row else None
+
+
+def session_start_hook_line(cwd: Any, session_id: Any, settings: Any = None) -> str | None:
+    """What ``warden hook session-start`` prints, or None. Never raises, never creates or migrates
+    a database: a missing or older store simply gives no pointer."""
+    if not isinstance(cwd, str) or not cwd.strip():
+        return None
+    sid = session_id if isinstance(session_id, str) else ""
+    try:
+        from warden.config import load_settings
+
+        settings = settings or load_settings()
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        path = settings.sqlite_path
+        if path is not None:
+            if not path.is_file():
+                return None
+            found = _sqlite_pointer(str(path), cwd, sid, pointer_since(now, settings.recall_window_days))
+            return pointer_line(found[0], found[1], now) if found else None
+        from sqlalchemy import create_engine
+        from sqlalchemy.orm import Session
+
+        from warden.continuity.service import session_start_pointer
+
+        engine = create_engine(settings.database_url, connect_args={"connect_timeout": 1})
+        try:
+            with Session(engine) as session:
+                return session_start_pointer(session, cwd, sid or None, now=now,
+                                             window_days=settings.recall_window_days)
+        finally:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 — a pointer is optional; the hook must never fail
+        return None
