@@ -1,9 +1,83 @@
-"""Commands of the report stage (being built; see the issue for this stage)."""
+"""Commands for people who look: cost projection and the HTML report."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.table import Table
+
+from warden.cli.common import console, print_json, safe, settings, store
+from warden.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("cost")(cost_command)
+    app.command("report")(report_command)
+
+
+def _n(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def cost_command(
+    agent: Optional[str] = typer.Option(None, "--agent"),
+    project: bool = typer.Option(False, "--project", help="Scale over a horizon, bench spend included."),
+    weeks: int = typer.Option(12, "--weeks", min=1),
+    sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Price each active rule from its receipts: saving per session, rent, bench spend, break-even."""
+    from warden.ingest.pricing import PriceTable
+    from warden.report.figures import agents_in_store, bench_tokens_per_week, project as project_cost, rule_costs
+
+    s = settings()
+    with store(s).session() as session:
+        agents = agents_in_store(session)
+        if agent and agent not in agents:
+            raise UsageError(f"unknown agent {agent!r}: the store knows {', '.join(agents) or 'no agents'}")
+        results = []
+        for name in [agent] if agent else agents:
+            cost = rule_costs(session, name, PriceTable(s.pricing))
+            if project:
+                cost["projection"] = project_cost(cost, weeks, sessions_per_week, bench_tokens_per_week(session, name))
+            results.append(cost)
+    if as_json:
+        print_json(results)
+        return
+    for cost in results:
+        console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok input"
+                      f" · basis: {safe(cost['basis'])} ({_n(cost['real_work_tokens_per_session'])} weighted tokens/session)")
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("rule", "state", "saving/session", "$/session", "rent", "bench spent", "break-even", "body"):
+            table.add_column(col, justify="left" if col in ("state", "body") else "right")
+        for r in cost["rules"]:
+            usd = r["saving_usd_per_session"]
+            table.add_row(str(r["rule_id"]), r["state"], _n(r["saving_tokens_per_session"]),
+                          "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), _n(r["bench_tokens_spent"]),
+                          _n(r["break_even_sessions"]), safe(r["body"], 60))
+        console.print(table)
+        if "projection" in cost:
+            p = cost["projection"]
+            console.print(f"  {weeks} weeks × {sessions_per_week:g} sessions: without warden {_n(p['without_warden_tokens'])}"
+                          f" (${p['without_warden_usd']:.2f}), with warden {_n(p['with_warden_tokens'])} "
+                          f"(${p['with_warden_usd']:.2f}, bench {_n(p['bench_tokens'])} included)")
+        console.print("  dollars are advisory; every verdict is in cost-weighted tokens")
+
+
+def report_command(html_out: Path = typer.Option(..., "--html", help="Write a self-contained HTML report here."),
+                   agent: Optional[list[str]] = typer.Option(None, "--agent")) -> None:
+    """One self-contained HTML file: learning curves, savings vs margins, bench spend, every receipt."""
+    from warden.ingest.pricing import PriceTable
+    from warden.report.html import render_report
+    from warden.report.service import report_data
+    from warden.select.compile import write_atomic
+
+    s = settings()
+    with store(s).session() as session:
+        data = report_data(session, PriceTable(s.pricing), agent or None)
+    page = render_report(data)
+    target = html_out.expanduser().resolve()
+    write_atomic(target, page.encode("utf-8"), target.parent)
+    console.print(f"wrote {safe(target)} ({len(page):,} bytes, {len(data['agents'])} agent(s))")

@@ -1,0 +1,131 @@
+"""Status figures, cost projection and the HTML report (rendered in headless Chromium)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from warden.config import load_settings
+from warden.ingest.pricing import DEFAULT_TABLE
+from warden.report.figures import project, rule_costs
+from warden.report.html import render_report
+from warden.report.service import report_data
+from warden.select.compile import compile_memory
+from warden.select.receipts import write_receipt
+from warden.store.db import open_store
+from warden.store.models import Baseline, BenchRun, Rule, SessionRun, utcnow
+
+EVIL = "Grep first <script>alert('x')</script> before opening files."
+
+
+def _populate(store) -> dict[str, int]:
+    now = utcnow()
+    with store.session() as s:
+        for i in range(4):
+            s.add(SessionRun(run_key=f"s{i}:main", session_id=f"s{i}", agent_id=f"a{i}", agent="backend",
+                             models=["claude-sonnet-4-5"], weighted_tokens=100_000.0 + 10_000 * i,
+                             started_at=now - timedelta(days=1, hours=i), ended_at=now - timedelta(days=1)))
+        good = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                    state="active", rent_tokens=17, measured_saving=9000.0)
+        evil = Rule(agent="backend", body=EVIL, state="evicted", evict_reason="refuted", rent_tokens=15)
+        s.add_all([good, evil])
+        s.flush()
+        for rule, verdict, est, lo, hi, rel in ((good, "keep", 9000.0, 4000.0, 14000.0, 0.1),
+                                                (evil, "refute", -500.0, -3000.0, 20.0, -0.005)):
+            write_receipt(s, rule, kind="admission", verdict=verdict, reason="test", state_after=rule.state,
+                          estimate=est, ci_low=lo, ci_high=hi, margin=2.0 * rule.rent_tokens, k=2.0,
+                          n_per_side={"backend-01": [4, 4]}, paired_diffs={"backend-01": [est] * 4},
+                          pass_counts={"backend-01": [4, 4, 4, 4]}, tokens_spent=2_000_000.0, model="sim-naive-1",
+                          backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                          method={"relative_estimate": rel, "reference_cost": 90_000.0, "n_pairs": 4})
+        run = BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-naive-1",
+                       seed=1, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
+                       weighted_tokens=90_000.0, ruleset_version=1)
+        s.add(run)
+        s.flush()
+        s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model="sim-naive-1",
+                       run1_weighted=100_000.0, run1_run_id=run.id, best_weighted=90_000.0, best_run_id=run.id))
+        compile_memory(s, load_settings(), "backend")
+        return {"good": good.id, "evil": evil.id}
+
+
+def test_cost_figures_agree_with_receipts(warden_home: Path) -> None:
+    settings = load_settings()
+    store = open_store(settings)
+    ids = _populate(store)
+    with store.session() as s:
+        cost = rule_costs(s, "backend", DEFAULT_TABLE)
+    [rule] = cost["rules"]
+    assert rule["rule_id"] == ids["good"] and cost["real_work_tokens_per_session"] == pytest.approx(115_000)
+    assert rule["saving_tokens_per_session"] == pytest.approx(0.1 * 115_000)
+    assert rule["bench_tokens_spent"] == pytest.approx(2_000_000)
+    assert rule["break_even_sessions"] == pytest.approx(2_000_000 / 11_500)
+    assert rule["saving_usd_per_session"] == pytest.approx(11_500 * 3.0 / 1e6)
+    p = project(cost, weeks=10, sessions_per_week=20, bench_tokens_per_week=100_000)
+    assert p["without_warden_tokens"] == pytest.approx(200 * 115_000)
+    assert p["with_warden_tokens"] == pytest.approx(200 * (115_000 - 11_500) + 10 * 100_000)
+    cli = subprocess.run([sys.executable, "-m", "warden", "cost", "--agent", "backend", "--project", "--weeks", "10",
+                          "--sessions-per-week", "20", "--json"], capture_output=True, text=True, cwd=REPO,
+                         env=dict(os.environ), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    [out] = json.loads(cli.stdout)
+    assert out["rules"][0]["saving_tokens_per_session"] == pytest.approx(11_500)
+    assert out["projection"]["without_warden_tokens"] == pytest.approx(200 * 115_000)
+    bad = subprocess.run([sys.executable, "-m", "warden", "cost", "--agent", "nobody"], capture_output=True,
+                         text=True, cwd=REPO, env=dict(os.environ), timeout=120)
+    assert bad.returncode == 2 and "unknown agent" in bad.stderr
+
+
+def _report(store) -> str:
+    with store.session() as s:
+        return render_report(report_data(s, DEFAULT_TABLE))
+
+
+def test_report_escapes_untrusted_text(warden_home: Path) -> None:
+    store = open_store(load_settings())
+    _populate(store)
+    page = _report(store)
+    assert "<script>alert" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # only the page's own readiness marker
+    assert 'id="learning-backend"' in page and 'id="savings-backend"' in page and 'id="bench-spend"' in page
+    assert "http://" not in page and "https://" not in page  # self-contained: nothing to fetch
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def test_report_loads_in_headless_chromium(warden_home: Path, tmp_path: Path) -> None:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("headless Chromium is not installed (Debian package 'chromium'; .ci/run installs it)")
+    store = open_store(load_settings())
+    _populate(store)
+    out = tmp_path / "report.html"
+    cli = subprocess.run([sys.executable, "-m", "warden", "report", "--html", str(out)], capture_output=True, text=True,
+                         cwd=REPO, env=dict(os.environ), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    profile = tmp_path / "chrome-profile"
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           "--virtual-time-budget=2000", "--dump-dom", out.as_uri()],
+                          capture_output=True, text=True, timeout=90)
+    dom = proc.stdout
+    assert 'data-ready="3"' in dom, proc.stderr[-2000:]  # the page's script ran and found all three charts
+    assert "Grep for the symbol or text you need" in dom and "&lt;script&gt;alert" in dom
+    console_errors = [line for line in proc.stderr.splitlines()
+                      if "CONSOLE" in line and ("Uncaught" in line or ":ERROR:" in line or "error" in line.lower())]
+    assert console_errors == []

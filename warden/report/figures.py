@@ -1,0 +1,188 @@
+"""Figures for people who look: the learning curve, golden-suite cost vs frozen first runs, rules
+by state, bench spend vs real work, and each rule's price (``warden status``, ``warden cost``,
+``warden report``). Queries here; rendering in ``cli/report.py`` and ``report/html.py``.
+
+Every verdict is in cost-weighted tokens; dollars are derived from them at the model's input
+price and are advisory.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.store.models import Baseline, BenchRun, Receipt, Rule, RulesetVersion, SessionRun, utcnow
+
+RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
+WEEK = timedelta(days=7)
+
+
+def agents_in_store(session: Session) -> list[str]:
+    names: set[str] = set()
+    for model in (Rule, BenchRun, Receipt):
+        names.update(a for a in session.scalars(select(model.agent).distinct()) if a)
+    names.update(a for a in session.scalars(select(SessionRun.agent).distinct()) if a and a != "main")
+    return sorted(names)
+
+
+def _version_at(versions: list[RulesetVersion], moment: datetime | None) -> int:
+    """The ruleset version in force at ``moment`` (0 = before the first compile)."""
+    current = 0
+    for v in versions:
+        if moment is not None and v.created_at <= moment:
+            current = v.version
+    return current
+
+
+def learning_curve(session: Session, agent: str) -> list[dict[str, Any]]:
+    """Real-work cost per session for each ruleset version the agent's sessions ran under."""
+    versions = list(session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
+                                    .order_by(RulesetVersion.version)))
+    groups: dict[int, list[float]] = defaultdict(list)
+    for started, weighted in session.execute(select(SessionRun.started_at, SessionRun.weighted_tokens)
+                                             .where(SessionRun.agent == agent)):
+        groups[_version_at(versions, started)].append(float(weighted))
+    return [{"ruleset_version": v, "sessions": len(vals), "mean_weighted_tokens": sum(vals) / len(vals)}
+            for v, vals in sorted(groups.items())]
+
+
+def golden_suite(session: Session, agent: str) -> dict[str, Any]:
+    """Golden-suite cost now (latest completed run per task) vs the frozen first runs."""
+    baselines = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
+    tasks = []
+    for b in baselines:
+        latest = session.scalars(select(BenchRun).where(
+            BenchRun.agent == agent, BenchRun.task_id == b.task_id, BenchRun.backend == b.backend,
+            BenchRun.model == b.model, BenchRun.outcome == "completed",
+            BenchRun.ruleset_version.is_not(None)).order_by(BenchRun.id.desc()).limit(1)).first()
+        now = float(latest.weighted_tokens) if latest else None
+        tasks.append({"task_id": b.task_id, "backend": b.backend, "model": b.model, "run1": b.run1_weighted,
+                      "best": b.best_weighted, "now": now})
+    run1 = sum(t["run1"] for t in tasks)
+    now = sum(t["now"] if t["now"] is not None else t["run1"] for t in tasks)
+    return {"tasks": sorted(tasks, key=lambda t: t["task_id"]), "run1_total": run1, "now_total": now,
+            "change": (now - run1) / run1 if run1 else None}
+
+
+def rules_by_state(session: Session, agent: str) -> dict[str, int]:
+    counts = dict(session.execute(select(Rule.state, func.count()).where(Rule.agent == agent).group_by(Rule.state)).all())
+    return {state: int(counts.get(state, 0)) for state in RULE_STATES}
+
+
+def bench_spend_by_day(session: Session, agent: str | None = None) -> list[dict[str, Any]]:
+    query = select(BenchRun.created_at, BenchRun.weighted_tokens)
+    if agent:
+        query = query.where(BenchRun.agent == agent)
+    days: dict[str, float] = defaultdict(float)
+    for created, weighted in session.execute(query):
+        days[created.date().isoformat()] += float(weighted)
+    return [{"day": d, "weighted_tokens": w} for d, w in sorted(days.items())]
+
+
+def spend_this_week(session: Session, agent: str | None = None, now: datetime | None = None) -> dict[str, float]:
+    since = (now or utcnow()) - WEEK
+    bench_q = select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0)).where(BenchRun.created_at >= since)
+    real_q = select(func.coalesce(func.sum(SessionRun.weighted_tokens), 0.0)).where(
+        SessionRun.ended_at >= since, SessionRun.origin != "sim")
+    sim_q = select(func.coalesce(func.sum(SessionRun.weighted_tokens), 0.0)).where(SessionRun.ended_at >= since)
+    if agent:
+        bench_q = bench_q.where(BenchRun.agent == agent)
+        real_q = real_q.where(SessionRun.agent == agent)
+        sim_q = sim_q.where(SessionRun.agent == agent)
+    bench = float(session.scalar(bench_q) or 0.0)
+    real = float(session.scalar(real_q) or 0.0) or float(session.scalar(sim_q) or 0.0)
+    return {"bench_weighted_tokens": bench, "real_work_weighted_tokens": real,
+            "bench_share": bench / real if real else None}
+
+
+def agent_model(session: Session, agent: str) -> str:
+    """The model the agent's real work mostly ran on (for dollar figures), or the bench's."""
+    for models in session.scalars(select(SessionRun.models).where(SessionRun.agent == agent)
+                                  .order_by(SessionRun.weighted_tokens.desc()).limit(1)):
+        if models:
+            return str(models[0])
+    model = session.scalar(select(BenchRun.model).where(BenchRun.agent == agent).limit(1))
+    return str(model or "claude-sonnet-4-5")
+
+
+def real_work_per_session(session: Session, agent: str) -> tuple[float | None, int]:
+    rows = session.execute(select(func.avg(SessionRun.weighted_tokens), func.count())
+                           .where(SessionRun.agent == agent)).one()
+    return (float(rows[0]) if rows[0] is not None else None), int(rows[1])
+
+
+def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE) -> dict[str, Any]:
+    """Each in-memory rule priced from its receipts at the agent's real-work mix.
+
+    The receipt's relative saving (a fraction of a bench run, already net of the rule's own
+    in-session cost) is applied to the agent's mean real-work session; without real-work
+    sessions the bench's reference cost stands in (and says so)."""
+    per_session, n_sessions = real_work_per_session(session, agent)
+    model = agent_model(session, agent)
+    input_price = prices.price(model).input
+    rules_out = []
+    for rule in session.scalars(select(Rule).where(Rule.agent == agent,
+                                                   Rule.state.in_(("active", "probation", "protected")))
+                                .order_by(Rule.id)):
+        receipts = list(session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id)))
+        spent = sum(r.tokens_spent for r in receipts)
+        decisive = [r for r in receipts if r.verdict in ("keep", "refute")]
+        latest = decisive[-1] if decisive else None
+        relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
+        reference_cost = float((latest.method or {}).get("reference_cost", 0.0)) if latest else 0.0
+        basis_cost = per_session if per_session else reference_cost
+        saving = relative * basis_cost if relative is not None and basis_cost else None
+        net = saving  # a measured saving already includes the rule's rent
+        rules_out.append({
+            "rule_id": rule.id, "body": rule.body, "state": rule.state, "rent_tokens": rule.rent_tokens,
+            "relative_saving": relative, "saving_tokens_per_session": saving,
+            "saving_usd_per_session": saving * input_price / 1e6 if saving is not None else None,
+            "net_tokens_per_session": net, "bench_tokens_spent": spent,
+            "bench_usd_spent": spent * input_price / 1e6,
+            "break_even_sessions": (spent / net) if net and net > 0 else None,
+            "receipt_id": latest.id if latest else None,
+            "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
+            "margin_tokens": latest.margin if latest else None})
+    return {"agent": agent, "model": model, "input_price_per_mtok": input_price,
+            "real_work_sessions": n_sessions, "real_work_tokens_per_session": per_session,
+            "basis": "real-work sessions" if per_session else "bench reference runs (no real-work sessions yet)",
+            "rules": rules_out, "dollars": "advisory: derived from weighted tokens at the model's input price"}
+
+
+def project(cost: dict[str, Any], weeks: int, sessions_per_week: float, bench_tokens_per_week: float) -> dict[str, Any]:
+    """Cost over a horizon with and without warden (weighted tokens; dollars advisory). Pure."""
+    per_session = cost["real_work_tokens_per_session"] or 0.0
+    saving = sum(r["net_tokens_per_session"] or 0.0 for r in cost["rules"] if r["state"] != "protected")
+    sessions = weeks * sessions_per_week
+    without = sessions * per_session
+    with_warden = sessions * max(per_session - saving, 0.0) + weeks * bench_tokens_per_week
+    price = cost["input_price_per_mtok"] / 1e6
+    return {"weeks": weeks, "sessions_per_week": sessions_per_week, "sessions": sessions,
+            "without_warden_tokens": without, "with_warden_tokens": with_warden,
+            "bench_tokens": weeks * bench_tokens_per_week, "saving_tokens": without - with_warden,
+            "without_warden_usd": without * price, "with_warden_usd": with_warden * price,
+            "saving_usd": (without - with_warden) * price}
+
+
+def bench_tokens_per_week(session: Session, agent: str, now: datetime | None = None) -> float:
+    """Recent bench spend rate: the last four weeks' bench tokens per week."""
+    since = (now or utcnow()) - 4 * WEEK
+    first = session.scalar(select(func.min(BenchRun.created_at)).where(BenchRun.agent == agent))
+    total = float(session.scalar(select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+                                 .where(BenchRun.agent == agent, BenchRun.created_at >= since)) or 0.0)
+    if first is None:
+        return 0.0
+    span_weeks = max((((now or utcnow()) - max(first, since)).total_seconds() / WEEK.total_seconds()), 1.0)
+    return total / span_weeks
+
+
+def agent_overview(session: Session, agent: str) -> dict[str, Any]:
+    return {"agent": agent, "learning_curve": learning_curve(session, agent),
+            "golden_suite": golden_suite(session, agent), "rules": rules_by_state(session, agent),
+            "pending_candidates": rules_by_state(session, agent)["candidate"],
+            "spend_this_week": spend_this_week(session, agent)}

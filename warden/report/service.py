@@ -1,0 +1,27 @@
+"""Gathering the report's data (one read of the store) for the HTML page and ``--json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from warden.ingest.pricing import PriceTable
+from warden.report.figures import agent_overview, agents_in_store, bench_spend_by_day, rule_costs
+from warden.select.receipts import latest_receipts, rule_history
+from warden.store.models import BenchRun, Rule, utcnow
+
+
+def report_data(session: Session, prices: PriceTable, agents: list[str] | None = None) -> dict[str, Any]:
+    out = []
+    for agent in agents or agents_in_store(session):
+        overview = agent_overview(session, agent)
+        overview["cost"] = rule_costs(session, agent, prices)
+        overview["latest_receipts"] = latest_receipts(session, agent)
+        overview["rules_history"] = [rule_history(session, rid) for rid in
+                                     session.scalars(select(Rule.id).where(Rule.agent == agent).order_by(Rule.id))]
+        out.append(overview)
+    backends = set(session.scalars(select(BenchRun.backend).distinct()))
+    return {"generated_at": utcnow().replace(microsecond=0).isoformat() + "Z", "agents": out,
+            "bench_spend_by_day": bench_spend_by_day(session), "sim_only": backends == {"sim"}}
