@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from warden.config import load_settings
-from warden.errors import UsageError
+from warden.errors import UsageError, WardenError
 from warden.store.db import open_store
 
 
@@ -73,7 +73,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
             console.print(f"\n[bold]{safe(memory_file)}[/]:")
             console.print(safe_block(memory_text), markup=False)
         if summary.aborted:
-            raise UsageError(f"demo aborted: {summary.aborted}")
+            raise WardenError(f"demo aborted: {summary.aborted}")
         return result
     finally:
         if not keep:
