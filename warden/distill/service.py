@@ -29,7 +29,7 @@ from warden.distill.model_distiller import (DistillContext, ModelReply, digest_l
 from warden.distill.rule_text import RuleTextError, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
-from warden.ingest.collector import parse_file
+from warden.ingest.collector import parse_file, read_meta_sidecar
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.ingest.records import ParsedRun
 from warden.store.db import Store
@@ -246,8 +246,9 @@ def distill_paths(paths: list[Path], settings: Settings, *, distiller: str = "he
         report = RunReport(source_path=str(path))
         try:
             parsed = parse_transcript(path)
-            report.run_key, report.agent = parsed.run_key, parsed.agent_type or (
-                "main" if parsed.agent_id is None else None)
+            report.run_key = parsed.run_key
+            report.agent = ("main" if parsed.agent_id is None
+                            else parsed.agent_type or read_meta_sidecar(str(path)) or "subagent")
             report.tool_calls = len(parsed.tool_calls)
             report.weighted_tokens = round(sum(prices.weighted_tokens(model, usage)
                                                for model, usage in parsed.usage_by_model.items()), 1)
