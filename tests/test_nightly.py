@@ -1,0 +1,79 @@
+"""``warden nightly``: usage errors, and a night killed during a bench pass that resumes without
+repeating finished runs or decisions, with MEMORY.md never half-written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from warden.select.memory import GENERATED_HEADER
+
+AGENT = "docs"
+
+
+def _warden(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "warden", *args], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # A small evidence budget keeps the decision to a few rounds (it may end inconclusive).
+    env.update(WARDEN_EVIDENCE_BUDGET_TOKENS="900000", WARDEN_CONCURRENCY="2")
+    return env
+
+
+def test_unknown_agent_is_usage_error(warden_home: Path) -> None:
+    proc = _warden(["nightly", "--agents", "nobody"], dict(os.environ))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "unknown agent 'nobody'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_killed_night_resumes_without_repeating_runs(warden_home: Path) -> None:
+    env = _env(warden_home)
+    add = subprocess.run([sys.executable, "-m", "warden", "rules", "add", "--agent", AGENT,
+                          "Grep for the symbol or text you need before opening any file."],
+                         env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert add.returncode == 0, add.stderr
+    db = warden_home / "warden.db"
+    proc = _warden(["nightly", "--agents", AGENT], env, start_new_session=True)
+    deadline = time.monotonic() + 240
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        try:
+            with sqlite3.connect(db, timeout=5) as conn:
+                done = conn.execute("select count(*) from bench_runs").fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if done >= 3:
+            break
+    assert proc.poll() is None, "the night finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    memory = Path(env["CLAUDE_CONFIG_DIR"]) / "agent-memory" / AGENT / "MEMORY.md"
+    if memory.exists():  # compiled before the kill: must be whole
+        text = memory.read_text()
+        assert text.startswith(GENERATED_HEADER) and text.endswith("\n")
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("select id, task_id, config_key, seed from bench_runs").fetchall()
+        assert conn.execute("select count(*) from receipts").fetchone()[0] == 0
+    rerun = _warden(["nightly", "--agents", AGENT, "--json"], env)
+    out, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err
+    with sqlite3.connect(db) as conn:
+        after = conn.execute("select id, task_id, config_key, seed from bench_runs where outcome != 'infra_error'").fetchall()
+        keys = [(t, c, s) for _, t, c, s in after]
+        assert len(keys) == len(set(keys)), "a finished run was repeated"
+        assert {r[0] for r in before} <= {r[0] for r in after}
+        assert conn.execute("select count(*) from receipts").fetchone()[0] == 1
+        assert conn.execute("select status from nightly_runs order by id").fetchall() == [("done",)]
+    assert memory.read_text().startswith(GENERATED_HEADER)
