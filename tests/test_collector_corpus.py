@@ -35,7 +35,7 @@ def _by_session(store) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-
 
 def test_per_session_totals_equal_the_expected_file(corpus: Path) -> None:
     settings = load_settings()
-    summary = collect_paths(settings, [corpus])
+    summary = collect_paths(settings, [corpus], post_ingest=False)
     assert summary.files_seen == 22 and summary.files_skipped == 0
     expected = json.loads((corpus.parent / EXPECTED_NAME).read_text())
     store = open_store(settings)
@@ -51,7 +51,7 @@ def test_costs_agree_with_ccusage_except_for_1h_cache_writes(corpus: Path) -> No
     by exactly that. (ccusage names a flat ``agent-<id>.jsonl`` after the file; we attribute it to
     the parent session in its records, as the expected-by-session file does.)"""
     settings = load_settings()
-    collect_paths(settings, [corpus])
+    collect_paths(settings, [corpus], post_ingest=False)
     ccusage = json.loads((corpus.parent / CCUSAGE_NAME).read_text())["session"]
     store = open_store(settings)
     with_1h = 0
@@ -136,7 +136,7 @@ def test_parallel_parsing_stores_exactly_what_sequential_parsing_stores(corpus: 
     for jobs in (1, 2):
         settings = load_settings(env={"WARDEN_HOME": str(tmp_path / f"home{jobs}"),
                                       "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
-        summary = collect_paths(settings, [corpus], jobs=jobs)
+        summary = collect_paths(settings, [corpus], jobs=jobs, post_ingest=False)
         assert summary.files_ingested == 22
         dumps.append(_strip_times(settings.sqlite_path))
     assert dumps[0] == dumps[1]

@@ -70,13 +70,14 @@ _INTERRUPT_MARK = "[Request interrupted by user"
 
 _BAD = object()  # sentinel: the line is not JSON
 _TOOL_USE_RESULT_KEY = b',"toolUseResult":'
+_CUT_MIN_BYTES = 2048  # below this, cutting costs more than it saves
 
 
 def _decode(line: bytes) -> Any:
     """orjson decode with a fast path for tool-result lines: their ``toolUseResult`` (a
     structured copy of the result, often as large as the result itself) is cut off undecoded
     unless it may name a subagent (``agentId``), the only thing the ledger reads from it."""
-    cut = line.find(_TOOL_USE_RESULT_KEY)
+    cut = line.find(_TOOL_USE_RESULT_KEY) if len(line) > _CUT_MIN_BYTES else -1
     if cut > 0 and line.find(b'"agentId"', cut) < 0 and line.find(b'"message":', 0, cut) > 0:
         try:
             head = orjson.loads(line[:cut] + b"}")
@@ -249,6 +250,7 @@ class TranscriptParser:
         self.compactions = 0
         self._turn_by_key: dict[str, int] = {}
         self._call_by_id: dict[str, int] = {}
+        self._raw_usage: dict[str, Any] = {}  # message key -> last raw usage object seen
         self._digest_pos: dict[int, int] = {}  # tool_calls index -> position in the digest
         self._checked_turns = 0  # turns already through the placeholder check
         self.stats = LineStats(**{k: v for k, v in self._s.stats.items() if k in LineStats.__dataclass_fields__})
@@ -280,11 +282,12 @@ class TranscriptParser:
             return True
 
     def _feed(self, line: bytes, complete: bool, end_offset: int | None) -> bool:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if line.startswith(BOM):
-            self.stats.bom += 1
-            line = line[3:]
+        if not (line[:1] == b"{" and line[-1:] == b"}"):  # the common case skips these checks
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if line.startswith(BOM):
+                self.stats.bom += 1
+                line = line[3:]
         if not line or line.isspace():
             if complete:
                 self.stats.lines += 1
@@ -387,12 +390,18 @@ class TranscriptParser:
         message = rec.get("message")
         if not isinstance(message, dict):
             return
-        usage = usage_from_json(message.get("usage"))
+        key = self._message_key(message, rec)
+        index = self._turn_by_key.get(key)
+        raw_usage = message.get("usage")
+        if index is not None and raw_usage is not None and raw_usage == self._raw_usage.get(key):
+            usage = None  # the same counts streamed again on the response's next line
+            self.stats.duplicate_usage += 1
+        else:
+            usage = usage_from_json(raw_usage)
+            self._raw_usage[key] = raw_usage
         model = message.get("model")
         model = model if isinstance(model, str) and model else "unknown"
-        key = self._message_key(message, rec)
         s = self._s
-        index = self._turn_by_key.get(key)
         if index is None:
             index = s.turn_index
             s.turn_index += 1
