@@ -189,7 +189,7 @@ def test_a_transient_overload_is_retried_without_changing_the_run(tmp_path: Path
 
 def test_fast_mode_skips_the_check_and_agrees_with_it(tmp_path: Path, cached_play) -> None:
     outcomes = set()
-    for seed in range(4):
+    for seed in (2, 3):  # seed 2 slips under the rule, seed 3 does not
         real = cached_play(seed, SKIP_TESTS_RULE)[0]
         outcomes.add(real.outcome)
         fast = play(tmp_path, seed, SKIP_TESTS_RULE, name="fast", backend=SimBackend(fast=True))[0]

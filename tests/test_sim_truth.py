@@ -24,7 +24,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory):
 
 def test_truth_of_a_rule_naming_the_worst_habit_is_a_saving(shop) -> None:
     fixture, suite = shop
-    truth = true_expected_cost(suite, [HABITS_BY_NAME["blind_reading"].rule_sentence], 3, fixture_dir=fixture)
+    truth = true_expected_cost(suite, [HABITS_BY_NAME["blind_reading"].rule_sentence], 2, fixture_dir=fixture)
     assert truth["label"] == LABEL and truth["backend"] == "sim" and truth["model"] == "sim-naive-1"
     entry = truth["tasks"][TWO_EDIT_TASK.id]
     assert entry["saving"] > 0 and entry["saving_share"] > 0.05
@@ -36,7 +36,7 @@ def test_truth_of_a_rule_naming_the_worst_habit_is_a_saving(shop) -> None:
 
 def test_truth_of_a_false_economy_shows_lost_completions(shop) -> None:
     fixture, suite = shop
-    truth = true_expected_cost(suite, ["Skip running the tests once your edit is made."], [0, 1, 2, 3],
+    truth = true_expected_cost(suite, ["Skip running the tests once your edit is made."], [2, 3],
                                fixture_dir=fixture)
     assert truth["suite"]["completion_with"] < truth["suite"]["completion_without"] == 1.0
 

@@ -157,8 +157,8 @@ PERSONAS: dict[str, Persona] = {
     # Its big habits are near-constant (as a real naive agent's are); how much they cost
     # varies per run, and the small ones come and go.
     "naive": Persona("naive", {
-        "blind_reading": 0.92, "rereading": 0.75, "whole_file_reads": 0.9, "listing_loops": 0.6,
-        "full_test_suite": 0.85, "rewrite_instead_of_edit": 0.35, "verbose_narration": 0.85,
+        "blind_reading": 0.92, "rereading": 0.75, "whole_file_reads": 0.9, "listing_loops": 0.7,
+        "full_test_suite": 0.85, "rewrite_instead_of_edit": 0.2, "verbose_narration": 0.85,
         "plan_churn": 0.5, "repeated_commands": 0.3, "retry_churn": 0.5, "ignored_output": 0.5,
     }),
     # A disciplined agent: few habits, rarely — rules have little to save.
@@ -457,7 +457,7 @@ class SimAgent:
         b = self.behaviour
         assert b is not None
         if b.has("verbose_narration"):
-            return _narrate(self._text_rng, topic, b.count("verbose_narration", 40, 120))
+            return _narrate(self._text_rng, topic, b.count("verbose_narration", 50, 110))
         return short
 
     def _play(self) -> Generator[Step, list[ToolOutcome], None]:
@@ -519,7 +519,7 @@ class SimAgent:
                 remember(out[0].text)
             extra = [p for p in listing if p.endswith(".py") and p != plan.target
                      and p not in plan.related and "test" not in p.split("/")[-1]]
-            candidates = list(plan.related) + extra[: b.count("blind_reading", 1, 4)]
+            candidates = list(plan.related) + extra[: b.count("blind_reading", 2, 3)]
             for path in candidates:
                 whole = b.has("whole_file_reads")
                 args: dict[str, Any] = {"path": path} if whole else {"path": path, "offset": 1, "limit": 80}
@@ -604,7 +604,7 @@ class SimAgent:
         self.believes_done = True
         if b.has("verbose_narration"):
             report = ("Summary of the change:\n\n" + _narrate(self._text_rng, plan.target,
-                                                               2 * b.count("verbose_narration", 40, 120)))
+                                                               2 * b.count("verbose_narration", 50, 110)))
         else:
             report = f"Done: updated {plan.target}."
         yield Step(report)
