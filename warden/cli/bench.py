@@ -54,7 +54,7 @@ class RichProgress:
             self.failed += 1
         config = run.config_key or "no rules"
         self.bar.update(self.task, advance=1 if run.outcome != "infra_error" else 0,
-                        description=f"{safe(run.task_id, 40)} [{safe(config, 30)}] {run.outcome} "
+                        description=f"{safe(run.task_id, 40)} rules {safe(config, 30)}: {run.outcome} "
                                     f"{run.weighted_tokens:,.0f} wt" + (f" · {self.failed} not completed"
                                                                        if self.failed else ""))
 
@@ -75,17 +75,17 @@ def _render(report: Any) -> None:
                       f"{s.min_weighted:,.0f}–{s.max_weighted:,.0f}")
     console.print(table)
     if report.comparisons:
-        reference = report.configs[0] or "none"
-        console.print(f"paired against rules [{safe(reference)}] (same seeds; positive = cheaper):")
+        reference = safe(report.configs[0] or "none")
+        console.print(f"paired against rules {reference} (same seeds; positive = cheaper):")
         totals: dict[str, list[float]] = {}
         for c in report.comparisons:
             totals.setdefault(c.config_key, [0.0, 0.0])
             totals[c.config_key][0] += c.mean_saving
             totals[c.config_key][1] += c.reference_mean
-            console.print(f"  {safe(c.task_id, 40)} rules [{safe(c.config_key or 'none')}]: "
+            console.print(f"  {safe(c.task_id, 40)}, rules {safe(c.config_key or 'none')}: "
                           f"{c.mean_saving:+,.0f} wt/run ({c.relative:+.1%}) over {c.pairs} pair(s)")
         for key, (saving, ref) in totals.items():
-            console.print(f"  suite, rules [{safe(key or 'none')}]: {saving:+,.0f} wt per task-run "
+            console.print(f"  whole suite (one run of each task), rules {safe(key or 'none')}: {saving:+,.0f} wt "
                           f"({(saving / ref if ref else 0):+.1%})")
     console.print(f"spent {o.spent_weighted:,.0f} weighted tokens ({o.spent_raw:,} raw) on {o.executed} run(s) "
                   f"in {o.wall_s:.1f}s" + (f"; {o.total_jobs - o.executed} run(s) were already done"
