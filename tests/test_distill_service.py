@@ -10,7 +10,7 @@ import pytest
 from distill_fixtures import lean_session, naive_session, write_transcript
 
 from warden.config import load_settings
-from warden.distill.service import distill_paths, distill_runs
+from warden.distill.service import distill_dry_run, distill_runs
 from warden.habits import HABITS_BY_WASTE
 from warden.ingest.collector import collect_paths
 from warden.store.db import open_store
@@ -99,7 +99,7 @@ def test_unknown_run_and_distiller_are_usage_errors() -> None:
 
 def test_dry_run_over_the_real_corpus_reports_every_file(corpus: Path) -> None:
     files = sorted(corpus.rglob("*.jsonl"))
-    reports = distill_paths([corpus], load_settings())
+    reports = distill_dry_run([corpus], load_settings())
     assert [Path(r.source_path) for r in reports] == files
     assert all(r.error is None for r in reports), [(r.source_path, r.error) for r in reports if r.error]
     with_findings = [r for r in reports if r.findings]
@@ -114,7 +114,7 @@ def test_dry_run_reports_unreadable_files_and_goes_on(tmp_path: Path) -> None:
     good = write_transcript(tmp_path, naive_session(), session_id="good")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"\xff\xfe not json\n{\"type\": \"assistant\", \"message\": 5}\n\x00\x00")
-    reports = distill_paths([tmp_path], load_settings())
+    reports = distill_dry_run([tmp_path], load_settings())
     by_name = {Path(r.source_path).name: r for r in reports}
     assert by_name[good.name].findings and by_name[bad.name].findings == []
     assert by_name[bad.name].error is None

@@ -3,7 +3,7 @@
 ``distill_runs`` works the queue the trigger fills (or one given run): parse the run's transcript
 from its ``source_path`` with the collector's parser, detect waste, propose rules (heuristic or
 model), admit them, mark the run done. Each run is its own transaction, so one bad transcript
-never loses another's work. ``distill_paths`` is the read-only variant over arbitrary transcript
+never loses another's work. ``distill_dry_run`` is the read-only variant over arbitrary transcript
 files and directories (``warden distill --dry-run PATHS…``): findings and what would be proposed,
 no database.
 """
@@ -231,7 +231,7 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
             for rid in run_ids]
 
 
-def distill_paths(paths: list[Path], settings: Settings, *, distiller: str = "heuristic",
+def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "heuristic",
                   client: anthropic.Anthropic | None = None) -> list[RunReport]:
     """Read-only: findings and proposals for arbitrary transcript files; never touches the store.
 
