@@ -379,21 +379,25 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
     prompts = [p for p in run.user_prompts if _real_prompt(p.text) and _before(p.timestamp, turn.timestamp)]
     active_task = _clip(prompts[-1].text, MAX_TASK_CHARS) if prompts else ""
 
-    # the project being worked in at each turn: that of the latest call with a path
-    working: dict[int, str | None] = {}
-    current = cwd
+    # Which project a turn's text is about: a path it names; else the first path its own tool
+    # calls touch (an assistant message says what it will do, then calls the tools); else the
+    # project of the latest path touched in earlier turns; else the cwd.
+    first_in_turn: dict[int, str] = {}
+    last_in_turn: dict[int, str] = {}
     for c in sorted(calls, key=lambda c: c.index):
-        if c.path:
-            current = path_project(c.path, cwd) or current
-        working[call_turn[c.index]] = current
+        project = path_project(c.path, cwd) if c.path else None
+        if project:
+            first_in_turn.setdefault(call_turn[c.index], project)
+            last_in_turn[call_turn[c.index]] = project
 
     def project_at(turn_pos: int, text: str) -> str | None:
-        mentioned = [path_project(m, cwd) for m in _ABS_PATH.findall(text)]
-        mentioned = [m for m in mentioned if m]
+        mentioned = [m for m in (path_project(p, cwd) for p in _ABS_PATH.findall(text)) if m]
         if mentioned:
             return mentioned[-1]
-        known = [p for tp, p in working.items() if tp <= turn_pos]
-        return known[-1] if known else cwd
+        if turn_pos in first_in_turn:
+            return first_in_turn[turn_pos]
+        earlier = [p for tp, p in sorted(last_in_turn.items()) if tp < turn_pos]
+        return earlier[-1] if earlier else cwd
 
     decisions: list[dict[str, Any]] = []
     seen_decisions: set[str] = set()

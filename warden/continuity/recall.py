@@ -41,7 +41,12 @@ yo tu el la los las un una unos unas de del al en y o que es por para con se lo 
 como pero más mas este esta estos estas ese esa hay ser muy sin sobre también ya
 le la les des du et est un une pour dans que qui sur pas au aux ce cette
 der die das und ist nicht ein eine zu mit den dem von
-""".split())
+""".split()) | frozenset("""
+please continue resume keep going work task thing stuff let lets now again also just still more some any
+get got want need like help make made do done go see look try use using new one first last next back way
+sure ok okay thanks thank hi hello hey good great well right write create add update change start finish
+can't don't it's i'm we're you're what's there's here tell show give take put run find
+""".split())  # generic words of prompts: they say how, not what about, so they never decide a match
 
 
 def _script(ch: str) -> str:
@@ -62,6 +67,11 @@ def _script(ch: str) -> str:
 def _fold_word(word: str) -> str | None:
     if len(word) < 2 or word in _STOPWORDS or word.isdigit():
         return None
+    word = _fold_suffix(word)
+    return None if word in _STOPWORDS else word[:MAX_TERM_CHARS]
+
+
+def _fold_suffix(word: str) -> str:
     # light English suffix folding, the same on both sides ("tests" ~ "test", "streaming" ~
     # "stream"); ASCII words only, so accented words of other languages stay whole
     if word.isascii():
@@ -71,7 +81,7 @@ def _fold_word(word: str) -> str | None:
             word = word[:-2]
         elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
-    return word[:MAX_TERM_CHARS]
+    return word
 
 
 def tokenize(text: str) -> list[str]:
