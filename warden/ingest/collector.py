@@ -17,10 +17,10 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta, timezone
 import os
 import stat
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -320,15 +320,19 @@ class Collector:
         done = 0
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool, self.store.session() as session:
-            pending_bytes = 0
+            batch: list[Any] = []
+            batch_bytes = 0
 
-            def commit_batch() -> None:
-                nonlocal pending_bytes
-                session.commit()  # a batch of files per transaction: fewer syncs, same result
-                pending_bytes = 0
+            def store_batch() -> None:
+                nonlocal batch_bytes
+                if batch:
+                    self._store_files(session, batch, summary)
+                    batch.clear()
+                session.commit()  # a batch of files per transaction: fewer statements and syncs
+                batch_bytes = 0
 
             def drain_one() -> None:
-                nonlocal done, pending_bytes
+                nonlocal done, batch_bytes
                 path, st, start, future = window.popleft()
                 try:
                     result = future.result()
@@ -338,13 +342,13 @@ class Collector:
                 else:
                     offset_row = session.get(IngestOffset, path)
                     if (offset_row.offset if offset_row else 0) == start:
-                        self._store_file(session, path, st, offset_row, start, result, summary)
-                        pending_bytes += result[2] - start
+                        batch.append((path, st, offset_row, start, result))
+                        batch_bytes += result[2] - start
                     else:  # someone (a hook) ingested it meanwhile: redo from the new offset
-                        commit_batch()
+                        store_batch()
                         self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
-                    if pending_bytes >= BATCH_BYTES:
-                        commit_batch()
+                    if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+                        store_batch()
                 done += 1
                 if progress:
                     progress(done, len(files))
@@ -363,6 +367,7 @@ class Collector:
                     drain_one()
             while window:
                 drain_one()
+            store_batch()
 
     def _plan(self, session: Session, path: str, summary: CollectSummary,
               agent_type_hint: str | None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
@@ -416,87 +421,114 @@ class Collector:
 
     def _store_file(self, session: Session, path: str, st: os.stat_result, offset_row: IngestOffset | None,
                     start: int, result: tuple[ParsedRun, dict[str, Any], int], summary: CollectSummary) -> str | None:
-        parsed, parser_state, end = result
-        prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
-        summary.files_ingested += 1
-        summary.bytes_read += end - start
-        summary.lines += parsed.stats.lines - ((prior_state or {}).get("stats", {}).get("lines", 0))
-        head_len = min(parsed.bytes_consumed, HEAD_BYTES)
-        if offset_row is None:
-            offset_row = IngestOffset(path=path)
-            session.add(offset_row)
-        if parsed.agent_id and not parsed.agent_type:
-            parsed.agent_type = read_meta_sidecar(path)
-        run_key = self._store_run(session, parsed, path, summary) if _has_activity(parsed, prior_state) else None
-        offset_row.run_key = run_key
-        offset_row.offset = parsed.bytes_consumed
-        offset_row.size = end
-        offset_row.mtime_ns = st.st_mtime_ns
-        offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
-        offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
-        offset_row.parser_version = PARSER_VERSION
-        return run_key
+        return self._store_files(session, [(path, st, offset_row, start, result)], summary)[0]
 
-    def _store_run(self, session: Session, parsed: ParsedRun, path: str, summary: CollectSummary) -> str:
-        session_id = parsed.session_id or Path(path).stem
-        run_key = run_key_for(session_id, parsed.agent_id)
-        usage_rows: dict[str, dict[str, Any]] = {}
-        for turn in parsed.turns:
-            _offer(usage_rows, _usage_row(turn.message_key, run_key, turn.model, turn.usage, turn.timestamp))
-        embedded_owners: dict[str, str | None] = {}
-        for emb in parsed.embedded_usage:
-            owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
-            _offer(usage_rows, _usage_row(emb.message_key, owner, emb.model, emb.usage, emb.timestamp))
-            if owner != run_key:
-                embedded_owners[owner] = emb.agent_id
-        rows = list(usage_rows.values())
-        summary.usage_messages += len(rows)
-        owners = _upsert_usage(session, rows) | {run_key} | set(embedded_owners)
-        session.flush()
-        totals = _totals(session, owners)
-
-        row = session.scalars(select(SessionRun).where(SessionRun.run_key == run_key)).first()
-        if row is None:
-            row = SessionRun(run_key=run_key, session_id=session_id[:200], agent_id=parsed.agent_id,
-                             agent=MAIN_AGENT if parsed.agent_id is None else UNKNOWN_SUBAGENT,
-                             distill_state=None)
-            session.add(row)
-        self._fill_run(session, row, parsed, path)
-        for key in owners:
-            other = row if key == run_key else session.scalars(select(SessionRun).where(SessionRun.run_key == key)).first()
-            if other is None and key in embedded_owners:
-                # A subagent known so far only through its parent's progress lines.
-                agent_id = embedded_owners[key]
-                other = SessionRun(run_key=key, session_id=session_id[:200], agent_id=agent_id,
-                                   agent=parsed.subagent_types.get(agent_id or "", UNKNOWN_SUBAGENT)[:200],
-                                   project=parsed.cwd, source_path=path, models=[], trace_digest={},
-                                   line_stats={}, parser_version=PARSER_VERSION, distill_state=None)
-                session.add(other)
-            if other is not None:
-                by_model = totals.get(key, {})
-                _apply_totals(other, by_model, self.prices)
-                if other is not row:
-                    other.models = sorted(set(other.models or []) | {m for m in by_model if m != "<synthetic>"})
-                    if other.started_at is None:
-                        times = [e.timestamp for e in parsed.embedded_usage
-                                 if e.timestamp and run_key_for(session_id, e.agent_id) == key]
-                        if times:
-                            other.started_at, other.ended_at = min(times), max(times)
-        if parsed.agent_id is None and parsed.subagent_types:
-            self._name_subagents(session, session_id, parsed.subagent_types)
-        summary.runs_updated += 1
-        summary.run_keys.append(run_key)
+    def _store_files(self, session: Session, items: list[tuple[str, os.stat_result, IngestOffset | None, int,
+                                                              tuple[ParsedRun, dict[str, Any], int]]],
+                     summary: CollectSummary) -> list[str | None]:
+        """Write the rows of parsed files, in order, with one statement per kind for the batch.
+        A batch of one is the hook's and the sequential path; a larger one, the bulk path's."""
+        runs: list[tuple[str, ParsedRun, str] | None] = []  # (path, parsed, run_key) per item
+        for path, st, offset_row, start, (parsed, parser_state, end) in items:
+            prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
+            summary.files_ingested += 1
+            summary.bytes_read += end - start
+            summary.lines += parsed.stats.lines - ((prior_state or {}).get("stats", {}).get("lines", 0))
+            if parsed.agent_id and not parsed.agent_type:
+                parsed.agent_type = read_meta_sidecar(path)
+            if _has_activity(parsed, prior_state):
+                runs.append((path, parsed, run_key_for(parsed.session_id or Path(path).stem, parsed.agent_id)))
+            else:
+                runs.append(None)
+        with session.no_autoflush:
+            rows_by_key = self._store_runs(session, [r for r in runs if r is not None], summary)
+        keys: list[str | None] = []
+        for (path, st, offset_row, start, (parsed, parser_state, end)), run in zip(items, runs):
+            if offset_row is None:
+                offset_row = IngestOffset(path=path)
+                session.add(offset_row)
+            head_len = min(parsed.bytes_consumed, HEAD_BYTES)
+            offset_row.run_key = run[2] if run else None
+            offset_row.offset = parsed.bytes_consumed
+            offset_row.size = end
+            offset_row.mtime_ns = st.st_mtime_ns
+            offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
+            offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
+            offset_row.parser_version = PARSER_VERSION
+            keys.append(run[2] if run else None)
         session.flush()
         if self.post_ingest:
-            _after_run_ingested(session, row, parsed)
-        return run_key
+            for run in runs:
+                if run is not None:
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1])
+        return keys
 
-    def _fill_run(self, session: Session, row: SessionRun, parsed: ParsedRun, path: str) -> None:
+    def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
+                    summary: CollectSummary) -> dict[str, SessionRun]:
+        if not runs:
+            return {}
+        usage_rows: dict[str, dict[str, Any]] = {}
+        embedded_owners: dict[str, tuple[str, str | None, str, ParsedRun]] = {}  # key -> (session, agent, path, parent)
+        for path, parsed, run_key in runs:
+            session_id = run_key.rsplit(":", 1)[0]
+            for turn in parsed.turns:
+                _offer(usage_rows, _usage_row(turn.message_key, run_key, turn.model, turn.usage, turn.timestamp))
+            for emb in parsed.embedded_usage:
+                owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
+                _offer(usage_rows, _usage_row(emb.message_key, owner, emb.model, emb.usage, emb.timestamp))
+                if owner != run_key:
+                    embedded_owners.setdefault(owner, (session_id, emb.agent_id, path, parsed))
+        rows = list(usage_rows.values())
+        summary.usage_messages += len(rows)
+        own_keys = {run_key for _, _, run_key in runs}
+        affected = _upsert_usage(session, rows) | own_keys | set(embedded_owners)
+        totals = _totals(session, affected)
+        rows_by_key = _load_runs(session, affected | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
+
+        for path, parsed, run_key in runs:
+            row = rows_by_key.get(run_key)
+            if row is None:
+                row = SessionRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
+                                 agent=MAIN_AGENT if parsed.agent_id is None else UNKNOWN_SUBAGENT,
+                                 distill_state=None)
+                session.add(row)
+                rows_by_key[run_key] = row
+            self._fill_run(row, parsed, path, rows_by_key)
+            if parsed.agent_id is None:
+                for agent_id, agent_type in parsed.subagent_types.items():
+                    # A parent's Task calls name its subagents' types: fill rows that did not know theirs.
+                    sub = rows_by_key.get(run_key_for(row.session_id, agent_id))
+                    if sub is not None and sub.agent == UNKNOWN_SUBAGENT:
+                        sub.agent = agent_type[:200]
+            summary.runs_updated += 1
+            summary.run_keys.append(run_key)
+        for key, (session_id, agent_id, path, parent) in embedded_owners.items():
+            if key not in rows_by_key:
+                # A subagent known so far only through its parent's progress lines.
+                times = [e.timestamp for e in parent.embedded_usage if e.timestamp and e.agent_id == agent_id]
+                row = SessionRun(run_key=key, session_id=session_id[:200], agent_id=agent_id,
+                                 agent=parent.subagent_types.get(agent_id or "", UNKNOWN_SUBAGENT)[:200],
+                                 project=parent.cwd, source_path=path, models=[], trace_digest={}, line_stats={},
+                                 parser_version=PARSER_VERSION, distill_state=None,
+                                 started_at=min(times) if times else None, ended_at=max(times) if times else None)
+                session.add(row)
+                rows_by_key[key] = row
+        for key in affected:
+            row = rows_by_key.get(key)
+            if row is None:
+                continue
+            by_model = totals.get(key, {})
+            _apply_totals(row, by_model, self.prices)
+            models = list(row.models or [])
+            models += sorted(m for m in by_model if m not in models and m != "<synthetic>")
+            row.models = models
+        return rows_by_key
+
+    def _fill_run(self, row: SessionRun, parsed: ParsedRun, path: str, rows_by_key: dict[str, SessionRun]) -> None:
         if parsed.agent_id is not None:
             agent = parsed.agent_type
             if not agent:
-                parent = session.scalars(select(SessionRun).where(
-                    SessionRun.run_key == run_key_for(row.session_id, None))).first()
+                parent = rows_by_key.get(run_key_for(row.session_id, None))
                 names = (parent.trace_digest or {}).get("subagents", {}) if parent else {}
                 agent = names.get(parsed.agent_id)
             if agent:
@@ -504,11 +536,7 @@ class Collector:
             elif not row.agent:
                 row.agent = UNKNOWN_SUBAGENT
         row.project = parsed.cwd or row.project
-        models = list(row.models or [])
-        for model in parsed.models:
-            if model not in models:
-                models.append(model)
-        row.models = models
+        row.models = list(parsed.models)  # cumulative over the file (the parser state carries it)
         row.started_at = parsed.started_at or row.started_at
         row.ended_at = parsed.ended_at or row.ended_at
         for name in ("tool_calls", "file_reads", "rereads", "greps", "edits", "failed_tool_results"):
@@ -525,13 +553,14 @@ class Collector:
         row.source_offset = parsed.bytes_consumed
         row.parser_version = PARSER_VERSION
 
-    def _name_subagents(self, session: Session, session_id: str, types: dict[str, str]) -> None:
-        """A parent's Task calls name its subagents' types; fill rows that did not know theirs."""
-        for agent_id, agent_type in types.items():
-            sub = session.scalars(select(SessionRun).where(
-                SessionRun.run_key == run_key_for(session_id, agent_id))).first()
-            if sub is not None and sub.agent == UNKNOWN_SUBAGENT:
-                sub.agent = agent_type[:200]
+
+def _load_runs(session: Session, run_keys: Iterable[str]) -> dict[str, SessionRun]:
+    keys = sorted(set(run_keys))
+    found: dict[str, SessionRun] = {}
+    for i in range(0, len(keys), IN_CHUNK):
+        for row in session.scalars(select(SessionRun).where(SessionRun.run_key.in_(keys[i:i + IN_CHUNK]))):
+            found[row.run_key] = row
+    return found
 
 
 def _offer(rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
@@ -574,6 +603,7 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
 
 PARALLEL_MIN_BYTES = 32 << 20
 BATCH_BYTES = 64 << 20  # transcript bytes per transaction in a bulk collect
+BATCH_FILES = 100
 
 
 def _total_size(files: list[str]) -> int:
