@@ -204,3 +204,13 @@ def test_capture_over_the_real_corpus_does_not_crash(corpus: Path) -> None:
     with store.session() as s:
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == total
     assert total > 0
+
+
+def test_a_turns_text_belongs_to_the_project_its_own_calls_touch_first() -> None:
+    run = (RunBuilder(cwd="/home/dev/shop").prompt("stream the export")
+           .turn(int(0.25 * W), "I'll use a generator in export.py.",
+                 [read("/home/dev/shop/export.py"), read("/home/dev/billing/api.py")])
+           .turn(int(0.26 * W), "Decided to wrap the client rather than patch it.", [])
+           .turn(int(0.36 * W), "I will add retries in /home/dev/billing/client.py instead of here.", []).build())
+    decisions = capture_checkpoints(run)[-1].decisions
+    assert [d["project"] for d in decisions] == ["/home/dev/shop", "/home/dev/billing", "/home/dev/billing"]

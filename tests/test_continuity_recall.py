@@ -184,3 +184,24 @@ def test_pruning_never_changes_the_answer() -> None:
         want = decide(prompt_terms=len(terms), pool_size=len(cands), scores=brute,
                       recency={c.id: c.captured_at for c in cands})
         assert (got.status, got.checkpoint_id) == (want.status, want.checkpoint_id), trial
+
+
+def test_generic_prompt_words_do_not_sink_a_real_match() -> None:
+    only = [Candidate(1, "a", NOW, frozenset(checkpoint_terms("Make the CSV export stream rows")))]
+    result = recall("please continue the csv export streaming work", only, exclude_session="new")
+    assert result.status == "matched" and result.checkpoint_id == 1
+    assert recall("write a limerick about cats", only).status == "below_threshold"
+
+
+def test_reindex_rebuilds_the_same_index() -> None:
+    from sqlalchemy import select
+
+    from warden.continuity.service import reindex
+    from warden.store.models import CheckpointTerm
+
+    store = _store_with_runs()
+    with store.session() as s:
+        before = sorted(s.execute(select(CheckpointTerm.checkpoint_id, CheckpointTerm.term)).all())
+        assert reindex(s) == len(TEXTS)
+    with store.session() as s:
+        assert sorted(s.execute(select(CheckpointTerm.checkpoint_id, CheckpointTerm.term)).all()) == before

@@ -128,3 +128,15 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
         print_json({"deleted_by_age": res.by_age, "deleted_by_count": res.by_count, "remaining": res.remaining})
     else:
         console.print(f"pruned {res.by_age} by age, {res.by_count} by count; {res.remaining} remain")
+
+
+@checkpoints_app.command("reindex")
+def reindex_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Rebuild the recall index (after upgrading warden's tokenizer)."""
+    s = settings()
+    with store(s).session() as db:
+        n = service.reindex(db)
+    if as_json:
+        print_json({"reindexed": n})
+    else:
+        console.print(f"reindexed {n} checkpoint(s)")

@@ -182,6 +182,18 @@ def prune_with_settings(session: Session, settings: Settings, now: datetime | No
     return prune(session, max_age_days=settings.checkpoint_max_age_days, keep=settings.checkpoint_keep, now=now)
 
 
+def reindex(session: Session, batch: int = 500) -> int:
+    """Rebuild the recall index of every checkpoint (after a tokenizer change); returns how many."""
+    from warden.continuity.capture import index_terms
+
+    session.execute(delete(CheckpointTerm))
+    ids = list(session.scalars(select(Checkpoint.id).order_by(Checkpoint.id)))
+    for start in range(0, len(ids), batch):
+        rows = list(session.scalars(select(Checkpoint).where(Checkpoint.id.in_(ids[start:start + batch]))))
+        index_terms(session, rows)
+    return len(ids)
+
+
 def checkpoint_summary(row: Checkpoint) -> dict[str, Any]:
     """A listing row (untrusted text left raw here: renderers sanitize)."""
     return {"id": row.id, "session_id": row.session_id, "agent": row.agent, "agent_id": row.agent_id,

@@ -116,6 +116,11 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
         say("collect: new transcripts")
         collected = collect_paths(settings, store=store)
         summary.collected_runs = collected.runs_updated
+        from warden.continuity.service import prune_with_settings  # checkpoint retention (age, count)
+
+        with store.session() as session:
+            pruned = prune_with_settings(session, settings)
+        say(f"checkpoints: pruned {pruned.by_age + pruned.by_count}, {pruned.remaining} kept")
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
     reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
