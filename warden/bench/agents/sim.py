@@ -42,25 +42,28 @@ success check decides completion.
 Habits and the rule wording that reaches them
 =============================================
 The habit catalogue is shared with the detectors and the distiller: ``warden/habits.py``.
-A rule reaches a habit when ``Habit.named_by(rule_body)`` matches (regexes listed there):
+A rule reaches a habit when ``Habit.named_by(rule_body)`` matches (regexes listed there).
+How likely each habit is per run is the persona's (:data:`PERSONAS`: the naive persona has the
+big ones — blind reading, whole-file reads, full suite, narration — in 90–95% of runs):
 
 ==========================  =================================================================
 habit                       what the sim does when it fires / rule wording that reaches it
 ==========================  =================================================================
-blind_reading               opens related + 2–6 listed files whole before the target /
+blind_reading               opens the related + 2–3 listed files (whole, or their first 80
+                            lines when whole-file reads are off) before the target /
                             "grep|search … before …", "search first", "grep first"
-rereading                   re-reads 1–3 unchanged files / "never|don't|avoid … re-read"
+rereading                   re-reads 1–2 unchanged files / "never|don't|avoid … re-read"
 whole_file_reads            reads the whole target (and whole blind reads) instead of a
                             range / "only the relevant lines|range", "line range"
-listing_loops               re-lists directories 1–3 more times and globs / "list … once",
+listing_loops               re-lists directories 1–2 more rounds and globs / "list … once",
                             "glob pattern"
 full_test_suite             runs ``python -m pytest -q`` (twice 40% of the time) instead of the
                             targeted test / "only … relevant|targeted … tests"
 rewrite_instead_of_edit     ``write_file`` of the whole file / "edit … in place",
                             "exact replacement", "instead of rewriting"
-verbose_narration           40–160 words of narration before each call and a long report /
+verbose_narration           50–110 words of narration before each call and a long report /
                             "be brief|terse|concise", "no narration"
-plan_churn                  2–4 planning turns before acting / "one-line plan", "plan once"
+plan_churn                  2–3 planning turns before acting / "one-line plan", "plan once"
 repeated_commands           re-runs the verification command unchanged / "don't … re-run …
                             command"
 retry_churn                 after a wrong-path error retries the identical call 1–2 times /
@@ -157,9 +160,9 @@ PERSONAS: dict[str, Persona] = {
     # Its big habits are near-constant (as a real naive agent's are); how much they cost
     # varies per run, and the small ones come and go.
     "naive": Persona("naive", {
-        "blind_reading": 0.92, "rereading": 0.75, "whole_file_reads": 0.9, "listing_loops": 0.7,
-        "full_test_suite": 0.85, "rewrite_instead_of_edit": 0.2, "verbose_narration": 0.85,
-        "plan_churn": 0.5, "repeated_commands": 0.3, "retry_churn": 0.5, "ignored_output": 0.5,
+        "blind_reading": 0.95, "rereading": 0.8, "whole_file_reads": 0.95, "listing_loops": 0.75,
+        "full_test_suite": 0.9, "rewrite_instead_of_edit": 0.15, "verbose_narration": 0.95,
+        "plan_churn": 0.6, "repeated_commands": 0.3, "retry_churn": 0.5, "ignored_output": 0.5,
     }),
     # A disciplined agent: few habits, rarely — rules have little to save.
     "careful": Persona("careful", {
@@ -383,13 +386,12 @@ class SimAgent:
     errors never change the run."""
 
     def __init__(self, plan: SimPlan, *, task_id: str, prompt: str, seed: int,
-                 persona: Persona | str = "naive", mode: str = "task") -> None:
+                 persona: Persona | str = "naive") -> None:
         self.plan = plan
         self.task_id = task_id
         self.prompt = prompt
         self.seed = seed
         self.persona = persona_named(persona) if isinstance(persona, str) else persona
-        self.mode = mode  # "task" (full run) or "explore" (locate and report only: subagents)
         self.model = self.persona.model
         self.behaviour: Behaviour | None = None
         self._text_rng = _rng(seed, task_id, "narration")
@@ -448,7 +450,7 @@ class SimAgent:
                 "usage": usage}
 
     def _id(self, prefix: str, turn: int, index: int) -> str:
-        digest = hashlib.sha256(f"{self.seed}:{self.task_id}:{self.mode}:{turn}:{index}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{self.seed}:{self.task_id}:{turn}:{index}".encode()).hexdigest()
         return prefix + digest[:24]
 
     # -- the behaviour script --------------------------------------------------------------
@@ -544,12 +546,6 @@ class SimAgent:
         else:
             start = max(1, hit_line - 40)
             yield Step(self._say(plan.target), [("read_file", {"path": plan.target, "offset": start, "limit": 100})])
-
-        if self.mode == "explore":
-            where = f"{plan.target}:{hit_line}" if hit_line else plan.target
-            yield Step(f"The code for this lives in {where}. Relevant files: "
-                       f"{', '.join((plan.target,) + plan.related)}.")
-            return
 
         # ---- re-reading
         if b.has("rereading"):

@@ -64,7 +64,7 @@ class SimTransport:
             index = self._calls
             self._calls += 1
             request_id = "req_sim_" + hashlib.sha256(
-                f"{self.agent.seed}:{self.agent.task_id}:{self.agent.mode}:{index}".encode()).hexdigest()[:24]
+                f"{self.agent.seed}:{self.agent.task_id}:{index}".encode()).hexdigest()[:24]
             status, body, decoded = self._answer(request, index)
             self.exchanges.append(Exchange(index, status, request_id, decoded, body))
             return httpx2.Response(status, json=body, headers={"request-id": request_id})
