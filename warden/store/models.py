@@ -318,6 +318,17 @@ class CheckpointTerm(Base):
     session_id: Mapped[str] = mapped_column(String(200))
 
 
+class CaptureState(Base):
+    """Where checkpoint capture stopped in a run: crossed bands, running rates, milestone counters
+    and the content so far, so an incremental parse (a hook after every turn) captures exactly what
+    a parse of the whole transcript would."""
+
+    __tablename__ = "capture_states"
+    run_key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
 # ---------------------------------------------------------------- jobs
 
 

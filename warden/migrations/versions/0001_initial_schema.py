@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 08:04:14.030526
+Create Date: 2026-11-30 08:28:05.238023
 """
 from __future__ import annotations
 
@@ -70,6 +70,12 @@ def upgrade() -> None:
     with op.batch_alter_table('bench_runs', schema=None) as batch_op:
         batch_op.create_index('ix_bench_runs_lookup', ['agent', 'task_id', 'config_key', 'backend', 'model'], unique=False)
 
+    op.create_table('capture_states',
+    sa.Column('run_key', sa.String(length=300), nullable=False),
+    sa.Column('state', sa.JSON(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('run_key', name=op.f('pk_capture_states'))
+    )
     op.create_table('checkpoints',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('run_key', sa.String(length=300), nullable=False),
@@ -337,6 +343,7 @@ def downgrade() -> None:
         batch_op.drop_index('ix_checkpoints_agent_time')
 
     op.drop_table('checkpoints')
+    op.drop_table('capture_states')
     with op.batch_alter_table('bench_runs', schema=None) as batch_op:
         batch_op.drop_index('ix_bench_runs_lookup')
 
