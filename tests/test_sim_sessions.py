@@ -100,3 +100,16 @@ def test_same_arguments_write_the_same_transcripts(played, tmp_path: Path) -> No
 
     strip_timing = lambda text: re.sub(r"in \d+\.\d+s", "in Xs", text)  # noqa: E731
     assert strip_timing(normalise(first)) == strip_timing(normalise(second))
+
+
+def test_cli_writes_sessions_for_the_shipped_suites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from warden.cli.app import main
+
+    assert main(["sim", "sessions", "--out", str(tmp_path), "--sessions", "1", "--agent", "backend",
+                 "--delegate-share", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "not a real model" in report["label"]
+    [session] = report["sessions"]
+    assert session["agent"] == "backend" and Path(session["path"]).is_file()
+    assert main(["sim", "sessions", "--out", str(tmp_path), "--agent", "nobody"]) == 2
+    assert "unknown agent" in capsys.readouterr().err
