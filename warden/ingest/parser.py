@@ -251,6 +251,8 @@ class TranscriptParser:
         self._turn_by_key: dict[str, int] = {}
         self._call_by_id: dict[str, int] = {}
         self._raw_usage: dict[str, Any] = {}  # message key -> last raw usage object seen
+        self._last_ts_text: Any = None
+        self._last_ts: datetime | None = None
         self._digest_pos: dict[int, int] = {}  # tool_calls index -> position in the digest
         self._checked_turns = 0  # turns already through the placeholder check
         self.stats = LineStats(**{k: v for k, v in self._s.stats.items() if k in LineStats.__dataclass_fields__})
@@ -376,6 +378,12 @@ class TranscriptParser:
             if rec.get("subtype") == "compact_boundary":
                 self.compactions += 1
 
+    def _when(self, ts: Any) -> datetime | None:
+        """parse_timestamp with a one-entry cache: a response's lines share their timestamp."""
+        if ts is not self._last_ts_text and ts != self._last_ts_text:
+            self._last_ts_text, self._last_ts = ts, parse_timestamp(ts)
+        return self._last_ts
+
     def _message_key(self, message: dict[str, Any], rec: dict[str, Any]) -> str:
         mid = message.get("id")
         rid = rec.get("requestId")
@@ -406,7 +414,7 @@ class TranscriptParser:
             index = s.turn_index
             s.turn_index += 1
             turn = Turn(index=index, message_key=key, model=model, usage=usage or Usage(),
-                        timestamp=parse_timestamp(ts))
+                        timestamp=self._when(ts))
             self.turns.append(turn)
             self._turn_by_key[key] = len(self.turns) - 1
             if model not in s.models and model != "<synthetic>":
@@ -463,7 +471,7 @@ class TranscriptParser:
         input_bytes = _json_size(tool_input)
         turn.content_bytes += input_bytes
         call = ToolCall(index=s.tool_index, tool_use_id=tool_id, name=name, kind=kind, input=tool_input,
-                        input_bytes=input_bytes, timestamp=parse_timestamp(ts), turn=turn.index)
+                        input_bytes=input_bytes, timestamp=self._when(ts), turn=turn.index)
         s.tool_index += 1
         counters = s.counters
         counters["tool_calls"] = counters.get("tool_calls", 0) + 1
@@ -553,7 +561,7 @@ class TranscriptParser:
         if rec.get("isMeta") is True or text.startswith(("<command-", "<local-command", "Caveat:")):
             return
         if text.strip():
-            self.user_prompts.append(UserPrompt(text=text[:MAX_PROMPT_TEXT], timestamp=parse_timestamp(ts)))
+            self.user_prompts.append(UserPrompt(text=text[:MAX_PROMPT_TEXT], timestamp=self._when(ts)))
 
     def _tool_result(self, block: dict[str, Any]) -> None:
         s = self._s
