@@ -23,9 +23,12 @@ def register(app: typer.Typer) -> None:
     app.command("uninstall-hooks")(uninstall_hooks_cmd)
     hook_app = typer.Typer(help="Claude Code hook entry points (always exit 0; log to $WARDEN_HOME/hooks.log).",
                            no_args_is_help=True)
-    hook_app.command("stop")(lambda: _hook("stop"))
-    hook_app.command("subagent-stop")(lambda: _hook("subagent-stop"))
-    hook_app.command("session-start")(lambda: _hook("session-start"))
+    hook_app.command("stop", help="Stop: queue the session's transcript (and its subagents') for ingest.")(
+        lambda: _hook("stop"))
+    hook_app.command("subagent-stop", help="SubagentStop: queue the subagent's transcript, with its type.")(
+        lambda: _hook("subagent-stop"))
+    hook_app.command("session-start", help="SessionStart: queue the (resumed) session's transcript.")(
+        lambda: _hook("session-start"))
     app.add_typer(hook_app, name="hook")
 
 
