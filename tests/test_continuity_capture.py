@@ -214,3 +214,101 @@ def test_a_turns_text_belongs_to_the_project_its_own_calls_touch_first() -> None
            .turn(int(0.36 * W), "I will add retries in /home/dev/billing/client.py instead of here.", []).build())
     decisions = capture_checkpoints(run)[-1].decisions
     assert [d["project"] for d in decisions] == ["/home/dev/shop", "/home/dev/billing", "/home/dev/billing"]
+
+
+def test_collector_captures_checkpoints_once_across_appends_and_full_reingest(tmp_path: Path) -> None:
+    """Through the real collector: a transcript grows (resumed parse), then is re-read from
+    scratch; checkpoints are captured at the crossings and never duplicated."""
+    from collect_support import SESSION, assistant, jsonl, prompt, tool_result, tool_use, usage
+
+    from warden.ingest.collector import collect_paths
+    from warden.store.models import IngestOffset
+
+    def turn(i: int, fill: float, text: str, path: str) -> list[dict]:
+        ts = f"2026-01-01T10:{i:02d}:00.000Z"
+        return [assistant(f"msg_{i}", f"req_{i}", usage(5, 50, cr=int(fill * W)),
+                          [{"type": "text", "text": text}, tool_use(f"toolu_{i}", "Edit", file_path=path,
+                                                                     old_string="a", new_string="b")],
+                          ts=ts, cwd="/proj"),
+                tool_result(f"toolu_{i}", "edited", ts=ts)]
+
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    first = [prompt("Make the exporter stream rows")] + turn(1, 0.10, "Reading.", "/proj/a.py") \
+        + turn(2, 0.30, "I'll use a generator for the rows.", "/proj/b.py")
+    transcript.write_bytes(jsonl(first))
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert sorted(s.scalars(select(Checkpoint.trigger))) == ["fill:20"]
+    more = turn(3, 0.55, "Halfway there.", "/proj/c.py") + turn(4, 0.56, "More edits.", "/proj/d.py")
+    transcript.write_bytes(jsonl(first + more))
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        triggers_after_append = sorted(s.scalars(select(Checkpoint.trigger)))
+        assert [t for t in triggers_after_append if t.startswith("fill:")] == ["fill:20", "fill:50"]
+        assert any(t.startswith("milestone:edits:") for t in triggers_after_append)
+        task = s.scalar(select(Checkpoint.active_task).where(Checkpoint.trigger == "fill:50"))
+        assert task == "Make the exporter stream rows"  # carried over: the appended lines hold no prompt
+        s.execute(IngestOffset.__table__.delete())  # forget offsets: the next collect re-reads everything
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert sorted(s.scalars(select(Checkpoint.trigger))) == triggers_after_append
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == len(triggers_after_append)
+
+
+def _split(run, cut_after_turns: list[int]):
+    """The run as consecutive resumed parts, as an incremental parser would hand them over."""
+    import copy
+
+    parts, start = [], 0
+    for end in cut_after_turns + [len(run.turns)]:
+        part = copy.deepcopy(run)
+        part.start_offset = start + 1  # resumed parts start past 0
+        turns = run.turns[start:end]
+        keep = {ci for t in turns for ci in t.tool_call_indexes}
+        remap = {ci: n for n, ci in enumerate(sorted(keep))}
+        part.turns = [copy.deepcopy(t) for t in turns]
+        for n, t in enumerate(part.turns):
+            t.index, t.tool_call_indexes = n, [remap[ci] for ci in t.tool_call_indexes]
+        part.tool_calls = []
+        for c in run.tool_calls:
+            if c.index in keep:
+                c2 = copy.deepcopy(c)
+                c2.index, c2.turn = remap[c.index], next(n for n, t in enumerate(turns) if c.index in t.tool_call_indexes)
+                part.tool_calls.append(c2)
+        lo = turns[0].timestamp if start else None
+        hi = turns[-1].timestamp
+        part.user_prompts = [p for p in run.user_prompts if (lo is None or p.timestamp > run.turns[start - 1].timestamp)
+                             and (end == len(run.turns) or p.timestamp <= hi)]
+        parts.append(part)
+        start = end
+    parts[0].start_offset = 0
+    return parts
+
+
+def test_a_run_captured_in_parts_gives_the_same_checkpoints_as_whole() -> None:
+    from warden.continuity.capture import capture
+
+    b = RunBuilder(cwd="/home/dev/proj").prompt("Port the exporter to streaming")
+    for i in range(12):
+        calls = [edit(f"/home/dev/proj/m{i}.py")]
+        if i % 3 == 2:
+            calls.append(bash("python -m pytest -q", "10 passed"))
+        if i in (4, 5):
+            calls.append(read("/home/dev/proj/big.py", reread=i == 5))
+            calls.append(bash("make lint", "error: bad", error=True))
+        b.turn(int((0.05 + 0.07 * i) * W), f"I'll use approach {i} for module m{i}.", calls)
+        if i == 6:
+            b.prompt("Now also handle the CSV header")
+    whole = capture_checkpoints(b.build())
+    carry = None
+    pieces = []
+    for part in _split(b.build(), [1, 2, 5, 6, 7, 10]):
+        got, carry = capture(part, carry=carry)
+        pieces += got
+    key = lambda c: (c.trigger, c.fill, c.quality, c.active_task, [d["text"] for d in c.decisions],  # noqa: E731
+                     c.edited_files, c.read_files, len(c.errors), c.last_state)
+    assert [key(c) for c in pieces] == [key(c) for c in whole]
+    assert {c.trigger.split(":")[0] for c in whole} == {"fill", "quality", "milestone"}

@@ -273,6 +273,50 @@ def quality_score(fill: float, reads: int, rereads: int, calls: int, failures: i
 
 # ---------------------------------------------------------------- capture
 
+MAX_SEEN_PATHS = 5000  # "new file" memory carried between parses of one run
+
+
+@dataclass
+class CarryState:
+    """Where capture stopped in a run, carried to the next (incremental) parse of it: crossed
+    bands, running rates, milestone counters and the content so far. JSON-able."""
+
+    crossed_fill: list[int] = field(default_factory=list)
+    crossed_quality: list[int] = field(default_factory=list)
+    reads: int = 0
+    rereads: int = 0
+    calls: int = 0
+    failures: int = 0
+    compactions: int = 0
+    prev_ctx: int = 0
+    max_ctx: int = 0
+    writes_since: int = 0
+    new_files_since: list[str] = field(default_factory=list)
+    seen_paths: list[str] = field(default_factory=list)
+    edits_since_tests: int = 0
+    projects: list[str] = field(default_factory=list)
+    last_project: str | None = None
+    active_task: str = ""
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    open_questions: list[dict[str, Any]] = field(default_factory=list)
+    edited_files: list[str] = field(default_factory=list)
+    read_files: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    last_state: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: Any) -> "CarryState":
+        if not isinstance(data, dict):
+            return cls()
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        try:
+            return cls(**known)
+        except TypeError:
+            return cls()
+
 
 @dataclass
 class _Trigger:
@@ -280,7 +324,6 @@ class _Trigger:
     turn_pos: int  # position in the run's turn list; the checkpoint holds state up to this call
     fill: float  # percent
     quality: float
-    tool_pos: int | None = None  # milestone: the triggering tool call's index
 
 
 def _milestone_id(call: ToolCall) -> str:
@@ -300,57 +343,52 @@ def _turn_position_of_calls(run: ParsedRun) -> dict[int, int]:
     return mapping
 
 
-def _find_triggers(run: ParsedRun) -> list[_Trigger]:
+def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int]) -> list[_Trigger]:
+    """Walk the run's calls in order, updating ``carry``'s counters; the triggers that fired."""
     turns = run.turns
     if not turns:
         return []
-    max_ctx = max(t.context_tokens for t in turns)
-    window = context_window(run.models, max_ctx)
-    call_turn = _turn_position_of_calls(run)
+    carry.max_ctx = max([carry.max_ctx] + [t.context_tokens for t in turns])
+    window = context_window(run.models, carry.max_ctx)
     calls_by_turn: dict[int, list[ToolCall]] = {}
     for call in run.tool_calls:
         calls_by_turn.setdefault(call_turn[call.index], []).append(call)
 
     triggers: list[_Trigger] = []
-    crossed_fill: set[int] = set()
-    crossed_quality: set[int] = set()
-    reads = rereads = calls = failures = compactions = 0
-    writes_since = 0
-    new_files_since: set[str] = set()
-    seen_paths: set[str] = set()
-    edits_since_tests = 0
-    prev_ctx = 0
+    crossed_fill, crossed_quality = set(carry.crossed_fill), set(carry.crossed_quality)
+    new_files_since, seen_paths = set(carry.new_files_since), dict.fromkeys(carry.seen_paths)
+    base_compactions, detected = carry.compactions, 0
     last_pos = len(turns) - 1
     for pos, turn in enumerate(turns):
         ctx = turn.context_tokens
-        if prev_ctx and ctx < prev_ctx / 2 and prev_ctx >= 0.30 * window:
-            compactions += 1
-        if pos == last_pos:
-            compactions = max(compactions, run.compactions)
+        if carry.prev_ctx and ctx < carry.prev_ctx / 2 and carry.prev_ctx >= 0.30 * window:
+            detected += 1
+        # compactions the parser counted in this part but we could not place apply at its end
+        compactions = base_compactions + (max(detected, run.compactions) if pos == last_pos else detected)
         if ctx:
-            prev_ctx = ctx
+            carry.prev_ctx = ctx
         fill = ctx / window
         milestone_calls: list[tuple[str, ToolCall]] = []
         for call in calls_by_turn.get(pos, []):
-            calls += 1
-            failures += int(call.is_error)
+            carry.calls += 1
+            carry.failures += int(call.is_error)
             if call.kind == "read":
-                reads += 1
-                rereads += int(call.is_reread)
+                carry.reads += 1
+                carry.rereads += int(call.is_reread)
             if call.kind in ("edit", "write") and not call.is_error:
-                writes_since += 1
-                edits_since_tests += 1
+                carry.writes_since += 1
+                carry.edits_since_tests += 1
                 if call.kind == "write" and call.path and call.path not in seen_paths:
                     new_files_since.add(call.path)
-                if writes_since >= EDIT_BURST_WRITES or len(new_files_since) >= EDIT_BURST_NEW_FILES:
+                if carry.writes_since >= EDIT_BURST_WRITES or len(new_files_since) >= EDIT_BURST_NEW_FILES:
                     milestone_calls.append(("edits", call))
-                    writes_since, new_files_since = 0, set()
+                    carry.writes_since, new_files_since = 0, set()
             if call.path:
-                seen_paths.add(call.path)
-            if edits_since_tests and _is_test_pass(call):
+                seen_paths[call.path] = None
+            if carry.edits_since_tests and _is_test_pass(call):
                 milestone_calls.append(("tests", call))
-                edits_since_tests = 0
-        quality = quality_score(fill, reads, rereads, calls, failures, compactions)
+                carry.edits_since_tests = 0
+        quality = quality_score(fill, carry.reads, carry.rereads, carry.calls, carry.failures, compactions)
         fill_pct = round(100.0 * fill, 1)
 
         newly = [b for b in FILL_BANDS if b not in crossed_fill and fill_pct >= b]
@@ -362,7 +400,11 @@ def _find_triggers(run: ParsedRun) -> list[_Trigger]:
             crossed_quality.update(b for b in QUALITY_BANDS if b >= min(dropped))
             triggers.append(_Trigger(f"quality:{min(dropped)}", pos, fill_pct, quality))
         for kind, call in milestone_calls:
-            triggers.append(_Trigger(f"milestone:{kind}:{_milestone_id(call)}", pos, fill_pct, quality, call.index))
+            triggers.append(_Trigger(f"milestone:{kind}:{_milestone_id(call)}", pos, fill_pct, quality))
+    carry.compactions = base_compactions + max(detected, run.compactions)
+    carry.crossed_fill, carry.crossed_quality = sorted(crossed_fill), sorted(crossed_quality)
+    carry.new_files_since = sorted(new_files_since)
+    carry.seen_paths = list(seen_paths)[-MAX_SEEN_PATHS:]
     return triggers
 
 
@@ -370,14 +412,20 @@ def _before(ts: datetime | None, limit: datetime | None) -> bool:
     return ts is None or limit is None or ts <= limit
 
 
-def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_run: list[str]) -> dict[str, Any]:
-    """The state of the run up to and including the call at ``pos``."""
-    turn = run.turns[pos]
-    cwd = run.cwd
-    calls = [c for c in run.tool_calls if call_turn[c.index] <= pos]
+def _merge_unique(old: list[str], new: list[str]) -> list[str]:
+    return list(dict.fromkeys(old + new))
 
-    prompts = [p for p in run.user_prompts if _real_prompt(p.text) and _before(p.timestamp, turn.timestamp)]
-    active_task = _clip(prompts[-1].text, MAX_TASK_CHARS) if prompts else ""
+
+def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: CarryState) -> dict[str, Any]:
+    """The state of the run up to and including the call at ``pos`` (None: before any call of
+    this part), on top of what earlier parts of the run left in ``carry``."""
+    cwd = run.cwd
+    limit_ts = run.turns[pos].timestamp if pos is not None else None
+    upto = -1 if pos is None else pos
+    calls = [c for c in run.tool_calls if call_turn.get(c.index, 0) <= upto]
+
+    prompts = [p for p in run.user_prompts if _real_prompt(p.text) and (pos is None or _before(p.timestamp, limit_ts))]
+    active_task = _clip(prompts[-1].text, MAX_TASK_CHARS) if prompts else carry.active_task
 
     # Which project a turn's text is about: a path it names; else the first path its own tool
     # calls touch (an assistant message says what it will do, then calls the tools); else the
@@ -397,12 +445,12 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
         if turn_pos in first_in_turn:
             return first_in_turn[turn_pos]
         earlier = [p for tp, p in sorted(last_in_turn.items()) if tp < turn_pos]
-        return earlier[-1] if earlier else cwd
+        return earlier[-1] if earlier else (carry.last_project or cwd)
 
-    decisions: list[dict[str, Any]] = []
-    seen_decisions: set[str] = set()
-    questions: list[dict[str, Any]] = []
-    for tpos in range(pos + 1):
+    decisions: list[dict[str, Any]] = list(carry.decisions)
+    seen_decisions = {d.get("text", "").casefold() for d in decisions}
+    questions: list[dict[str, Any]] = list(carry.open_questions) if upto < 3 else []
+    for tpos in range(upto + 1):
         text = run.turns[tpos].text or ""
         if not text:
             continue
@@ -414,7 +462,7 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
                 if clipped.casefold() not in seen_decisions:
                     seen_decisions.add(clipped.casefold())
                     decisions.append({"text": clipped, "project": project_at(tpos, sentence)})
-            if sentence.endswith(("?", "？")) and tpos >= pos - 3:
+            if sentence.endswith(("?", "？")) and tpos >= upto - 3:
                 questions.append({"text": _clip(sentence, MAX_ITEM_CHARS), "project": project_at(tpos, sentence)})
 
     edited: list[str] = []
@@ -426,9 +474,10 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
             edited.append(c.path)
         elif c.kind == "read" and c.path not in read:
             read.append(c.path)
-    read = [p for p in read if p not in edited]
+    edited = _merge_unique(carry.edited_files, edited)
+    read = [p for p in _merge_unique(carry.read_files, read) if p not in edited]
 
-    errors: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = list(carry.errors)
     for i, c in enumerate(calls):
         if not c.is_error:
             continue
@@ -446,7 +495,8 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
                        "tool": c.name, "path": c.path,
                        "project": path_project(c.path, cwd) if c.path else project_at(call_turn[c.index], c.command or "")})
 
-    last_text = next((run.turns[t].text for t in range(pos, -1, -1) if (run.turns[t].text or "").strip()), "")
+    last_text = next((run.turns[t].text for t in range(upto, -1, -1) if (run.turns[t].text or "").strip()), "")
+    working = next((last_in_turn[t] for t in sorted(last_in_turn, reverse=True)), None)
     return {
         "active_task": active_task,
         "decisions": decisions[-MAX_DECISIONS:],
@@ -454,13 +504,16 @@ def _content(run: ParsedRun, pos: int, call_turn: dict[int, int], projects_of_ru
         "read_files": read[-MAX_FILES:],
         "open_questions": questions[-MAX_QUESTIONS:],
         "errors": errors[-MAX_ERRORS:],
-        "last_state": _clip(last_text, MAX_STATE_CHARS),
+        "last_state": _clip(last_text, MAX_STATE_CHARS) if last_text else carry.last_state,
+        "_working_project": working or carry.last_project,
     }
 
 
-def run_projects(run: ParsedRun) -> list[str]:
+def run_projects(run: ParsedRun, known: list[str] | None = None) -> list[str]:
     """The run's project (cwd) first, then every other project its paths touch."""
-    found: list[str] = [run.cwd] if run.cwd else []
+    found: list[str] = list(known or []) or ([run.cwd] if run.cwd else [])
+    if run.cwd and run.cwd not in found:
+        found.insert(0, run.cwd)
     for call in run.tool_calls:
         for candidate in ([call.path] if call.path else []) + _ABS_PATH.findall(call.command or ""):
             project = path_project(candidate, run.cwd)
@@ -469,23 +522,37 @@ def run_projects(run: ParsedRun) -> list[str]:
     return found
 
 
-def capture_checkpoints(run: ParsedRun, agent: str | None = None) -> list[CheckpointData]:
-    """Every checkpoint of ``run``, in session order. Pure: the same run gives the same list."""
-    triggers = _find_triggers(run)
-    if not triggers:
-        return []
+def capture(run: ParsedRun, agent: str | None = None,
+            carry: CarryState | None = None) -> tuple[list[CheckpointData], CarryState]:
+    """Every checkpoint of ``run`` in session order, and the state to carry to the next part of
+    the run. ``carry`` is what the previous part left (None: ``run`` starts the transcript).
+    Pure: the same inputs give the same outputs; a transcript captured in parts gives the same
+    triggers as captured whole."""
+    carry = CarryState.from_json((carry or CarryState()).to_json())  # never mutate the caller's
     call_turn = _turn_position_of_calls(run)
-    projects = run_projects(run)
+    triggers = _find_triggers(run, carry, call_turn)
+    projects = run_projects(run, carry.projects)
     agent_name = agent or (run.agent_type or "main" if run.agent_id is None else run.agent_type or "subagent")
     result: list[CheckpointData] = []
     for trig in triggers:
         turn = run.turns[trig.turn_pos]
-        content = _content(run, trig.turn_pos, call_turn, projects)
+        content = _content(run, trig.turn_pos, call_turn, carry)
+        content.pop("_working_project")
         result.append(CheckpointData(
             run_key=run.run_key, session_id=run.session_id, agent_id=run.agent_id, agent=agent_name,
             project=run.cwd, projects=projects, trigger=trig.name, fill=trig.fill, quality=trig.quality,
             captured_at=turn.timestamp or run.ended_at or run.started_at, **content))
-    return result
+    end = _content(run, len(run.turns) - 1 if run.turns else None, call_turn, carry)
+    carry.last_project = end.pop("_working_project")
+    for key, value in end.items():
+        setattr(carry, key, value)
+    carry.projects = projects
+    return result, carry
+
+
+def capture_checkpoints(run: ParsedRun, agent: str | None = None) -> list[CheckpointData]:
+    """Every checkpoint of a whole transcript run, in session order (pure)."""
+    return capture(run, agent)[0]
 
 
 # ---------------------------------------------------------------- storage
@@ -494,33 +561,37 @@ def capture_checkpoints(run: ParsedRun, agent: str | None = None) -> list[Checkp
 def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
     """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
 
-    Upsert on (run_key, trigger): re-ingesting never duplicates. A trigger already stored is
-    refreshed only when the new capture is of the same or an earlier moment (a fuller re-parse);
-    an incremental parse that sees only the tail of a run cannot overwrite a real crossing.
+    A resumed parse (``parsed.start_offset > 0``: only the appended lines) continues from the
+    run's stored :class:`CarryState`, so a transcript ingested after every turn captures what a
+    whole parse would; a parse from the start begins afresh. Upsert on (run_key, trigger):
+    re-ingesting never duplicates. A stored trigger is refreshed only by a capture of the same or
+    an earlier moment, and a band the stored checkpoints already passed is never re-captured.
     """
     from sqlalchemy import delete, select
 
-    from warden.store.models import Checkpoint, CheckpointTerm, utcnow
+    from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
-    captured = capture_checkpoints(parsed, agent=agent)
+    state_row = session.get(CaptureState, parsed.run_key)
+    resumed = getattr(parsed, "start_offset", 0) > 0
+    prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
+    captured, carry = capture(parsed, agent=agent, carry=prior)
+    if state_row is None:
+        state_row = CaptureState(run_key=parsed.run_key)
+        session.add(state_row)
+    state_row.state = carry.to_json()
     if not captured:
         return 0
     existing = {cp.trigger: cp for cp in session.scalars(
         select(Checkpoint).where(Checkpoint.run_key == parsed.run_key))}
     stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
     stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
-    # A resumed parse holds only the appended lines: with no new prompt in them, the task is still
-    # the one the stored checkpoints recorded.
-    latest = max(existing.values(), key=lambda r: (r.captured_at or datetime.min, r.id or 0), default=None)
     new = 0
     for data in captured:
-        if not data.active_task and latest is not None:
-            data.active_task = latest.active_task
         row = existing.get(data.trigger)
         family, _, band = data.trigger.partition(":")
-        # An incremental parse sees only the run's tail: a band the stored checkpoints already
-        # passed was crossed before, and "first crosses" means once per run.
+        # "first crosses" is once per run, even when no carried state says so (a resumed parse
+        # of a run ingested before capture states existed)
         if row is None and family == "fill" and any(b >= int(band) for b in stored_fill):
             continue
         if row is None and family == "quality" and any(b <= int(band) for b in stored_quality):
