@@ -128,6 +128,16 @@ def test_forget_and_prune_by_age_and_count(store) -> None:
             CheckpointTerm.checkpoint_id.not_in(select(Checkpoint.id)))) == 0
         left = s.scalar(select(Checkpoint.id))
         assert forget(s, checkpoint_ids=[left]) == 1
+    from warden.store.models import CaptureState
+
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(CaptureState)) == 6
+        s.execute(CaptureState.__table__.update().where(CaptureState.run_key == "s5:main")
+                  .values(updated_at=now - timedelta(days=40)))
+    with store.session() as s:
+        prune(s, max_age_days=25, keep=1000, now=now)
+        assert sorted(s.scalars(select(CaptureState.run_key)))[-1] == "s4:main"
+        assert s.scalar(select(func.count()).select_from(CaptureState)) == 5
 
 
 # ---------------------------------------------------------------- CLI

@@ -21,7 +21,7 @@ from warden.continuity.pointer import pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError, WardenError
-from warden.store.models import Checkpoint, CheckpointTerm, utcnow
+from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
 
 # best candidates fetched by the indexed scorer; the first one is the answer, the rest show ties
 TOP_ROWS = 20
@@ -173,6 +173,8 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
     surplus = list(session.scalars(select(Checkpoint.id)
                                    .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).offset(keep)))
     by_count = _delete_ids(session, surplus)
+    # capture states of runs untouched for as long: their sessions are over
+    session.execute(delete(CaptureState).where(CaptureState.updated_at < cutoff))
     remaining = session.scalar(select(func.count()).select_from(Checkpoint)) or 0
     return PruneResult(by_age, by_count, remaining)
 
