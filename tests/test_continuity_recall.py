@@ -205,3 +205,60 @@ def test_reindex_rebuilds_the_same_index() -> None:
         assert reindex(s) == len(TEXTS)
     with store.session() as s:
         assert sorted(s.execute(select(CheckpointTerm.checkpoint_id, CheckpointTerm.term)).all()) == before
+
+
+@pytest.fixture(params=__import__("conftest").database_urls())
+def any_store(request: pytest.FixtureRequest, tmp_path):
+    """A migrated store on SQLite, and on PostgreSQL (a private schema) when configured."""
+    import uuid
+
+    from sqlalchemy import event, text
+
+    from warden.store import db
+
+    if request.param == "sqlite":
+        yield open_store(load_settings())
+        return
+    schema = f"warden_cont_{uuid.uuid4().hex[:10]}"
+    admin = db.make_engine(request.param)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine = db.make_engine(request.param)
+
+    @event.listens_for(engine, "connect")
+    def _search_path(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute(f'SET search_path TO "{schema}"')
+        cur.close()
+        dbapi_conn.commit()
+
+    db.upgrade(engine)
+    yield db.Store(engine)
+    engine.dispose()
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+def test_indexed_recall_and_reingest_on_every_database(any_store) -> None:
+    from sqlalchemy import func, select
+
+    from warden.store.models import Checkpoint
+
+    for cid, (sid, text, when) in TEXTS.items():
+        run = RunBuilder(session_id=sid, cwd=f"/w/{sid}", start=when).prompt(text) \
+            .turn(60_000, "Working on it.", [edit(f"/w/{sid}/main.py")]).build()
+        with any_store.session() as s:
+            record_checkpoints(s, None, run)
+            record_checkpoints(s, None, run)
+    with any_store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == len(TEXTS)
+        ko = recall_from_store(s, "데이터베이스 마이그레이션에 인덱스 추가", exclude_session="x", window_days=7, now=NOW)
+        es = recall_from_store(s, "arreglar la validación de contraseñas", exclude_session="x", window_days=7, now=NOW)
+        cats = recall_from_store(s, "write a limerick about cats", exclude_session="x", window_days=7, now=NOW)
+        own = recall_from_store(s, "데이터베이스 마이그레이션에 인덱스 추가", exclude_session="sess-ko", window_days=7,
+                                now=NOW)
+        assert s.get(Checkpoint, ko.checkpoint_id).session_id == "sess-ko"
+        assert s.get(Checkpoint, es.checkpoint_id).session_id == "sess-es"
+        assert cats.status == "below_threshold"
+        assert own.checkpoint_id is None or s.get(Checkpoint, own.checkpoint_id).session_id != "sess-ko"
