@@ -47,17 +47,17 @@ def test_rule_naming_the_worst_habit_is_cheaper_and_same_seed_is_identical(store
     naive = [r.weighted_tokens for r in first.runs if r.config_key == ""]
     ruled = [r.weighted_tokens for r in first.runs if r.config_key == str(rule)]
     assert sum(ruled) < 0.9 * sum(naive)  # visibly cheaper on the same seed
-    # the same plan and seed again: the same runs, call for call
-    again = BenchScheduler(store, bench, concurrency=1).run_request(request)
-    assert again.pass_id != first.pass_id
+    # the same task, configuration and seed again (in another pass): the same run, call for call
+    naive_only = BenchRequest(AGENT, tuple(interleave([()], [task], 1, seed=7)), 7, "sim", model)
+    again = BenchScheduler(store, bench, concurrency=1).run_request(naive_only)
+    assert again.pass_id != first.pass_id and len(again.runs) == 1
     with store.session() as s:
-        rows = {r.id: r for r in s.scalars(select(BenchRun))}
-        for a, b in zip(first.runs, again.runs):
-            ra, rb = rows[a.run_id], rows[b.run_id]
-            assert (ra.task_id, ra.config_key, ra.seed, ra.outcome, ra.turns, ra.memory_sha256) == \
-                (rb.task_id, rb.config_key, rb.seed, rb.outcome, rb.turns, rb.memory_sha256)
-            assert _calls_without_timing(ra) == _calls_without_timing(rb)
-            assert ra.weighted_tokens == rb.weighted_tokens
+        ra = s.get(BenchRun, next(r.run_id for r in first.runs if r.config_key == ""))
+        rb = s.get(BenchRun, again.runs[0].run_id)
+        assert (ra.task_id, ra.config_key, ra.seed, ra.outcome, ra.turns, ra.memory_sha256) == \
+            (rb.task_id, rb.config_key, rb.seed, rb.outcome, rb.turns, rb.memory_sha256)
+        assert _calls_without_timing(ra) == _calls_without_timing(rb) and len(ra.calls) > 3
+        assert ra.weighted_tokens == rb.weighted_tokens
     assert not any((tmp_path / "runs").rglob("*.py"))  # every copy removed
 
 
