@@ -129,16 +129,24 @@ print(json.dumps({"seconds": elapsed, "bytes": sum(r[0] for r in results), "turn
 """
 
 
+def _children_cpu() -> float:
+    """CPU seconds of all waited-for descendants so far (a measured process and its workers)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def measure_parse(root: Path, jobs: int) -> dict:
+    cpu = _children_cpu()
     proc = subprocess.run([sys.executable, "-c", PARSE_CHILD, str(root), str(jobs), str(REPO)],
                           capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout)
+    return {**json.loads(proc.stdout), "cpu_s": _children_cpu() - cpu}
 
 
 def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False) -> dict:
     """Whole-process ``warden collect`` into a fresh SQLite database: the ledger alone, or with
     the later stages' post-ingest steps (checkpoint capture, distill queueing) too."""
     env = {**os.environ, "WARDEN_HOME": str(home), "CLAUDE_CONFIG_DIR": str(root)}
+    cpu = _children_cpu()
     t = time.perf_counter()
     # What `warden collect --json --jobs N` runs, without importing every other command group.
     code = ("import json, resource, sys; from warden.config import load_settings; "
@@ -155,7 +163,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
     summary = json.loads(proc.stdout)
     rss = int(next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("RSS")))
     db = home / "warden.db"
-    return {"seconds": elapsed, "bytes": summary["bytes_read"], "runs": summary["runs_updated"],
+    return {"seconds": elapsed, "cpu_s": _children_cpu() - cpu, "bytes": summary["bytes_read"],
+            "runs": summary["runs_updated"],
             "usage_messages": summary["usage_messages"], "peak_rss_kb": rss,
             "db_mb": db.stat().st_size / 1e6 if db.exists() else 0.0}
 
@@ -184,14 +193,16 @@ def ensure_ccusage() -> tuple[Path, Path] | str:
 
 def measure_ccusage(root: Path, bun: Path, entry: Path) -> dict:
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(root)}
+    cpu = _children_cpu()
     t = time.perf_counter()
     proc = subprocess.run([str(bun), str(entry), "session", "--json", "--offline"], capture_output=True, env=env,
                           cwd=CCUSAGE_DIR)
     elapsed = time.perf_counter() - t
+    cpu = _children_cpu() - cpu
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.decode(errors="replace").strip()[:300])
     sessions = len(json.loads(proc.stdout).get("session", []))
-    return {"seconds": elapsed, "sessions": sessions}
+    return {"seconds": elapsed, "cpu_s": cpu, "sessions": sessions}
 
 
 # ----------------------------------------------------------------------------- main
@@ -228,8 +239,10 @@ def main() -> int:
         pn = measure_parse(full_root, args.jobs)
         results["parse_1_proc_mb_s"] = p1["bytes"] / 1e6 / p1["seconds"]
         results[f"parse_{args.jobs}_procs_mb_s"] = pn["bytes"] / 1e6 / pn["seconds"]
+        results["parse_mb_per_cpu_s"] = p1["bytes"] / 1e6 / p1["cpu_s"]
         print(f"parse-only, 1 process:   {results['parse_1_proc_mb_s']:7.1f} MB/s  "
-              f"({p1['seconds']:.2f}s, peak RSS {p1['peak_rss_kb'] / 1024:.0f} MB)")
+              f"({p1['seconds']:.2f}s, {results['parse_mb_per_cpu_s']:.0f} MB per CPU-second, "
+              f"peak RSS {p1['peak_rss_kb'] / 1024:.0f} MB)")
         print(f"parse-only, {args.jobs} processes: {results[f'parse_{args.jobs}_procs_mb_s']:7.1f} MB/s  "
               f"({pn['seconds']:.2f}s; {pn['turns']} API responses, {pn['tool_calls']} tool calls)")
 
@@ -237,10 +250,12 @@ def main() -> int:
         ingest = measure_ingest(full_root, tmp / "home-full", args.jobs)
         results["ingest_mb_s"] = ingest["bytes"] / 1e6 / ingest["seconds"]
         results["ingest_seconds"] = ingest["seconds"]
+        results["ingest_cpu_s"] = ingest["cpu_s"]
         results["ingest_peak_rss_mb"] = ingest["peak_rss_kb"] / 1024
         results["ingest_half_peak_rss_mb"] = ingest_half["peak_rss_kb"] / 1024
         print(f"full ingest, ledger (warden collect, whole process): {results['ingest_mb_s']:6.1f} MB/s  "
-              f"({ingest['seconds']:.2f}s, {ingest['runs']} runs, {ingest['usage_messages']} API responses, "
+              f"({ingest['seconds']:.2f}s, {ingest['cpu_s']:.2f} CPU-s, {ingest['runs']} runs, "
+              f"{ingest['usage_messages']} API responses, "
               f"db {ingest['db_mb']:.0f} MB)")
         if not args.ledger_only:
             pipeline = measure_ingest(full_root, tmp / "home-pipeline", args.jobs, post_ingest=True)
@@ -265,10 +280,11 @@ def main() -> int:
                     print(f"ccusage: NOT MEASURED — it failed: {exc}")
                 else:
                     results["ccusage_seconds"] = cc["seconds"]
+                    results["ccusage_cpu_s"] = cc["cpu_s"]
                     results["ccusage_mb_s"] = full_bytes / 1e6 / cc["seconds"]
                     results["ingest_vs_ccusage"] = cc["seconds"] / ingest["seconds"]
                     print(f"ccusage 19.0.3 (bun, whole process): {results['ccusage_mb_s']:6.1f} MB/s "
-                          f"({cc['seconds']:.2f}s, {cc['sessions']} sessions)")
+                          f"({cc['seconds']:.2f}s, {cc['cpu_s']:.2f} CPU-s, {cc['sessions']} sessions)")
                     print(f"full ingest speed / ccusage speed = {results['ingest_vs_ccusage']:.2f} "
                           f"(target ≥ 1.0)")
         best_parse = max(results["parse_1_proc_mb_s"], results[f"parse_{args.jobs}_procs_mb_s"])
