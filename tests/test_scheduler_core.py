@@ -302,6 +302,10 @@ def test_active_set_records_its_ruleset_version(store, tmp_path):
         rows = s.scalars(select(BenchRun)).all()
         assert {(r.config_key, r.ruleset_version) for r in rows} == {("", None), (str(active), 4)}
         assert "v4" in memory_for(s, AGENT, [active]).text
+        # another set is labelled as the version it would compile to: same header bytes
+        other = memory_for(s, AGENT, [])
+        assert other.ruleset_version is None and "v5" in other.text.splitlines()[1]
+        assert len(other.text.splitlines()[1]) == len(memory_for(s, AGENT, [active]).text.splitlines()[1])
         baseline = s.scalars(select(Baseline)).one()
         assert s.get(BenchRun, baseline.run1_run_id).config_key == str(active)
 

@@ -187,7 +187,7 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
     """Render the memory of exactly ``rule_ids`` the way ``compile`` renders MEMORY.md.
 
     The ruleset version is recorded only when the set equals the agent's current active set
-    (and that set was compiled): otherwise the run carried an unversioned memory.
+    (and that set was compiled); any other set is a candidate memory, never compiled.
     """
     ids = tuple(sorted({int(i) for i in rule_ids}))
     rows = session.scalars(select(Rule).where(Rule.id.in_(ids))).all() if ids else []
@@ -201,12 +201,15 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
     rules = [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
              for r in (found[i] for i in ids)]
     version: int | None = None
-    if ids == active_rule_ids(session, agent):
-        latest = session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
-                                 .order_by(RulesetVersion.version.desc()).limit(1)).first()
-        if latest is not None and sorted(int(i) for i in latest.rule_ids) == list(ids):
-            version = latest.version
-    text = render_memory(agent, rules, version)
+    latest = session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
+                             .order_by(RulesetVersion.version.desc()).limit(1)).first()
+    if latest is not None and ids == active_rule_ids(session, agent) \
+            and sorted(int(i) for i in latest.rule_ids) == list(ids):
+        version = latest.version
+    # Any other set is labelled as the version it would compile to, so that the header line
+    # costs every arm the same bytes (an "unversioned" label would tax one arm a few tokens a call).
+    label = version if version is not None else (latest.version + 1 if latest is not None else None)
+    text = render_memory(agent, rules, label)
     return RunMemory(ids, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), version)
 
 
