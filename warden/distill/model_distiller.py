@@ -130,7 +130,7 @@ def build_prompt(findings: list[Finding], digest: list[str], context: DistillCon
         f"Agent: {strip_controls(context.agent, keep_newlines=False)}",
         "Waste measured in the session (biggest first):",
         fence("waste", waste, fence_id),
-        "Action trace digest (one line per tool call: index, turn, kind:tool, target, sizes):",
+        "Action trace digest (one line per tool call: index, kind, target, input and result sizes):",
         fence("trace", digest[:MAX_DIGEST_LINES], fence_id),
         "The agent's current rules (do not repeat them):",
         fence("current-rules", [f"- {b}" for b in context.current_rules], fence_id),
