@@ -49,7 +49,7 @@ big ones — blind reading, whole-file reads, full suite, narration — in 90–
 ==========================  =================================================================
 habit                       what the sim does when it fires / rule wording that reaches it
 ==========================  =================================================================
-blind_reading               opens the related + 2–3 listed files (whole, or their first 80
+blind_reading               opens the related + 1–2 listed files (whole, or their first 80
                             lines when whole-file reads are off) before the target /
                             "grep|search … before …", "search first", "grep first"
 rereading                   re-reads 1–2 unchanged files / "never|don't|avoid … re-read"
@@ -61,7 +61,7 @@ full_test_suite             runs ``python -m pytest -q`` (twice 40% of the time)
                             targeted test / "only … relevant|targeted … tests"
 rewrite_instead_of_edit     ``write_file`` of the whole file / "edit … in place",
                             "exact replacement", "instead of rewriting"
-verbose_narration           50–110 words of narration before each call and a long report /
+verbose_narration           30–80 words of narration before each call and a long report /
                             "be brief|terse|concise", "no narration"
 plan_churn                  2–3 planning turns before acting / "one-line plan", "plan once"
 repeated_commands           re-runs the verification command unchanged / "don't … re-run …
@@ -370,7 +370,7 @@ _NUMBERED_LINE = re.compile(r"^\s*(\d+)(?:\t|→|: |\| )(.*)$")
 
 def content_from_read(text: str) -> str:
     """Rebuild file text from a whole-file read_file result (``cat -n`` style or plain)."""
-    lines = text.split("\n")
+    lines = [line for line in text.split("\n") if not line.startswith("… (")]  # "read on" hint
     numbered = [_NUMBERED_LINE.match(line) for line in lines if line.strip()]
     if numbered and all(numbered):
         body = [m.group(2) for m in (_NUMBERED_LINE.match(line) for line in lines) if m]
@@ -459,7 +459,7 @@ class SimAgent:
         b = self.behaviour
         assert b is not None
         if b.has("verbose_narration"):
-            return _narrate(self._text_rng, topic, b.count("verbose_narration", 50, 110))
+            return _narrate(self._text_rng, topic, b.count("verbose_narration", 30, 80))
         return short
 
     def _play(self) -> Generator[Step, list[ToolOutcome], None]:
@@ -521,7 +521,7 @@ class SimAgent:
                 remember(out[0].text)
             extra = [p for p in listing if p.endswith(".py") and p != plan.target
                      and p not in plan.related and "test" not in p.split("/")[-1]]
-            candidates = list(plan.related) + extra[: b.count("blind_reading", 2, 3)]
+            candidates = list(plan.related) + extra[: b.count("blind_reading", 1, 2)]
             for path in candidates:
                 whole = b.has("whole_file_reads")
                 args: dict[str, Any] = {"path": path} if whole else {"path": path, "offset": 1, "limit": 80}
@@ -600,7 +600,7 @@ class SimAgent:
         self.believes_done = True
         if b.has("verbose_narration"):
             report = ("Summary of the change:\n\n" + _narrate(self._text_rng, plan.target,
-                                                               2 * b.count("verbose_narration", 50, 110)))
+                                                               2 * b.count("verbose_narration", 30, 80)))
         else:
             report = f"Done: updated {plan.target}."
         yield Step(report)
