@@ -40,7 +40,7 @@ def make_project(root: Path) -> Path:
         "from shop.money import add_tax, to_cents\n\n\n"
         "def test_rounding():\n    assert to_cents(0.29) == 29\n\n\n"
         "def test_tax_rounds_half_up():\n    assert add_tax(105, 0.1) == 116\n")
-    # The task's check is a plain script (fast: no pytest start-up); the full suite is pytest.
+    # The task's check is a plain script (fast: no pytest start-up); the agent's tests are pytest.
     (root / "check_money.py").write_text(
         "import sys\nfrom shop.money import add_tax, to_cents\n"
         "ok = to_cents(0.29) == 29 and add_tax(105, 0.1) == 116\n"
@@ -60,7 +60,7 @@ TWO_EDIT_TASK = GoldenTask(
         edits=(SimEdit("shop/money.py", "return int(amount * 100)", "return int(round(amount * 100))"),
                SimEdit("shop/money.py", "return cents + int(cents * rate)",
                        "return cents + int(cents * rate + 0.5)")),
-        test_command="python check_money.py"))
+        test_command="python -m pytest -q tests/test_money.py"))
 
 AGENT_MD = "You are a backend engineer. Fix what the user asks in this project."
 

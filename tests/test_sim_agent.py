@@ -189,10 +189,11 @@ def test_a_transient_overload_is_retried_without_changing_the_run(tmp_path: Path
 
 def test_fast_mode_skips_the_check_and_agrees_with_it(tmp_path: Path, cached_play) -> None:
     outcomes = set()
-    for seed in (2, 3):  # seed 2 slips under the rule, seed 3 does not
-        real = cached_play(seed, SKIP_TESTS_RULE)[0]
+    # seed 2 slips under the rule, seed 3 does not; seed 0 without rules runs its tests
+    for seed, rules in ((2, (SKIP_TESTS_RULE,)), (3, (SKIP_TESTS_RULE,)), (0, ())):
+        real = cached_play(seed, *rules)[0]
         outcomes.add(real.outcome)
-        fast = play(tmp_path, seed, SKIP_TESTS_RULE, name="fast", backend=SimBackend(fast=True))[0]
+        fast = play(tmp_path, seed, *rules, name=f"fast{len(rules)}", backend=SimBackend(fast=True))[0]
         assert fast.completed == real.completed
         assert fast.usage == real.usage
     assert outcomes == {Outcome.COMPLETED, Outcome.TASK_FAILED}  # both branches were compared
