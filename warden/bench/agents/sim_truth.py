@@ -45,14 +45,19 @@ def system_prompt_for(suite: AgentSuite, rule_bodies: Sequence[str]) -> str:
 
 
 def true_expected_cost(suite: AgentSuite, rule_bodies: Sequence[str], seeds: Iterable[int] | int, *,
-                       fixture_dir: Path, persona: str = "naive", fast: bool = True,
+                       fixture_dir: Path | None = None, persona: str = "naive", fast: bool = True,
                        caps: RunCaps | None = None,
                        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Expected cost with and without ``rule_bodies`` on ``suite``, averaged over ``seeds``.
 
     Returns a JSON-able dict: per task the mean cost of each arm, the mean paired saving
     (without − with; positive = the rules save) and its share, completion rates; and the same
-    for the suite as a task-weighted sum of per-task means."""
+    for the suite as a task-weighted sum of per-task means. ``seeds`` is a list or a count
+    (``range(n)``); ``fixture_dir`` defaults to the settings' frozen fixture."""
+    if fixture_dir is None:
+        from warden.config import load_settings
+
+        fixture_dir = load_settings().fixture_dir
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seed_list:
         raise ValueError("at least one seed is needed")
