@@ -144,3 +144,16 @@ def test_result_sizes_are_measured_whatever_the_key_order() -> None:
               "toolUseResult": {"stdout": "x" * 500}, "type": "user", "timestamp": "2026-01-01T00:00:02Z"}
     run = parse_bytes((json.dumps(call) + "\n" + json.dumps(result, separators=(",", ":")) + "\n").encode())
     assert run.tool_calls[0].result_bytes == 500
+
+
+def test_per_test_report_lines_are_ignored_output_not_full_suite_waste() -> None:
+    per_test = "".join(f"PASSED tests/test_mod_{i % 9}.py::test_case_number_{i}\n" for i in range(400))
+    edit = Step("", [Call("edit_file", {"path": "a.py", "old_string": "x", "new_string": "y"})])
+    verbose = parse([edit, Step("", [cmd("python -m pytest -q -rA", per_test + "400 passed\n")]),
+                     Step("", [cmd("echo done")])])
+    found = kinds(verbose)
+    quiet = d.quiet_test_output_bytes(verbose.tool_calls[1])
+    assert 400 <= quiet <= 400 + d.QUIET_SUMMARY_BYTES + 50
+    assert found["ignored_output"].evidence[0]["quiet_bytes"] == quiet
+    assert "full_test_suite" not in found  # its quiet output is below a targeted run's: no double count
+    assert d.test_run_is_targeted("python -m pytest -q -rA") is False

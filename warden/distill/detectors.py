@@ -288,7 +288,8 @@ def detect_ignored_output(run: ParsedRun) -> Finding | None:
     "Used" = a distinctive word of the output (≥ 6 characters, not in the command itself)
     appears in a later call's input or in later assistant text. Reads are excluded (their
     waste is counted by the read detectors). The avoidable part is the output beyond a
-    :data:`SUMMARY_OUTPUT_BYTES` summary."""
+    :data:`SUMMARY_OUTPUT_BYTES` summary. Test runs asked for a line per test (``-v``, ``-rA``)
+    count the lines beyond what the quiet run prints (:func:`quiet_test_output_bytes`)."""
     later_text: list[str] = []
     for call in run.tool_calls:
         later_text.append(_input_key(call))
@@ -296,6 +297,13 @@ def detect_ignored_output(run: ParsedRun) -> Finding | None:
     items: list[tuple[dict, float]] = []
     for pos, call in enumerate(run.tool_calls):
         if call.kind in ("read", "edit", "write", "todo", "task") or call.is_error:
+            continue
+        if call.kind == "bash" and _per_test_report(call):
+            # A line per test that nobody reads: everything beyond the quiet run's output.
+            excess = call.result_bytes - quiet_test_output_bytes(call)
+            if excess > 0:
+                items.append((evidence_of(call, quiet_bytes=quiet_test_output_bytes(call)),
+                              carried_cost(tokens_of_bytes(excess), later_turns(run, call.turn))))
             continue
         if call.result_bytes < LONG_OUTPUT_BYTES or not call.result_text:
             continue
@@ -338,11 +346,31 @@ def test_run_is_targeted(command: str) -> bool | None:
     return False
 
 
+_PER_TEST_REPORT = re.compile(r"(?:^|\s)(?:-v+|--verbose|-r[a-zA-Z]*[AP][a-zA-Z]*)(?=\s|$)")
+QUIET_SUMMARY_BYTES = 200  # the summary line(s) a quiet test run still prints
+
+
+def _per_test_report(call: ToolCall) -> bool:
+    """A test run asked to print a line per test (``-v``, ``--verbose``, ``-rA``/``-rP``)."""
+    return bool(call.command) and test_run_is_targeted(call.command) is not None and bool(
+        _PER_TEST_REPORT.search(call.command))
+
+
+def quiet_test_output_bytes(call: ToolCall) -> int:
+    """What a test run prints without per-test lines: ~1 byte (a dot) per reported line plus a
+    summary, with the line count from the result's size and its sample's measured line length."""
+    if not _per_test_report(call):
+        return call.result_bytes
+    lines = call.result_bytes / _line_bytes(call.result_text)
+    return min(call.result_bytes, int(lines) + QUIET_SUMMARY_BYTES)
+
+
 def detect_full_test_suite(run: ParsedRun) -> Finding | None:
     """Full test-suite runs in a run that changed few files, where a targeted run sufficed.
 
     The avoidable part is the output beyond a targeted run's: the smallest targeted test run of
-    the same session when there is one, else :data:`TARGETED_TEST_OUTPUT_BYTES`."""
+    the same session when there is one, else :data:`TARGETED_TEST_OUTPUT_BYTES`. Sizes are taken
+    as if quiet: per-test report lines are the ignored-output detector's, never counted twice."""
     modified = _modified_paths(run)
     if not modified or len(modified) > MAX_TARGETED_EDIT_FILES:
         return None
@@ -353,11 +381,11 @@ def detect_full_test_suite(run: ParsedRun) -> Finding | None:
             continue
         targeted = test_run_is_targeted(call.command)
         if targeted is True:
-            targeted_sizes.append(call.result_bytes)
+            targeted_sizes.append(quiet_test_output_bytes(call))
         elif targeted is False:
             full.append(call)
     reference = min(targeted_sizes) if targeted_sizes else TARGETED_TEST_OUTPUT_BYTES
-    items = [(evidence_of(call), carried_cost(tokens_of_bytes(call.result_bytes - reference),
+    items = [(evidence_of(call), carried_cost(tokens_of_bytes(quiet_test_output_bytes(call) - reference),
                                               later_turns(run, call.turn))) for call in full]
     items = [(e, s) for e, s in items if s > 0]
     return _finding("full_test_suite", items,
