@@ -9,6 +9,7 @@ import typer
 
 from warden.cli.common import console, print_json, safe, settings, store
 from warden.errors import WardenError
+from warden.sanitize import strip_controls
 
 
 def register(app: typer.Typer) -> None:
@@ -47,12 +48,12 @@ def verify_command(paths: Optional[list[Path]] = typer.Argument(None, help="Defa
     if as_json:
         print_json({"ok": not any(results.values()), "files": results})
     else:
+        # Plain lines, never wrapped: CI logs and reviewers grep them.
         for name, problems in results.items():
-            if problems:
-                for problem in problems:
-                    console.print(f"FAIL {safe(problem)}")
-            else:
-                console.print(f"ok   {safe(name)}")
+            for problem in problems:
+                typer.echo(f"FAIL {problem}")  # Problem.__str__ strips control characters
+            if not problems:
+                typer.echo(f"ok   {strip_controls(name, keep_newlines=False)}")
     if any(results.values()):
         raise typer.Exit(1)
 
