@@ -129,3 +129,19 @@ def test_report_loads_in_headless_chromium(warden_home: Path, tmp_path: Path) ->
     console_errors = [line for line in proc.stderr.splitlines()
                       if "CONSOLE" in line and ("Uncaught" in line or ":ERROR:" in line or "error" in line.lower())]
     assert console_errors == []
+
+
+def test_status_shows_learning_curve_and_rules(warden_home: Path) -> None:
+    store = open_store(load_settings())
+    _populate(store)
+    cli = subprocess.run([sys.executable, "-m", "warden", "status", "--json"], capture_output=True, text=True,
+                         cwd=REPO, env=dict(os.environ), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    [backend] = [a for a in json.loads(cli.stdout)["learning"] if a["agent"] == "backend"]
+    assert backend["rules"]["active"] == 1 and backend["rules"]["evicted"] == 1
+    assert backend["golden_suite"]["run1_total"] == 100_000 and backend["golden_suite"]["now_total"] == 90_000
+    assert sum(p["sessions"] for p in backend["learning_curve"]) == 4
+    text = subprocess.run([sys.executable, "-m", "warden", "status"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ), timeout=120)
+    assert text.returncode == 0
+    assert "golden suite 90,000 now vs 100,000 first runs (-10.0%)" in " ".join(text.stdout.split())

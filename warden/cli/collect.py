@@ -13,6 +13,7 @@ from warden.cli.common import console, err_console, print_json, safe, settings, 
 from warden.errors import UsageError
 from warden.ingest import collector as queries
 from warden.ingest.hooks import install_hooks, uninstall_hooks
+from warden.report.figures import learning_overview, render_learning
 
 
 def register(app: typer.Typer) -> None:
@@ -107,6 +108,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     try:
         with st.session() as db:
             data = queries.status(db)
+            data["learning"] = learning_overview(db)
     finally:
         st.engine.dispose()
     if as_json:
@@ -126,6 +128,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
     if not data["agents"]:
         console.print("no sessions yet — run `warden collect`")
+    render_learning(data["learning"])
 
 
 def _wide() -> Console:

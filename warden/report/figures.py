@@ -186,3 +186,25 @@ def agent_overview(session: Session, agent: str) -> dict[str, Any]:
             "golden_suite": golden_suite(session, agent), "rules": rules_by_state(session, agent),
             "pending_candidates": rules_by_state(session, agent)["candidate"],
             "spend_this_week": spend_this_week(session, agent)}
+
+
+def learning_overview(session: Session) -> list[dict[str, Any]]:
+    """``warden status``'s second half: per agent, the learning curve and what warden is doing."""
+    return [agent_overview(session, agent) for agent in agents_in_store(session)]
+
+
+def render_learning(overview: list[dict[str, Any]]) -> None:
+    from warden.cli.common import console, safe
+
+    for a in overview:
+        curve = " → ".join(f"v{p['ruleset_version']} {p['mean_weighted_tokens']:,.0f} ({p['sessions']})"
+                           for p in a["learning_curve"]) or "no real-work sessions"
+        suite = a["golden_suite"]
+        golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
+                  + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
+            "golden suite not benched yet"
+        rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
+        spend = a["spend_this_week"]
+        share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of real work)"
+        console.print(f"[bold]{safe(a['agent'])}[/]: cost/session by ruleset {safe(curve)} · {golden} · {rules} · "
+                      f"bench this week {spend['bench_weighted_tokens']:,.0f}{share}")
