@@ -78,7 +78,7 @@ def test_real_suites_load_with_fixture_validation() -> None:
         for task in suite.tasks:
             assert task.agent == agent and task.id.startswith(f"{agent}-")
             assert task.sim.edits and task.sim.test_command.startswith("python -m pytest")
-    assert suites["backend"].model == "claude-sonnet-4-5"
+    assert suites["backend"].model == "claude-sonnet-4-6"
     assert suites["sql"].model is None
 
 

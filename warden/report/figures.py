@@ -107,7 +107,7 @@ def agent_model(session: Session, agent: str) -> str:
         if models:
             return str(models[0])
     model = session.scalar(select(BenchRun.model).where(BenchRun.agent == agent).limit(1))
-    return str(model or "claude-sonnet-4-5")
+    return str(model or "claude-sonnet-4-6")
 
 
 def real_work_per_session(session: Session, agent: str) -> tuple[float | None, int]:
