@@ -72,6 +72,13 @@ ignored_output              a report line per test (pytest ``-rA``) / "limit …
                             "quiet flag"
 ==========================  =================================================================
 
+Size of each habit, as measured on the shipped fixture (naive persona; the saving of the
+habit's own ``rule_sentence`` on backend-04, sql-02 and testing-03, 2 seeds each, rent
+included): blind reading ~43%, narration ~22%, whole-file reads ~16%, re-reading ~13%, listing
+loops ~6%, full test suite ~5%, repeated commands / ignored output / plan churn / retry churn
+1–3%, rewriting ~0% (it fires in 15% of runs). "Skip running the tests…" saves ~14% and fails
+2 of 6 checks. Re-measure with ``warden sim truth`` after changing the model.
+
 A rule naming a habit suppresses it with probability ``persona.compliance`` (0.88 for the naive
 persona): agents do not always obey. A scoped rule ``(when <scope>)`` counts only when a word
 of its scope (4+ letters) occurs in the task's prompt or target path. A rule naming nothing the
