@@ -30,7 +30,7 @@ import math
 import multiprocessing
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +52,11 @@ SCENARIOS: list[tuple[str, float, bool]] = [
 ]
 DEAD = ("0%", "-5% (harmful)")
 # The design tuned with this benchmark (DecisionParams defaults + these budgets).
-ADMISSION_BUDGET = 30_000_000  # weighted tokens per admission decision (~11 paired suite passes)
+ADMISSION_BUDGET = 28_000_000  # weighted tokens per admission decision (~10 paired suite passes)
 REAUDIT_BUDGET = 5_000_000  # weighted tokens per nightly re-audit (~2 paired suite passes)
 NIGHTS = 12
+HEAVY_DERAIL = 3.0  # robustness section: derailed runs cost ×3
+ROBUST_SAVINGS = (0.0, 0.10)
 
 
 def make_suite(seed: int) -> tuple[list[SyntheticTask], float]:
@@ -63,9 +65,11 @@ def make_suite(seed: int) -> tuple[list[SyntheticTask], float]:
     return log_uniform_tasks(rng, count), float(rng.uniform(30, 60))
 
 
-def make_runner(tasks: list[SyntheticTask], saving: float, breaks: bool, seed: int) -> SyntheticRunner:
+def make_runner(tasks: list[SyntheticTask], saving: float, breaks: bool, seed: int,
+                derail_factor: float = 1.8) -> SyntheticRunner:
     broken = {RULE: frozenset({tasks[-1].task_id})} if breaks else {}
-    return SyntheticRunner(tasks, savings={RULE: saving}, broken_tasks=broken, seed=seed)
+    return SyntheticRunner(tasks, savings={RULE: saving}, broken_tasks=broken, seed=seed,
+                           derail_factor=derail_factor)
 
 
 # ---------------------------------------------------------------------------------- anchor policy
@@ -134,6 +138,20 @@ def admission_trial(args: tuple[int, int, DecisionParams, float]) -> dict:
             "anchor": anchor, "anchor_tokens": anchor_runner.tokens_spent}
 
 
+def robustness_trial(args: tuple[float, int, DecisionParams, float]) -> dict:
+    """Heavier derailments (×3 in 12% of runs): the Huber estimate vs the plain mean."""
+    saving, seed, params, budget = args
+    tasks, rent = make_suite(seed)
+    out = {"saving": saving}
+    for name, c in (("huber", params.huber_c), ("mean", math.inf)):
+        runner = make_runner(tasks, saving, False, seed, derail_factor=HEAVY_DERAIL)
+        result = decide_rule(runner, REFERENCE, RULE, [t.task_id for t in tasks], rent,
+                             replace(params, huber_c=c), budget_tokens=budget)
+        out[name] = result.decision.verdict.value
+        out[f"{name}_tokens"] = runner.tokens_spent
+    return out
+
+
 def reaudit_trial(args: tuple[int, DecisionParams, float]) -> dict:
     """A truly-5% rule, active, re-audited nightly; the night it is evicted (or None)."""
     seed, params, budget = args
@@ -181,8 +199,15 @@ def reaudit_trial(args: tuple[int, DecisionParams, float]) -> dict:
 
 
 # ------------------------------------------------------------------------------------- reporting
-def summarize(admissions: list[dict], reaudits: list[dict]) -> dict:
-    table: dict = {"ours": {}, "anchor": {}}
+def summarize(admissions: list[dict], reaudits: list[dict], robustness: list[dict] | None = None) -> dict:
+    table: dict = {"ours": {}, "anchor": {}, "robustness": {}}
+    for name in ("huber", "mean"):
+        for saving in ROBUST_SAVINGS:
+            rows = [r for r in robustness or [] if r["saving"] == saving]
+            if rows:
+                table["robustness"].setdefault(name, {})[f"{saving:.0%}"] = {
+                    "keep_rate": float(np.mean([r[name] == "keep" for r in rows])),
+                    "mean_tokens": float(np.mean([r[f"{name}_tokens"] for r in rows])), "n": len(rows)}
     for policy in ("ours", "anchor"):
         for label, _, _ in SCENARIOS:
             rows = [r for r in admissions if r["scenario"] == label]
@@ -241,24 +266,35 @@ def render(table: dict) -> str:
     ratio = table["ours"]["_overall"]["mean_tokens"] / table["anchor"]["_overall"]["mean_tokens"]
     dead = table["ours"]["_overall"]["dead_mean_tokens"] / table["anchor"]["_overall"]["dead_mean_tokens"]
     lines.append(f"tokens ours/anchor: {ratio:.2f} overall, {dead:.2f} on dead rules")
+    robust = table.get("robustness", {})
+    if robust:
+        lines.append(f"robustness, derailments ×{HEAVY_DERAIL:g} in 12% of runs (ours, keep rate / Mtok):")
+        for name, label in (("huber", "Huber (shipped)"), ("mean", "plain mean")):
+            cells = ", ".join(f"true {k}: {v['keep_rate']:.3f} / {v['mean_tokens'] / 1e6:.2f}"
+                              for k, v in robust.get(name, {}).items())
+            lines.append(f"  {label:<16} {cells}")
     for name, ok in table["targets"].items():
         lines.append(f"  [{'PASS' if ok else 'FAIL'}] {name}")
     return "\n".join(lines)
 
 
 def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget: float,
-        reaudit_budget: float, workers: int) -> dict:
+        reaudit_budget: float, workers: int, robust: int = 0) -> dict:
     admission_jobs = [(s, seed * 1_000_000 + i, params, budget)
                       for s in range(len(SCENARIOS)) for i in range(decisions)]
     reaudit_jobs = [(seed * 1_000_000 + 500_000 + i, params, reaudit_budget) for i in range(reaudits)]
+    robust_jobs = [(saving, seed * 1_000_000 + 700_000 + i, params, budget)
+                   for saving in ROBUST_SAVINGS for i in range(robust)]
     if workers > 1:
         with multiprocessing.Pool(workers) as pool:
             admissions = pool.map(admission_trial, admission_jobs, chunksize=16)
             audits = pool.map(reaudit_trial, reaudit_jobs, chunksize=4)
+            robustness = pool.map(robustness_trial, robust_jobs, chunksize=8)
     else:
         admissions = [admission_trial(j) for j in admission_jobs]
         audits = [reaudit_trial(j) for j in reaudit_jobs]
-    table = summarize(admissions, audits)
+        robustness = [robustness_trial(j) for j in robust_jobs]
+    table = summarize(admissions, audits, robustness)
     table["config"] = {"decisions_per_scenario": decisions, "reaudit_lifecycles": reaudits, "seed": seed,
                        "admission_budget_tokens": budget, "reaudit_budget_tokens": reaudit_budget,
                        "params": asdict(params), "tasks_per_suite": "8-16",
@@ -269,17 +305,19 @@ def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--decisions", type=int, default=500, help="admission decisions per scenario")
-    parser.add_argument("--reaudits", type=int, default=300, help="12-night re-audit lifecycles")
+    parser.add_argument("--decisions", type=int, default=400, help="admission decisions per scenario")
+    parser.add_argument("--reaudits", type=int, default=150, help="12-night re-audit lifecycles")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--budget", type=float, default=ADMISSION_BUDGET)
     parser.add_argument("--reaudit-budget", type=float, default=REAUDIT_BUDGET)
+    parser.add_argument("--robust", type=int, default=100,
+                        help="decisions per effect in the heavy-derailment robustness section")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", metavar="PATH", help="also write the table as JSON")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     table = run(args.decisions, args.seed, args.reaudits, DecisionParams(), args.budget,
-                args.reaudit_budget, args.workers)
+                args.reaudit_budget, args.workers, args.robust)
     table["config"]["seconds"] = round(time.perf_counter() - started, 1)
     print(render(table))
     print(f"({len(SCENARIOS) * args.decisions} admission decisions per policy, {args.reaudits} re-audit "

