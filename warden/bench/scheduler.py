@@ -874,7 +874,10 @@ def open_workbench(settings: "Settings", agent: str, backend: str, model: str | 
     validate_agent_name(agent)
     suite = _load_suite(settings, agent)
     fixture_hash, copy = _fixture(settings)
-    chosen = model or settings.model or (suite.model if backend != "sim" else None)
+    if backend == "sim":  # the sim plays personas ("sim-naive-1"); a real model id is not one
+        chosen = model or (settings.model if (settings.model or "").startswith("sim") else None)
+    else:
+        chosen = model or settings.model or suite.model
     options = dict(backend_options)
     if chosen:
         options["model"] = chosen
