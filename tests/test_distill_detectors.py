@@ -157,3 +157,13 @@ def test_per_test_report_lines_are_ignored_output_not_full_suite_waste() -> None
     assert found["ignored_output"].evidence[0]["quiet_bytes"] == quiet
     assert "full_test_suite" not in found  # its quiet output is below a targeted run's: no double count
     assert d.test_run_is_targeted("python -m pytest -q -rA") is False
+
+
+def test_a_glob_is_not_a_search_for_blind_reading() -> None:
+    edit = Step("", [Call("edit_file", {"path": "pkg/target.py", "old_string": "x", "new_string": "y"})])
+    globbed = parse([Step("", [Call("glob", {"pattern": "**/*.py"}, "pkg/a.py\npkg/target.py")]),
+                     Step("", [read("pkg/a.py", file_text(100))]), edit])
+    grepped = parse([Step("", [cmd("rg -n 'def target' pkg", "pkg/target.py:3:def target")]),
+                     Step("", [read("pkg/a.py", file_text(100))]), edit])
+    assert "blind_read" in kinds(globbed)
+    assert "blind_read" not in kinds(grepped)

@@ -185,12 +185,15 @@ def detect_rereads(run: ParsedRun) -> Finding | None:
     return _finding("reread", items, f"{len(items)} re-read(s) of unchanged files")
 
 
+_CONTENT_SEARCH = re.compile(r"^\s*(grep|rg|ag|ack|git\s+grep)\b")
+
+
 def detect_blind_reads(run: ParsedRun) -> Finding | None:
     """Whole files opened before any search, in a run that then changed other files.
 
     The agent was looking for the place to change by reading; a grep for the symbol would have
     located it. Counts whole reads, before the first edit, of files never changed in the run,
-    while no grep/glob had been run yet."""
+    while no content search (grep, rg, git grep) had been run yet."""
     modified = _modified_paths(run)
     if not modified:
         return None
@@ -198,8 +201,8 @@ def detect_blind_reads(run: ParsedRun) -> Finding | None:
     searched = False
     opened: set[str] = set()  # a second read of the same file is the re-read detector's
     for call in run.tool_calls:
-        if call.kind in ("grep", "glob"):
-            searched = True
+        if call.kind == "grep" or (call.kind == "bash" and _CONTENT_SEARCH.match(call.command or "")):
+            searched = True  # a glob or listing finds names, not the code: it does not count
         if _is_modifying(call):
             break
         if searched or not _is_whole_read(call) or not call.path or call.path in modified:
