@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
+from functools import lru_cache
 from typing import Any
 
 from warden.ingest.records import ParsedRun, ToolCall, Turn
@@ -98,6 +100,9 @@ def redact_secrets(text: str) -> str:
     return text
 
 
+# Pure text helpers below are memoised: a run's checkpoints re-read the same turns, errors and
+# prompts at every trigger, and the regexes over them dominated capture's cost.
+@lru_cache(maxsize=16384)
 def _clip(text: str, limit: int) -> str:
     text = redact_secrets(text.strip())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -172,6 +177,7 @@ def _is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/") or root == "/"
 
 
+@lru_cache(maxsize=16384)  # pure, and asked for the same paths at every checkpoint of a run
 def path_project(path: str, cwd: str | None) -> str | None:
     """The project a path belongs to, guessed without I/O: ``cwd`` for paths inside it or
     relative; otherwise the path cut to the cwd's depth (a sibling checkout such as
@@ -229,17 +235,43 @@ def _sentences(text: str) -> list[str]:
     return [s.strip(" -*•#>`_\t") for s in _SENTENCE_SPLIT.split(text) if s and s.strip(" -*•#>`_\t")]
 
 
+@lru_cache(maxsize=4096)
+def _turn_sentences(text: str) -> tuple[tuple[str, bool, bool], ...]:
+    """(sentence, is a decision, is a question) for each sentence of a turn's text worth a look."""
+    found = []
+    for sentence in _sentences(text):
+        if len(sentence) < 12:
+            continue
+        decision = bool(_DECISION.search(sentence)) and not sentence.endswith("?")
+        question = sentence.endswith(("?", "？"))
+        if decision or question:
+            found.append((sentence, decision, question))
+    return tuple(found)
+
+
 _ERROR_WORDS = re.compile(r"(?i)\b(?:error|failed|failure|exception|not found|denied|invalid|cannot|can't|"
                           r"unable|refused|no such|missing|traceback)\b")
 
 
+@lru_cache(maxsize=4096)
 def _error_line(result: str) -> str:
     """The most telling line of a failed tool result: the first that names an error, else the first
     with words in it (banners such as '===== test session starts =====' say nothing)."""
     lines = [ln.strip() for ln in result.splitlines() if ln.strip()]
-    telling = [ln for ln in lines if _ERROR_WORDS.search(ln)]
-    wordy = [ln for ln in lines if sum(ch.isalnum() for ch in ln) >= len(ln) / 2]
-    return (telling or wordy or lines or ["(error)"])[0]
+    for ln in lines:
+        if _ERROR_WORDS.search(ln):
+            return ln
+    for ln in lines:
+        if sum(ch.isalnum() for ch in ln) >= len(ln) / 2:
+            return ln
+    return lines[0] if lines else "(error)"
+
+
+@lru_cache(maxsize=16384)
+def _mentioned_project(text: str, cwd: str | None) -> str | None:
+    """The project of the last absolute path ``text`` names, if any."""
+    mentioned = [m for m in (path_project(p, cwd) for p in _ABS_PATH.findall(text)) if m]
+    return mentioned[-1] if mentioned else None
 
 
 def _is_test_pass(call: ToolCall) -> bool:
@@ -438,31 +470,33 @@ def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: 
             first_in_turn.setdefault(call_turn[c.index], project)
             last_in_turn[call_turn[c.index]] = project
 
+    last_turns = sorted(last_in_turn)
+
     def project_at(turn_pos: int, text: str) -> str | None:
-        mentioned = [m for m in (path_project(p, cwd) for p in _ABS_PATH.findall(text)) if m]
+        mentioned = _mentioned_project(text, cwd)
         if mentioned:
-            return mentioned[-1]
+            return mentioned
         if turn_pos in first_in_turn:
             return first_in_turn[turn_pos]
-        earlier = [p for tp, p in sorted(last_in_turn.items()) if tp < turn_pos]
-        return earlier[-1] if earlier else (carry.last_project or cwd)
+        before = bisect_left(last_turns, turn_pos)  # the latest turn earlier than turn_pos
+        return last_in_turn[last_turns[before - 1]] if before else (carry.last_project or cwd)
 
     decisions: list[dict[str, Any]] = list(carry.decisions)
     seen_decisions = {d.get("text", "").casefold() for d in decisions}
     questions: list[dict[str, Any]] = list(carry.open_questions) if upto < 3 else []
+    turns = run.turns
     for tpos in range(upto + 1):
-        text = run.turns[tpos].text or ""
+        text = turns[tpos].text
         if not text:
             continue
-        for sentence in _sentences(text):
-            if len(sentence) < 12:
-                continue
-            if _DECISION.search(sentence) and not sentence.endswith("?"):
+        for sentence, is_decision, is_question in _turn_sentences(text):
+            if is_decision:
                 clipped = _clip(sentence, MAX_ITEM_CHARS)
-                if clipped.casefold() not in seen_decisions:
-                    seen_decisions.add(clipped.casefold())
+                folded = clipped.casefold()
+                if folded not in seen_decisions:
+                    seen_decisions.add(folded)
                     decisions.append({"text": clipped, "project": project_at(tpos, sentence)})
-            if sentence.endswith(("?", "？")) and tpos >= upto - 3:
+            if is_question and tpos >= upto - 3:
                 questions.append({"text": _clip(sentence, MAX_ITEM_CHARS), "project": project_at(tpos, sentence)})
 
     edited: list[str] = []
@@ -496,7 +530,7 @@ def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: 
                        "project": path_project(c.path, cwd) if c.path else project_at(call_turn[c.index], c.command or "")})
 
     last_text = next((run.turns[t].text for t in range(upto, -1, -1) if (run.turns[t].text or "").strip()), "")
-    working = next((last_in_turn[t] for t in sorted(last_in_turn, reverse=True)), None)
+    working = last_in_turn[last_turns[-1]] if last_turns else None
     return {
         "active_task": active_task,
         "decisions": decisions[-MAX_DECISIONS:],
@@ -587,6 +621,7 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
     stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
     stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
     new = 0
+    touched: list[Any] = []
     for data in captured:
         row = existing.get(data.trigger)
         family, _, band = data.trigger.partition(":")
@@ -610,9 +645,11 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
         row.edited_files, row.read_files = data.edited_files, data.read_files
         row.open_questions, row.errors, row.last_state = data.open_questions, data.errors, data.last_state
         row.captured_at = when
+        touched.append(row)
+    if touched:  # one flush, one delete and one insert for the run's checkpoints
         session.flush()
-        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id == row.id))
-        index_terms(session, [row])
+        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_([row.id for row in touched])))
+        index_terms(session, touched)
     return new
 
 
