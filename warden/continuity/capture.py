@@ -151,13 +151,17 @@ class CheckpointData:
                    errors=[e if isinstance(e, dict) else {"error": str(e)} for e in row.errors or []],
                    last_state=row.last_state or "", captured_at=row.captured_at, id=row.id)
 
-    def searchable_text(self) -> str:
-        """What recall matches a prompt against."""
+    def searchable_parts(self) -> list[str]:
+        """The non-empty pieces of :meth:`searchable_text`, in order."""
         parts = [self.active_task, *(d.get("text", "") for d in self.decisions),
                  *(q.get("text", "") for q in self.open_questions), *self.edited_files, *self.read_files,
                  *(f"{e.get('error', '')} {e.get('fix', '')}" for e in self.errors), self.last_state,
                  self.project or ""]
-        return "\n".join(p for p in parts if p)
+        return [p for p in parts if p]
+
+    def searchable_text(self) -> str:
+        """What recall matches a prompt against."""
+        return "\n".join(self.searchable_parts())
 
 
 def _as_item(value: Any) -> dict[str, Any]:
@@ -655,10 +659,27 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
 
 def index_terms(session: Any, rows: list[Any]) -> None:
     """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
-    from warden.continuity.recall import checkpoint_terms
     from warden.store.models import CheckpointTerm
 
     rows = [{"checkpoint_id": row.id, "term": t, "captured_at": row.captured_at, "session_id": row.session_id}
-            for row in rows for t in sorted(checkpoint_terms(CheckpointData.from_row(row).searchable_text()))]
+            for row in rows for t in sorted(searchable_terms(CheckpointData.from_row(row)))]
     if rows:
         session.execute(CheckpointTerm.__table__.insert(), rows)
+
+
+@lru_cache(maxsize=16384)
+def _part_terms(part: str) -> tuple[str, ...]:
+    from warden.continuity.recall import tokenize
+
+    return tuple(tokenize(part))
+
+
+def searchable_terms(data: CheckpointData) -> set[str]:
+    """``recall.checkpoint_terms(data.searchable_text())``, with each part tokenized once: a run's
+    checkpoints repeat most parts (decisions, files, task), and the parts are joined by a newline,
+    a separator the tokenizer never joins across (nor does NFC), so the text's terms are the
+    parts' terms in order. Pinned equal by tests/test_collector_fastpath.py."""
+    from warden.continuity.recall import MAX_TERMS_PER_CHECKPOINT
+
+    distinct = dict.fromkeys(term for part in data.searchable_parts() for term in _part_terms(part))
+    return set(list(distinct)[:MAX_TERMS_PER_CHECKPOINT])
