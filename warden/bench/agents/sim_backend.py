@@ -16,6 +16,7 @@ task whose ``sim.test_command`` is its check string runs the real check instead)
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,10 @@ class SimBackend:
         # string (the toolbox allows exactly that string), where the swap would change its bytes.
         fast = self.fast and task.sim.test_command.strip() != task.success_check.strip()
         played = dataclasses.replace(task, success_check=_NO_CHECK) if fast else task
-        with sim_client(transport) as client:
+        with tempfile.TemporaryDirectory(prefix="warden-sim-tmp-") as run_tmp, sim_client(transport) as client:
             result = run_task(client, task=played, workdir=Path(workdir), system_prompt=system_prompt,
                               model=self.model, caps=caps, backend_name=self.name, seed=seed,
-                              retry=self.retry, env=_sim_env())
+                              retry=self.retry, env=_sim_env(run_tmp))
         if fast and result.outcome in (Outcome.COMPLETED, Outcome.TASK_FAILED):
             done = agent.applied_all_edits
             result.completed = done
@@ -87,11 +88,15 @@ class SimBackend:
         return result
 
 
-def _sim_env() -> dict[str, str]:
+def _sim_env(run_tmp: str) -> dict[str, str]:
+    """The harness's sandbox environment, made byte-stable for the sim's tool output."""
     env = sandbox_env()
-    # The sim's runs must not depend on which pytest plugins warden's own environment has
-    # installed (their output is bytes the sim pays for); it also makes pytest start ~6x faster.
+    # Not which pytest plugins warden's own environment has installed (their output is bytes
+    # the sim pays for); it also makes pytest start ~6x faster.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    # A private temp root per run: concurrent pytest processes sharing /tmp/pytest-of-<user>
+    # race on its clean-up and sometimes print a warning — different bytes for the same run.
+    env["TMPDIR"] = run_tmp
     return env
 
 
