@@ -406,7 +406,6 @@ class SimAgent:
         self._responses: list[dict[str, Any]] = []
         self._prev_segments: list[tuple[str, int]] = []
         self._applied: list[SimEdit] = []
-        self.believes_done = False
         self.spent = 0.0  # cost-weighted tokens of the answers given so far (derailment's yardstick)
 
     # -- the Messages API face ---------------------------------------------------------------
@@ -604,7 +603,6 @@ class SimAgent:
                 yield Step(self._say("whether this is involved", "Checking something else."), [call])
 
         # ---- report
-        self.believes_done = True
         if b.has("verbose_narration"):
             report = ("Summary of the change:\n\n" + _narrate(self._text_rng, plan.target,
                                                                2 * b.count("verbose_narration", 30, 80)))
@@ -656,7 +654,7 @@ class SimAgent:
     @property
     def applied_all_edits(self) -> bool:
         """The sim's own belief that the reference fix is in place (fast mode's completion)."""
-        return self.believes_done and len(self._applied) >= len(self.plan.edits)
+        return len(self._applied) >= len(self.plan.edits)
 
 
 def _system_text(system: Any) -> str:
