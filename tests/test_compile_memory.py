@@ -100,3 +100,18 @@ def test_bad_agent_name_is_refused(env) -> None:
     settings, store = env
     with store.session() as s, pytest.raises(WardenError, match="invalid agent name"):
         compile_memory(s, settings, "../etc")
+
+
+def test_rules_changed_by_hand_reach_memory_at_once(env, capsys) -> None:
+    from warden.cli.app import main
+
+    settings, _store = env
+    body = "Never commit secrets or credentials to the repository."
+    assert main(["rules", "add", "--agent", "backend", "--protected", body]) == 0
+    path = memory_path(settings, "backend")
+    assert f"- {body}" in path.read_text()
+    assert "MEMORY.md v1 recompiled" in capsys.readouterr().out
+    with _store.session() as s:
+        rule_id = s.query(Rule).filter_by(body=body).one().id
+    assert main(["rules", "forget", str(rule_id)]) == 0
+    assert body not in path.read_text()

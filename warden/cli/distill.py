@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -122,7 +122,12 @@ def _done(as_json: bool, payload: dict, message: str) -> None:
         console.print(message)
 
 
-_RECOMPILE_HINT = " — run `warden memory compile --agent {agent}` to update MEMORY.md"
+def _recompile(session: Any, agent: str) -> str:
+    """Changes by hand reach MEMORY.md at once, in the same transaction."""
+    from warden.select.selector import recompile_memory
+
+    result = recompile_memory(session, settings(), agent)
+    return f" — MEMORY.md v{result.version} {'recompiled' if result.changed else 'unchanged'}"
 
 
 @rules_app.command("add")
@@ -136,7 +141,7 @@ def rules_add(
     """Add a rule by hand: a candidate to be measured, or --protected."""
     with store().session() as session:
         row = rules_admin.add_rule(session, agent, body, protected=protected, scope=scope)
-    hint = _RECOMPILE_HINT.format(agent=safe(agent)) if protected else " (a candidate: `warden select` measures it)"
+        hint = _recompile(session, agent) if protected else " (a candidate: `warden select` measures it)"
     _done(as_json, row, f"added rule {row['id']} for {safe(agent)} as {row['state']}, "
                         f"rent {row['rent_tokens']} tokens{hint}")
 
@@ -146,7 +151,8 @@ def rules_protect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: boo
     """Protect a rule: kept in memory, counted for rent, never evicted for tokens."""
     with store().session() as session:
         row = rules_admin.protect(session, rule_id)
-    _done(as_json, row, f"rule {rule_id} is protected{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+        hint = _recompile(session, row["agent"])
+    _done(as_json, row, f"rule {rule_id} is protected{hint}")
 
 
 @rules_app.command("unprotect")
@@ -154,7 +160,8 @@ def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: b
     """Unprotect a rule: back to active if it was ever measured to pay, else a candidate."""
     with store().session() as session:
         row = rules_admin.unprotect(session, rule_id)
-    _done(as_json, row, f"rule {rule_id} is now {row['state']}{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+        hint = _recompile(session, row["agent"])
+    _done(as_json, row, f"rule {rule_id} is now {row['state']}{hint}")
 
 
 @rules_app.command("scope")
@@ -169,9 +176,10 @@ def rules_scope(
         raise UsageError("give a SCOPE or --clear (not both)")
     with store().session() as session:
         row = rules_admin.set_scope(session, rule_id, None if clear else scope)
+        hint = _recompile(session, row["agent"])
     what = f"scoped to '{safe(row['scope'])}'" if row["scope"] else "unscoped"
     _done(as_json, row, f"rule {rule_id} is {what}, rent {row['rent_tokens']} tokens"
-                        f"{_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+                        f"{hint}")
 
 
 @rules_app.command("forget")
@@ -179,7 +187,8 @@ def rules_forget(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool
     """Evict a rule by hand (reason: manual). It stays in the ledger as negative data."""
     with store().session() as session:
         row = rules_admin.forget(session, rule_id)
-    _done(as_json, row, f"rule {rule_id} evicted (manual){_RECOMPILE_HINT.format(agent=safe(row['agent']))}")
+        hint = _recompile(session, row["agent"])
+    _done(as_json, row, f"rule {rule_id} evicted (manual){hint}")
 
 
 def register(app: typer.Typer) -> None:

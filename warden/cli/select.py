@@ -179,14 +179,11 @@ def memory_show(agent: str = typer.Option(..., "--agent"), as_json: bool = typer
 @memory_app.command("compile")
 def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
     """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
-    from warden.select.compile import compile_memory
-    from warden.select.selector import checkpoint_sections
+    from warden.select.selector import recompile_memory
 
     s = settings()
-    sections = checkpoint_sections(s)
     with store(s).session() as session:
-        extra, files = sections(session, agent)
-        result = compile_memory(session, s, agent, extra, files)
+        result = recompile_memory(session, s, agent)
     if result.drifted:
         err_console.print("warning: MEMORY.md had drifted from the last compile (edited by hand or stale): recompiled",
                           markup=False)

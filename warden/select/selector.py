@@ -283,6 +283,12 @@ def checkpoint_sections(settings: Settings) -> Callable[[Session, str], tuple[li
     return sections
 
 
+def recompile_memory(session: Session, settings: Settings, agent: str) -> CompileResult:
+    """Recompile the agent's MEMORY.md (rules + recovered checkpoints) in the caller's transaction."""
+    extra, files = checkpoint_sections(settings)(session, agent)
+    return compile_memory(session, settings, agent, extra, files)
+
+
 def known_agents(settings: Settings) -> list[str]:
     root = settings.golden_dir
     if not root.is_dir():
