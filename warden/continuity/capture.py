@@ -596,7 +596,15 @@ def capture_checkpoints(run: ParsedRun, agent: str | None = None) -> list[Checkp
 # ---------------------------------------------------------------- storage
 
 
-def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
+def capture_fresh(run: ParsedRun) -> tuple[list[CheckpointData], CarryState]:
+    """The pure half of :func:`record_checkpoints` for a parse from a transcript's start, which
+    needs nothing from the store: the collector's parser processes run it so the writing process
+    does not. Pass the result to :func:`record_checkpoints` as ``precaptured``."""
+    return capture(run)
+
+
+def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
+                       precaptured: tuple[list[CheckpointData], CarryState] | None = None) -> int:
     """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
 
     A resumed parse (``parsed.start_offset > 0``: only the appended lines) continues from the
@@ -613,7 +621,14 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun) -> int:
     state_row = session.get(CaptureState, parsed.run_key)
     resumed = getattr(parsed, "start_offset", 0) > 0
     prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
-    captured, carry = capture(parsed, agent=agent, carry=prior)
+    if precaptured is not None and prior is None:
+        # captured without the run row's agent name, which only names the checkpoints: fill it in
+        captured, carry = precaptured
+        name = agent or (parsed.agent_type or "main" if parsed.agent_id is None else parsed.agent_type or "subagent")
+        for data in captured:
+            data.agent = name
+    else:
+        captured, carry = capture(parsed, agent=agent, carry=prior)
     if state_row is None:
         state_row = CaptureState(run_key=parsed.run_key)
         session.add(state_row)

@@ -291,6 +291,8 @@ class Collector:
         self.prices = PriceTable(settings.pricing) if settings and settings.pricing else DEFAULT_TABLE
         self.max_line = max_line
         self.post_ingest = post_ingest  # False: the ledger alone (the throughput benchmark's baseline)
+        # id(ParsedRun) -> its checkpoints captured in a parser process (bulk collect, fresh parses)
+        self._precaptured: dict[int, Any] = {}
 
     def collect(self, files: Iterable[Path], *, agent_type_hint: str | None = None,
                 progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
@@ -335,13 +337,15 @@ class Collector:
                 nonlocal done, batch_bytes
                 path, st, start, future = window.popleft()
                 try:
-                    result = future.result()
+                    result, precaptured = future.result()
                 except OSError as exc:
                     summary.files_skipped += 1
                     summary.skipped.append(f"{path}: {exc.strerror or exc}")
                 else:
                     offset_row = session.get(IngestOffset, path)
                     if (offset_row.offset if offset_row else 0) == start:
+                        if precaptured is not None:
+                            self._precaptured[id(result[0])] = precaptured
                         batch.append((path, st, offset_row, start, result))
                         batch_bytes += result[2] - start
                     else:  # someone (a hook) ingested it meanwhile: redo from the new offset
@@ -360,8 +364,8 @@ class Collector:
                     done += 1
                     continue
                 st, start, state = plan
-                future = pool.submit(parse_file, path, start=start, state=state, agent_type=agent_type_hint,
-                                     max_line=self.max_line)
+                future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
+                                     self.post_ingest)
                 window.append((path, st, start, future))
                 while len(window) >= 2 * jobs:
                     drain_one()
@@ -460,7 +464,9 @@ class Collector:
         if self.post_ingest:
             for run in runs:
                 if run is not None:
-                    _after_run_ingested(session, rows_by_key[run[2]], run[1])
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1],
+                                        precaptured=self._precaptured.pop(id(run[1]), None))
+        self._precaptured.clear()
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
@@ -584,7 +590,21 @@ def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: st
     return row is not None and row.agent_id is not None and row.agent != agent_type
 
 
-def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun) -> None:
+def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
+                     post_ingest: bool) -> tuple[tuple[ParsedRun, dict[str, Any], int], Any]:
+    """A bulk collect's parser process: parse, and for a parse from the start (which needs
+    nothing from the store) also the pure checkpoint capture, so the writing process does less."""
+    result = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line)
+    precaptured = None
+    if post_ingest and start == 0 and _has_activity(result[0], None):
+        from warden.continuity.capture import capture_fresh
+
+        precaptured = capture_fresh(result[0])
+    return result, precaptured
+
+
+def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun,
+                        precaptured: Any = None) -> None:
     """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
 
     ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
@@ -594,7 +614,7 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
     from warden.continuity.capture import record_checkpoints  # pure capture + upsert, no model call
     from warden.distill.trigger import queue_if_expensive  # one indexed query; never distills here
 
-    record_checkpoints(session, run_row, parsed)
+    record_checkpoints(session, run_row, parsed, precaptured)
     queue_if_expensive(session, run_row, load_settings())
 
 
