@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.conftest import REPO
 from warden.select.memory import GENERATED_HEADER

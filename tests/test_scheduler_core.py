@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import func, select
 
 from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench, standard_request
-from warden.bench.results import Outcome
 from warden.bench.scheduler import (BenchAborted, BenchRequest, BenchScheduler, NullProgress, RunRecord,
                                     interleave, job_seed, memory_for, paired_differences, spend_share,
                                     summarize, update_baseline)

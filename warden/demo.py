@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from warden.config import load_settings
@@ -43,8 +44,11 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
         suite = load_suite(settings.golden_dir, agent)
         say(f"demo home {home} (sim backend: a simulated agent, not a model)")
         say(f"playing {sessions} simulated real-work sessions of the naive {agent} agent")
+        # Yesterday's work: recent enough for checkpoint retention and recall (whole hours keep
+        # the transcripts identical within a day).
+        start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
         play_sessions(settings.claude_home, {agent: suite}, settings.fixture_dir, sessions=sessions, seed=seed,
-                      delegate_share=1.0)
+                      delegate_share=1.0, start=start)
         store = open_store(settings)
         summary = run_nightly(store, settings, agents=[agent], log=say, base_seed=seed)
         with store.session() as session:

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, settings, store
+from warden.cli.common import console, err_console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
 from warden.ingest import collector as queries
 from warden.ingest.hooks import install_hooks, uninstall_hooks
@@ -96,7 +95,7 @@ def sessions(
                       _n(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", _n(r["weighted_tokens"]),
                       str(r["tool_calls"]), str(r["rereads"]),
                       ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else ""))
-    _wide().print(table)
+    wide_console().print(table)
     if any(r["placeholder_output"] for r in rows):
         console.print("* output counts in that transcript are streaming placeholders; don't trust its output tokens.")
 
@@ -123,17 +122,12 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
                       _n(a["output_tokens"]), _n(a["cache_write_5m_tokens"]), _n(a["cache_write_1h_tokens"]),
                       _n(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", _n(a["weighted_tokens"]),
                       _n(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}")
-    _wide().print(table)
+    wide_console().print(table)
     if data["agents"]:
         console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
     if not data["agents"]:
         console.print("no sessions yet — run `warden collect`")
     render_learning(data["learning"])
-
-
-def _wide() -> Console:
-    """Tables are wide: piped output is not cut to 80 columns."""
-    return console if console.is_terminal else Console(highlight=False, width=200)
 
 
 def _n(value: float) -> str:

@@ -26,6 +26,11 @@ def store(s: Settings | None = None) -> Store:
     return open_store(s or settings())
 
 
+def wide_console() -> Console:
+    """Tables are wide: piped output is not cut to 80 columns."""
+    return console if console.is_terminal else Console(highlight=False, width=200)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 

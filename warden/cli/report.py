@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, print_json, safe, settings, store
+from warden.cli.common import console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
 
 
@@ -57,7 +57,7 @@ def cost_command(
             table.add_row(str(r["rule_id"]), r["state"], _n(r["saving_tokens_per_session"]),
                           "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), _n(r["bench_tokens_spent"]),
                           _n(r["break_even_sessions"]), safe(r["body"], 60))
-        console.print(table)
+        wide_console().print(table)
         if "projection" in cost:
             p = cost["projection"]
             console.print(f"  {weeks} weeks × {sessions_per_week:g} sessions: without warden {_n(p['without_warden_tokens'])}"

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, safe_block, settings, store
+from warden.cli.common import console, err_console, print_json, safe, safe_block, settings, store, wide_console
 from warden.errors import UsageError
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
@@ -44,7 +44,7 @@ def render_select_report(report: dict[str, Any]) -> None:
             table.add_row(str(d["rule_id"]), d["kind"], d["verdict"], f"{d['state_before']} → {d['state_after']}",
                           _fmt(d["estimate_tokens"]), f"[{_fmt(lo)}, {_fmt(hi)}]", _fmt(d["margin_tokens"]),
                           _fmt(d["tokens_spent"]), safe(d["body"], 60))
-        console.print(table)
+        wide_console().print(table)
     else:
         console.print("  no pending candidates and nothing to re-audit")
     for note in report["skipped"]:
@@ -151,7 +151,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
     for r in rows:
         table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], _fmt(r["estimate"]),
                       _fmt(r["margin"]), _fmt(r["tokens_spent"]), safe(r["body"], 60))
-    console.print(table)
+    wide_console().print(table)
 
 
 @memory_app.command("show")

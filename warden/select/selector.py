@@ -33,7 +33,7 @@ from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence
                                     RuleDecision, Verdict, decide_rule)
 from warden.select.memory import MemoryRule, rule_rent
 from warden.select.receipts import write_receipt
-from warden.select.runner import Config, RunRecord, SuiteRunner
+from warden.select.runner import Config, RunRecord
 from warden.store.db import Store
 from warden.store.models import Receipt, Rule, utcnow
 
