@@ -48,3 +48,37 @@ def test_searchable_terms_respect_the_cap() -> None:
     words = [" ".join(f"word{i}x{j}" for j in range(100)) for i in range(10)]
     data = _checkpoint(words)
     assert searchable_terms(data) == checkpoint_terms(data.searchable_text())
+
+
+def _checkpoint_rows(home: Path) -> list[tuple]:  # type: ignore[type-arg]
+    import sqlite3
+
+    con = sqlite3.connect(home / "warden.db")
+    try:
+        cps = sorted(con.execute(
+            "select run_key, trigger, session_id, agent_id, agent, project, projects, fill, quality, active_task,"
+            " decisions, edited_files, read_files, open_questions, errors, last_state, captured_at from checkpoints"))
+        terms = sorted(con.execute("select c.run_key, c.trigger, t.term, t.captured_at from checkpoint_terms t"
+                                   " join checkpoints c on c.id = t.checkpoint_id"))
+        states = sorted(con.execute("select run_key, state from capture_states"))
+    finally:
+        con.close()
+    return [cps, terms, states]
+
+
+def test_capture_in_parser_processes_stores_what_the_writer_would(corpus: Path, tmp_path: Path,
+                                                                   monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A bulk collect captures fresh runs' checkpoints in its parser processes; a one-process
+    collect captures them in the writer. The stored checkpoints, terms and carry states are equal."""
+    from warden.config import load_settings
+    from warden.ingest.collector import collect_paths
+
+    homes = []
+    for jobs in (1, 2):
+        home = tmp_path / f"home{jobs}"
+        monkeypatch.setenv("WARDEN_HOME", str(home))
+        collect_paths(load_settings(), [corpus], jobs=jobs, post_ingest=True)
+        homes.append(home)
+    one, two = (_checkpoint_rows(h) for h in homes)
+    assert one[0] and one[1]  # the corpus does produce checkpoints
+    assert one == two
