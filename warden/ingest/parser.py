@@ -152,15 +152,16 @@ def _text_size(content: Any) -> tuple[int, str]:
         return (len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass")),
                 content[:MAX_RESULT_TEXT])
     if isinstance(content, list):
-        size = 0
+        size = head_len = 0
         head: list[str] = []
         for block in content:
             if isinstance(block, dict):
                 text = block.get("text")
                 if isinstance(text, str):
                     size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-                    if sum(map(len, head)) < MAX_RESULT_TEXT:
+                    if head_len < MAX_RESULT_TEXT:
                         head.append(text)
+                        head_len += len(text)
                 elif block.get("type") == "image":
                     source = block.get("source")
                     data = source.get("data") if isinstance(source, dict) else None
@@ -398,7 +399,12 @@ class TranscriptParser:
         message = rec.get("message")
         if not isinstance(message, dict):
             return
-        key = self._message_key(message, rec)
+        mid = message.get("id")
+        if mid.__class__ is str and mid:  # _message_key's common case, inline
+            rid = rec.get("requestId")
+            key = f"{mid}|{rid}" if rid.__class__ is str and rid else mid
+        else:
+            key = self._message_key(message, rec)
         index = self._turn_by_key.get(key)
         raw_usage = message.get("usage")
         if index is not None and raw_usage is not None and raw_usage == self._raw_usage.get(key):
@@ -467,8 +473,11 @@ class TranscriptParser:
         name = name if isinstance(name, str) else "?"
         raw_input = block.get("input")
         tool_input = raw_input if isinstance(raw_input, dict) else {}
-        kind = tool_kind(name)
-        input_bytes = _json_size(tool_input)
+        kind = TOOL_KIND_BY_NAME.get(name, "other")
+        try:
+            input_bytes = len(orjson.dumps(tool_input))
+        except (TypeError, orjson.JSONEncodeError):
+            input_bytes = 0
         turn.content_bytes += input_bytes
         call = ToolCall(index=s.tool_index, tool_use_id=tool_id, name=name, kind=kind, input=tool_input,
                         input_bytes=input_bytes, timestamp=self._when(ts), turn=turn.index)
