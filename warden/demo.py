@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import typer
+
 from warden.config import load_settings
 from warden.errors import UsageError, WardenError
 from warden.store.db import open_store
@@ -24,7 +26,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
              as_json: bool = False, log: Callable[[str], None] | None = None) -> dict:
     from warden.bench.agents.sim_sessions import play_sessions
     from warden.bench.tasks import load_suite
-    from warden.cli.common import console, print_json, safe, safe_block
+    from warden.cli.common import print_json, safe, safe_block, wide_console
     from warden.select.compile import memory_path
     from warden.select.nightly import resolve_agents, run_nightly
     from warden.select.receipts import latest_receipts
@@ -62,6 +64,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
         else:
             from warden.cli.select import render_select_report
 
+            console = wide_console()
             console.print(f"\n[bold]warden demo[/] — measured on the [bold]sim[/] backend (a simulated agent, "
                           f"not a model's result); home {safe(home)}")
             night = summary.to_json()
@@ -75,7 +78,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
                 console.print(f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {r['estimate']:,.0f}"
                               f"/run [{lo:,.0f}, {hi:,.0f}] margin {r['margin']:,.0f} · {safe(r['body'], 70)}")
             console.print(f"\n[bold]{safe(memory_file)}[/]:")
-            console.print(safe_block(memory_text), markup=False)
+            typer.echo(safe_block(memory_text), nl=False)  # as the agent reads it: never re-wrapped
         if summary.aborted:
             raise WardenError(f"demo aborted: {summary.aborted}")
         return result

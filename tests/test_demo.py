@@ -1,0 +1,33 @@
+"""``warden demo``: the whole loop offline ends with a kept rule, a refuted one, a receipt per
+decision and a MEMORY.md an agent would read. (Slow: it plays and benches the sim for real.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from warden.select.memory import GENERATED_HEADER
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_loop(tmp_path) -> None:
+    keep = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "warden", "demo", "--json", "--keep", str(keep)], cwd=REPO,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    decisions = [d for agent in result["night"]["agents"] for d in agent["decisions"]]
+    states = {r["rule_id"]: r["state"] for r in result["receipts"]}
+    assert "active" in states.values()
+    assert any(r["verdict"] == "refute" for r in result["receipts"])
+    assert len(decisions) == len(result["receipts"]) and all(d["receipt_id"] for d in decisions)
+    memory = result["memory"]
+    assert memory.startswith(GENERATED_HEADER) and len(memory.splitlines()) <= 200
+    active = [r["body"] for r in result["receipts"] if r["state"] == "active"]
+    assert all(f"- {body}" in memory for body in active)
+    assert (keep / "claude" / "agent-memory" / "backend" / "MEMORY.md").read_text() == memory
