@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         agent: str = typer.Option(..., "--agent", help="agent whose golden suite to play"),
         rules: list[str] = typer.Option([], "--rules", "--rule",
                                         help="a rule body (repeat for a rule set); none = the bare agent"),
-        seeds: int = typer.Option(20, "--seeds", min=1, max=10_000, help="seeds averaged per task and arm"),
+        seeds: int = typer.Option(10, "--seeds", min=1, max=10_000, help="seeds averaged per task and arm"),
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
         exact: bool = typer.Option(False, "--exact", help="run the real success checks (slower)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
