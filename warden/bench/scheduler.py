@@ -280,10 +280,8 @@ class RunRecord:
 
     @classmethod
     def from_row(cls, row: BenchRun, copy_s: float = 0.0) -> "RunRecord":
-        raw = row.input_tokens + row.output_tokens + row.cache_write_5m_tokens + row.cache_write_1h_tokens \
-            + row.cache_read_tokens
         return cls(row.id, row.task_id, row.config_key, int(row.seed), row.outcome, row.completed,
-                   row.weighted_tokens, int(raw), row.cost_usd, row.turns, row.duration_s,
+                   row.weighted_tokens, row.usage.total, row.cost_usd, row.turns, row.duration_s,
                    row.ruleset_version, row.error, copy_s)
 
 

@@ -153,9 +153,7 @@ class BenchSuiteRunner:
 
     @staticmethod
     def _record(row: BenchRun, config: Config, round_index: int) -> RunRecord:
-        raw = (row.input_tokens + row.output_tokens + row.cache_write_5m_tokens + row.cache_write_1h_tokens
-               + row.cache_read_tokens)
-        return RunRecord(row.task_id, config, round_index, float(row.weighted_tokens), int(raw),
+        return RunRecord(row.task_id, config, round_index, float(row.weighted_tokens), row.usage.total,
                          bool(row.completed), row.outcome, row.id)
 
     def _account(self) -> None:

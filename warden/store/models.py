@@ -14,6 +14,8 @@ from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, 
                         MetaData, String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from warden.ingest.pricing import Usage
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -32,10 +34,25 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+class TokenCounts:
+    """The five token counts of one or more API responses (DESIGN.md §3), as columns."""
+
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.input_tokens or 0, self.output_tokens or 0, self.cache_write_5m_tokens or 0,
+                     self.cache_write_1h_tokens or 0, self.cache_read_tokens or 0)
+
+
 # ---------------------------------------------------------------- collect
 
 
-class SessionRun(Base):
+class SessionRun(TokenCounts, Base):
     """One transcript run: a main session or one subagent transcript (DESIGN.md §3)."""
 
     __tablename__ = "session_runs"
@@ -48,11 +65,6 @@ class SessionRun(Base):
     models: Mapped[list[Any]] = mapped_column(JSON, default=list)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime)
-    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     weighted_tokens: Mapped[float] = mapped_column(Float, default=0.0)
     tool_calls: Mapped[int] = mapped_column(Integer, default=0)
@@ -77,18 +89,13 @@ class SessionRun(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
 
 
-class UsageMessage(Base):
+class UsageMessage(TokenCounts, Base):
     """Global usage dedupe: each API response counts once, for the run that first holds it."""
 
     __tablename__ = "usage_messages"
     message_key: Mapped[str] = mapped_column(String(400), primary_key=True)
     run_key: Mapped[str] = mapped_column(String(300), index=True)
     model: Mapped[str] = mapped_column(String(120), default="")
-    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     timestamp: Mapped[datetime | None] = mapped_column(DateTime)
 
 
@@ -226,7 +233,7 @@ class BenchJob(Base):
     bench_pass: Mapped[BenchPass] = relationship(back_populates="jobs")
 
 
-class BenchRun(Base):
+class BenchRun(TokenCounts, Base):
     """One replay of one golden task under one configuration (DESIGN.md §3 'Run result')."""
 
     __tablename__ = "bench_runs"
@@ -247,11 +254,6 @@ class BenchRun(Base):
     completed: Mapped[bool] = mapped_column(Boolean, default=False)
     turns: Mapped[int] = mapped_column(Integer, default=0)
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
-    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_5m_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     weighted_tokens: Mapped[float] = mapped_column(Float, default=0.0)
     calls: Mapped[list[Any]] = mapped_column(JSON, default=list)  # per-call usage

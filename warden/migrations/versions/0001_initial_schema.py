@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 08:28:05.238023
+Create Date: 2026-11-30 09:14:56.511135
 """
 from __future__ import annotations
 
@@ -55,16 +55,16 @@ def upgrade() -> None:
     sa.Column('completed', sa.Boolean(), nullable=False),
     sa.Column('turns', sa.Integer(), nullable=False),
     sa.Column('duration_s', sa.Float(), nullable=False),
-    sa.Column('input_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('output_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_write_5m_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_write_1h_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_read_tokens', sa.BigInteger(), nullable=False),
     sa.Column('cost_usd', sa.Float(), nullable=False),
     sa.Column('weighted_tokens', sa.Float(), nullable=False),
     sa.Column('calls', sa.JSON(), nullable=False),
     sa.Column('error', sa.Text(), nullable=False),
     sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('input_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('output_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_write_5m_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_write_1h_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_read_tokens', sa.BigInteger(), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_bench_runs'))
     )
     with op.batch_alter_table('bench_runs', schema=None) as batch_op:
@@ -149,11 +149,6 @@ def upgrade() -> None:
     sa.Column('models', sa.JSON(), nullable=False),
     sa.Column('started_at', sa.DateTime(), nullable=True),
     sa.Column('ended_at', sa.DateTime(), nullable=True),
-    sa.Column('input_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('output_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_write_5m_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_write_1h_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('cache_read_tokens', sa.BigInteger(), nullable=False),
     sa.Column('cost_usd', sa.Float(), nullable=False),
     sa.Column('weighted_tokens', sa.Float(), nullable=False),
     sa.Column('tool_calls', sa.Integer(), nullable=False),
@@ -175,6 +170,11 @@ def upgrade() -> None:
     sa.Column('distilled_at', sa.DateTime(), nullable=True),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('input_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('output_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_write_5m_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_write_1h_tokens', sa.BigInteger(), nullable=False),
+    sa.Column('cache_read_tokens', sa.BigInteger(), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_session_runs')),
     sa.UniqueConstraint('run_key', name=op.f('uq_session_runs_run_key'))
     )
@@ -187,12 +187,12 @@ def upgrade() -> None:
     sa.Column('message_key', sa.String(length=400), nullable=False),
     sa.Column('run_key', sa.String(length=300), nullable=False),
     sa.Column('model', sa.String(length=120), nullable=False),
+    sa.Column('timestamp', sa.DateTime(), nullable=True),
     sa.Column('input_tokens', sa.BigInteger(), nullable=False),
     sa.Column('output_tokens', sa.BigInteger(), nullable=False),
     sa.Column('cache_write_5m_tokens', sa.BigInteger(), nullable=False),
     sa.Column('cache_write_1h_tokens', sa.BigInteger(), nullable=False),
     sa.Column('cache_read_tokens', sa.BigInteger(), nullable=False),
-    sa.Column('timestamp', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('message_key', name=op.f('pk_usage_messages'))
     )
     with op.batch_alter_table('usage_messages', schema=None) as batch_op:
