@@ -69,22 +69,12 @@ _INTERRUPT_MARK = "[Request interrupted by user"
 
 
 _BAD = object()  # sentinel: the line is not JSON
-_TOOL_USE_RESULT_KEY = b',"toolUseResult":'
-_CUT_MIN_BYTES = 2048  # below this, cutting costs more than it saves
 
 
 def _decode(line: bytes) -> Any:
-    """orjson decode with a fast path for tool-result lines: their ``toolUseResult`` (a
-    structured copy of the result, often as large as the result itself) is cut off undecoded
-    unless it may name a subagent (``agentId``), the only thing the ledger reads from it."""
-    cut = line.find(_TOOL_USE_RESULT_KEY) if len(line) > _CUT_MIN_BYTES else -1
-    if cut > 0 and line.find(b'"agentId"', cut) < 0 and line.find(b'"message":', 0, cut) > 0:
-        try:
-            head = orjson.loads(line[:cut] + b"}")
-            if "type" in head and "timestamp" in head:  # else keys came after it: decode the whole line
-                return head
-        except orjson.JSONDecodeError:
-            pass  # the key sat inside a nested object after all: decode the whole line
+    """orjson decode; :data:`_BAD` for a line that is not JSON. (A fast path that decoded only the
+    head of tool-result lines, before ``toolUseResult``, saved ~3 % of parse time but accepted
+    lines whose tail was corrupt or not yet written: a truncated last line was consumed as whole.)"""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
