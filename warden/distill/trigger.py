@@ -95,3 +95,24 @@ def queue_if_expensive(session: Session, run_row: SessionRun, settings: Settings
     if decision.expensive:
         run_row.distill_state = "queued"
     return decision.expensive
+
+
+def sweep(session: Session, settings: Settings, agents: list[str] | None = None) -> int:
+    """Re-evaluate every run the trigger has not settled yet, with the full history collected.
+
+    Hooks and backfills ingest runs in arbitrary order, so a run may have been looked at before
+    its priors were stored. After a whole collect (the nightly job) the history is complete: an
+    expensive run is queued, and a cheap one with enough priors is marked ``skipped`` so it is
+    never looked at again. Returns how many runs were queued."""
+    query = select(SessionRun).where(SessionRun.distill_state.is_(None), SessionRun.completed.is_(True))
+    if agents:
+        query = query.where(SessionRun.agent.in_(agents))
+    queued = 0
+    for run_row in session.scalars(query.order_by(SessionRun.started_at.asc().nulls_first(), SessionRun.id)):
+        decision = evaluate(session, run_row, settings)
+        if decision.expensive:
+            run_row.distill_state = "queued"
+            queued += 1
+        elif decision.priors >= MIN_PRIORS or decision.reason.startswith(("placeholder", "main session")):
+            run_row.distill_state = "skipped"
+    return queued
