@@ -357,9 +357,10 @@ class Collector:
                 if progress:
                     progress(done, len(files))
 
+            known = _load_offsets(session, files)  # one query, not one per file
             for path in files:
                 summary.files_seen += 1
-                plan = self._plan(session, path, summary, agent_type_hint)
+                plan = self._plan(session, path, summary, agent_type_hint, known)
                 if plan is None:
                     done += 1
                     continue
@@ -373,9 +374,11 @@ class Collector:
                 drain_one()
             store_batch()
 
-    def _plan(self, session: Session, path: str, summary: CollectSummary,
-              agent_type_hint: str | None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
-        """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged)."""
+    def _plan(self, session: Session, path: str, summary: CollectSummary, agent_type_hint: str | None,
+              known: dict[str, IngestOffset] | None = None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
+        """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged).
+        ``known``: the offset rows of a bulk collect, loaded at its start (a row a hook writes
+        later is caught when the parse is stored, which re-reads the row)."""
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -386,7 +389,7 @@ class Collector:
             summary.files_skipped += 1
             summary.skipped.append(f"{path}: not a regular file")
             return None
-        offset_row = session.get(IngestOffset, path)
+        offset_row = known.get(path) if known is not None else session.get(IngestOffset, path)
         if (offset_row is not None and offset_row.size == st.st_size and offset_row.mtime_ns == st.st_mtime_ns
                 and offset_row.parser_version == PARSER_VERSION
                 and (agent_type_hint is None or not _needs_agent_type(session, offset_row, agent_type_hint))):
@@ -566,6 +569,14 @@ def _load_runs(session: Session, run_keys: Iterable[str]) -> dict[str, SessionRu
     for i in range(0, len(keys), IN_CHUNK):
         for row in session.scalars(select(SessionRun).where(SessionRun.run_key.in_(keys[i:i + IN_CHUNK]))):
             found[row.run_key] = row
+    return found
+
+
+def _load_offsets(session: Session, paths: list[str]) -> dict[str, IngestOffset]:
+    found: dict[str, IngestOffset] = {}
+    for i in range(0, len(paths), IN_CHUNK):
+        for row in session.scalars(select(IngestOffset).where(IngestOffset.path.in_(paths[i:i + IN_CHUNK]))):
+            found[row.path] = row
     return found
 
 
