@@ -54,3 +54,17 @@ def test_usage_errors(tmp_path: Path, capsys) -> None:
     path = write_transcript(tmp_path, naive_session(), session_id="n")
     assert main(["distill", "--distiller", "anthropic", str(path)]) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def test_bad_option_values_are_one_line_usage_errors(capsys) -> None:
+    """Typer's own parse errors (a non-integer id, a missing option, an unknown command) exit 2
+    with one ``warden: …`` line — typer vendors click, so no ``click`` import may be assumed."""
+    argvs = [["distill", "--run", "abc"], ["rules", "protect", "abc"], ["rules", "forget", "-1"],
+             ["rules", "add", "Grep for symbols before opening any file."], ["rules", "bogus"],
+             ["distill", "--bogus"]]
+    for argv in argvs:
+        assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == len(argvs) and all(line.startswith("warden: ") for line in err)
+    assert "Invalid value for '--run'" in err[0] and "Missing option '--agent'" in err[3]
+    assert "Traceback" not in "\n".join(err)

@@ -26,6 +26,25 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"warden.cli.{_name}").register(app)
 
 
+# typer ≥ 0.2x vendors click as ``typer._click`` (no ``click`` module installed); its errors
+# derive from the ClickException of whichever click typer uses, found through a public class.
+_CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _report_click_error(exc: Exception) -> int:
+    """A bad option or argument: one line ``warden: …`` and exit 2 (no-args help is shown as is)."""
+    if type(exc).__name__.startswith("NoArgsIsHelp"):
+        text = exc.format_message()  # type: ignore[attr-defined]  # empty when rich already printed it
+        if text.strip():
+            print(text)
+        return 0
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None and getattr(ctx, "command_path", "") else ""
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    err_console.print(f"warden: {message}{hint}", markup=False, highlight=False, soft_wrap=True)
+    return int(getattr(exc, "exit_code", 2) or 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     try:
@@ -47,11 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print("warden: interrupted", markup=False)
         return 130
     except Exception as exc:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+        if isinstance(exc, _CLICK_EXCEPTION):
+            return _report_click_error(exc)
         if os.environ.get("WARDEN_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""
