@@ -115,3 +115,25 @@ def test_state_machine_is_pure_and_complete() -> None:
     assert next_state(rule, REAUDIT, Verdict.REGRESSION, 0)[:2] == ("evicted", "regression")
     assert next_state(rule, ADMISSION, Verdict.INCONCLUSIVE, 1)[0] == "candidate"
     assert next_state(rule, ADMISSION, Verdict.INCONCLUSIVE, 3)[:2] == ("evicted", "inconclusive")
+
+
+def test_shared_reference_runs_are_not_charged_twice(env, tmp_path: Path) -> None:
+    """Two candidates against the same active set: the second decision reuses the first's
+    reference runs, and the receipts charge only the runs actually made."""
+    from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
+    from warden.bench.suite_runner import BenchSuiteRunner
+    from warden.select.compile import compile_memory
+
+    settings, store = env
+    with store.session() as s:
+        for body in ("Keep replies brief: no narration between tool calls.",
+                     "Say thanks at the end of every reply you write."):
+            s.add(Rule(agent=AGENT, body=body))
+        compile_memory(s, settings, AGENT)  # the active set (empty) has a compiled version
+    runner = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=make_workbench(tmp_path, FakeBackend),
+                              model_id=MODEL, concurrency=2)
+    report = Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run(2_000_000)
+    assert len(report.decisions) == 2 and runner.runs_reused > 0
+    with store.session() as s:
+        charged = sum(r.tokens_spent for r in s.query(Receipt))
+    assert charged == pytest.approx(runner.tokens_spent) and report.tokens_spent == pytest.approx(charged)

@@ -104,8 +104,8 @@ class BenchSuiteRunner:
                 for key, memory in memories.items():
                     row = self._reusable(session, slot.task_id, key, memory, seed, cutoff)
                     if row is not None:
-                        records[(key, slot.task_id, slot.round_index)] = self._record(row, by_key[key],
-                                                                                      slot.round_index)
+                        records[(key, slot.task_id, slot.round_index)] = self._record(
+                            row, by_key[key], slot.round_index, reused=True)
                         self.runs_reused += 1
                     else:
                         missing.append(JobSpec(slot.task_id, memory.rule_ids, slot.round_index))
@@ -152,9 +152,10 @@ class BenchSuiteRunner:
             .order_by(BenchRun.id.desc()).limit(1)).first()
 
     @staticmethod
-    def _record(row: BenchRun, config: Config, round_index: int) -> RunRecord:
+    def _record(row: BenchRun, config: Config, round_index: int, reused: bool = False) -> RunRecord:
+        # reused=True: served from a stored run, so the decision core does not count it as spent.
         return RunRecord(row.task_id, config, round_index, float(row.weighted_tokens), row.usage.total,
-                         bool(row.completed), row.outcome, row.id)
+                         bool(row.completed), row.outcome, row.id, reused=reused)
 
     def _account(self) -> None:
         """Add what the scheduler's last attempt spent (infra errors included)."""
