@@ -180,6 +180,9 @@ def test_a_run_installs_memory_scopes_permissions_and_reads_usage_from_the_trans
     assert private != Path(os.environ["CLAUDE_CONFIG_DIR"]) and project not in private.parents
     assert child["HOME"] != env["HOME"]
     assert not private.exists()  # the private config dir is thrown away after the run
+    # Its own TMPDIR (concurrent runs' pytest never share a temp root), also thrown away; no plugins.
+    assert Path(child["TMPDIR"]).parent == private.parent and not Path(child["TMPDIR"]).exists()
+    assert child["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert not (Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects").exists()
 
 

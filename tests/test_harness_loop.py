@@ -11,7 +11,7 @@ import pytest
 from harness_scripted import (CHECK, FIX_SCRIPT, PYTEST_CHECK, NoSleep, ScriptedModel, error_response, make_project,
                               make_task, message, text, tool_use)
 from warden.bench.agents.harness import RetryPolicy, run_task
-from warden.bench.agents.tools import TOOL_NAMES
+from warden.bench.agents.tools import TOOL_NAMES, sandbox_env
 from warden.bench.results import Outcome, RunCaps
 
 
@@ -227,3 +227,35 @@ def test_context_window_stop_is_budget_exceeded(tmp_path: Path) -> None:
     model = ScriptedModel([message(0, [text("…")], stop_reason="model_context_window_exceeded")])
     result = play(model, make_project(tmp_path / "copy"))
     assert result.outcome is Outcome.BUDGET_EXCEEDED and "context window" in result.error
+
+
+_DUMP_ENV = ("python -c \"import os, json; e = dict(os.environ); e['tmp_exists'] = os.path.isdir(e['TMPDIR']); "
+             "open('env.jsonl', 'a').write(json.dumps(e) + chr(10))\"")
+_TMP_TEST = "def test_where(tmp_path):\n    open('where.txt', 'w').write(str(tmp_path))\n"
+
+
+def test_each_run_has_a_private_tmpdir_and_no_pytest_plugins(tmp_path: Path) -> None:
+    """Concurrent runs must not share /tmp/pytest-of-<user> (its clean-up races print warnings the
+    agent pays for): tool commands and the check of each run see their own TMPDIR, which pytest
+    uses, and which is gone afterwards; plugin autoload is off for both."""
+    check = f"{_DUMP_ENV} && python -m pytest -q test_where.py && {CHECK}"
+    seen: list[list[dict]] = []
+    for run in ("a", "b"):
+        project = make_project(tmp_path / run)
+        (project / "test_where.py").write_text(_TMP_TEST)
+        model = ScriptedModel([[tool_use("t1", "run_command", command=_DUMP_ENV)], *FIX_SCRIPT[2:3], [text("done")]])
+        # A given env's TMPDIR (here the shared /tmp) is replaced by the run's own.
+        env = sandbox_env({"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"}) if run == "b" else None
+        result = play(model, project, task=make_task(check=check), env=env)
+        assert result.outcome is Outcome.COMPLETED, result.error
+        assert not model.tool_results(1)[0].get("is_error")
+        dumps = [json.loads(line) for line in (project / "env.jsonl").read_text().splitlines()]
+        assert len(dumps) == 2  # the agent's tool command, then the check
+        assert {d["TMPDIR"] for d in dumps} == {dumps[0]["TMPDIR"]} and all(d["tmp_exists"] for d in dumps)
+        assert all(d["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1" for d in dumps)
+        tmp = Path(dumps[0]["TMPDIR"])
+        assert tmp != Path("/tmp") and tmp not in project.parents and project not in tmp.parents
+        assert tmp in Path((project / "where.txt").read_text()).parents  # pytest's tmp_path lives there
+        assert not tmp.exists()  # removed with the run
+        seen.append(dumps)
+    assert seen[0][0]["TMPDIR"] != seen[1][0]["TMPDIR"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_scripted import CHECK, make_project
-from warden.bench.agents.tools import (MAX_GREP_MATCHES, Toolbox, cap_text, sandbox_env,
+from warden.bench.agents.tools import (MAX_GREP_MATCHES, Toolbox, cap_text, run_tmpdir, sandbox_env,
                                        split_check_commands)
 
 
@@ -181,3 +181,13 @@ def test_bad_tool_inputs(box: Toolbox) -> None:
     assert "unknown tool" in err(box, "__init__")
     (box.root / "latin1.py").write_bytes("caf\xe9 = 1\n".encode("latin-1"))
     assert "failed" in err(box, "edit_file", path="latin1.py", old_string="caf", new_string="x")
+
+
+def test_sandbox_env_disables_plugin_autoload_and_takes_a_run_tmpdir(tmp_path: Path) -> None:
+    source = {"PATH": "/usr/bin", "TMPDIR": "/tmp", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", "PYTEST_ADDOPTS": "-p x"}
+    assert sandbox_env(source)["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1" and "PYTEST_ADDOPTS" not in sandbox_env(source)
+    assert sandbox_env(source)["TMPDIR"] == "/tmp"  # no run: the inherited one
+    assert sandbox_env(source, tmpdir=tmp_path)["TMPDIR"] == str(tmp_path)
+    with run_tmpdir() as first, run_tmpdir() as second:
+        assert first != second and Path(first).is_dir() and Path(second).is_dir()
+    assert not Path(first).exists() and not Path(second).exists()

@@ -12,8 +12,9 @@ One run = ``claude -p <prompt> --output-format json --agent <agent> --model <mod
   own check commands (``--allowedTools`` plus the same rules in the copy's
   ``.claude/settings.json``); web, subagent and notebook tools denied. In ``-p`` mode anything
   not allowed is refused, never prompted. ``--dangerously-skip-permissions`` is never passed.
-* **A private, throwaway ``CLAUDE_CONFIG_DIR``** (and ``HOME``) per run, so the run neither
-  reads the user's settings, memory or sessions nor writes into them; it is deleted afterwards.
+* **A private, throwaway ``CLAUDE_CONFIG_DIR``** (and ``HOME`` and ``TMPDIR``) per run, so the
+  run neither reads the user's settings, memory or sessions nor writes into them, and concurrent
+  runs' pytest processes never share a temp root; it is deleted afterwards.
 * **Environment allowlist.** The child gets :func:`sandbox_env` plus the variables it needs to
   authenticate (:data:`AUTH_VARS`). Session-identity variables of an enclosing Claude Code
   session (:data:`IDENTITY_VARS` — ``CLAUDECODE``, ``CLAUDE_CODE_ENTRYPOINT``, …) never pass, so
@@ -97,8 +98,9 @@ def split_system_prompt(system_prompt: str) -> tuple[str, str]:
     return system_prompt[:at].strip(), system_prompt[at:]
 
 
-def child_env(source: dict[str, str], config_dir: Path, home: Path) -> dict[str, str]:
-    env = sandbox_env(source)
+def child_env(source: dict[str, str], config_dir: Path, home: Path,
+              tmpdir: Path | None = None) -> dict[str, str]:
+    env = sandbox_env(source, tmpdir=tmpdir)
     env.update({k: source[k] for k in AUTH_VARS if source.get(k)})
     env.update(_RUN_ENV)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
@@ -162,12 +164,12 @@ class ClaudeCodeBackend:
             return result(Outcome.INFRA_ERROR, f"run copy {workdir} does not exist")
         private = Path(tempfile.mkdtemp(prefix="warden-claude-"))
         try:
-            config_dir, home = private / "config", private / "home"
-            config_dir.mkdir()
-            home.mkdir()
+            config_dir, home, tmp = private / "config", private / "home", private / "tmp"
+            for made in (config_dir, home, tmp):
+                made.mkdir()
             self.install(task, workdir, agent, system_prompt)
             exit_ = self._execute(self.command(task, agent, caps), workdir,
-                                  child_env(self.source_env, config_dir, home), caps.max_wall_s)
+                                  child_env(self.source_env, config_dir, home, tmp), caps.max_wall_s)
             calls, transcript_error = read_usage(config_dir, _session_id(exit_.stdout))
             if exit_.timed_out:
                 return result(Outcome.BUDGET_EXCEEDED, f"wall-time cap of {caps.max_wall_s:g}s reached",
@@ -193,7 +195,7 @@ class ClaudeCodeBackend:
                 return result(Outcome.BUDGET_EXCEEDED,
                               f"total-token cap of {caps.max_total_tokens} exceeded", calls)
             try:
-                check = run_success_check(task, workdir)
+                check = run_success_check(task, workdir, env=sandbox_env(self.source_env, tmpdir=tmp))
             except OSError as exc:
                 return result(Outcome.INFRA_ERROR, f"success check could not start: {exc}", calls)
             if check.exit_code == 0:

@@ -56,7 +56,7 @@ from typing import Any, Callable
 import anthropic
 
 from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, run_process,
-                                       sandbox_env)
+                                       run_tmpdir, sandbox_env)
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
@@ -191,9 +191,13 @@ def usage_of(response_usage: Any) -> Usage:
 def run_success_check(task: GoldenTask, workdir: Path,
                       env: dict[str, str] | None = None) -> CommandResult:
     """Run the task's success check in ``workdir`` (shell string, env allowlist, no API keys,
-    ``timeout = task.timeout_s``). Raises ``OSError`` only if the shell cannot start."""
-    return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s,
-                       env=sandbox_env() if env is None else env, shell=True)
+    ``timeout = task.timeout_s``; without ``env``, :func:`sandbox_env` with a private
+    ``TMPDIR``). Raises ``OSError`` only if the shell cannot start."""
+    if env is not None:
+        return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s, env=env, shell=True)
+    with run_tmpdir() as tmp:
+        return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s,
+                           env=sandbox_env(tmpdir=tmp), shell=True)
 
 
 def run_task(client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path, system_prompt: str,
@@ -207,16 +211,19 @@ def run_task(client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path, sy
 
     Never raises for a failure of the model, the tools or the check: every run ends in a
     :class:`RunResult` with a typed outcome (see the module docstring). ``env`` is the
-    environment of tool commands and the check (default :func:`sandbox_env`).
+    environment of tool commands and the check (default :func:`sandbox_env`); its ``TMPDIR`` is
+    always the run's own :func:`run_tmpdir`, so concurrent runs never share a pytest temp root.
     """
-    loop = _Loop(client.with_options(max_retries=0), task=task, workdir=Path(workdir),
-                 system_prompt=system_prompt, model=model, caps=caps, retry=retry or RetryPolicy(),
-                 max_tokens_per_call=max_tokens_per_call, call_timeout_s=call_timeout_s,
-                 clock=clock, env=sandbox_env() if env is None else env)
-    outcome, error = loop.play()
-    completed = False
-    if outcome is None:  # the agent stopped: the check decides
-        outcome, completed, error = loop.check()
+    with run_tmpdir() as tmp:
+        run_env = {**(sandbox_env() if env is None else env), "TMPDIR": tmp}
+        loop = _Loop(client.with_options(max_retries=0), task=task, workdir=Path(workdir),
+                     system_prompt=system_prompt, model=model, caps=caps, retry=retry or RetryPolicy(),
+                     max_tokens_per_call=max_tokens_per_call, call_timeout_s=call_timeout_s,
+                     clock=clock, env=run_env)
+        outcome, error = loop.play()
+        completed = False
+        if outcome is None:  # the agent stopped: the check decides
+            outcome, completed, error = loop.check()
     return RunResult(task_id=task.id, backend=backend_name, model=model, seed=seed,
                      outcome=outcome, completed=completed, turns=loop.turns,
                      duration_s=clock() - loop.started, calls=loop.calls, error=error)

@@ -16,13 +16,11 @@ task whose ``sim.test_command`` is its check string runs the real check instead)
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from warden.bench.agents import register_backend
 from warden.bench.agents.harness import RetryPolicy, run_task
-from warden.bench.agents.tools import sandbox_env
 from warden.bench.agents.sim import Persona, SimAgent, persona_named
 from warden.bench.agents.sim_transport import SimTransport, sim_client
 from warden.bench.results import Outcome, RunCaps, RunResult
@@ -76,28 +74,18 @@ class SimBackend:
         # string (the toolbox allows exactly that string), where the swap would change its bytes.
         fast = self.fast and task.sim.test_command.strip() != task.success_check.strip()
         played = dataclasses.replace(task, success_check=_NO_CHECK) if fast else task
-        with tempfile.TemporaryDirectory(prefix="warden-sim-tmp-") as run_tmp, sim_client(transport) as client:
+        # The harness's sandbox env keeps the tool output byte-stable: no pytest plugins of
+        # warden's own environment, and a private TMPDIR per run (no shared pytest temp root).
+        with sim_client(transport) as client:
             result = run_task(client, task=played, workdir=Path(workdir), system_prompt=system_prompt,
                               model=self.model, caps=caps, backend_name=self.name, seed=seed,
-                              retry=self.retry, env=_sim_env(run_tmp))
+                              retry=self.retry)
         if fast and result.outcome in (Outcome.COMPLETED, Outcome.TASK_FAILED):
             done = agent.applied_all_edits
             result.completed = done
             result.outcome = Outcome.COMPLETED if done else Outcome.TASK_FAILED
             result.error = "" if done else "fast mode: the sim did not apply the whole reference fix"
         return result
-
-
-def _sim_env(run_tmp: str) -> dict[str, str]:
-    """The harness's sandbox environment, made byte-stable for the sim's tool output."""
-    env = sandbox_env()
-    # Not which pytest plugins warden's own environment has installed (their output is bytes
-    # the sim pays for); it also makes pytest start ~6x faster.
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    # A private temp root per run: concurrent pytest processes sharing /tmp/pytest-of-<user>
-    # race on its clean-up and sometimes print a warning — different bytes for the same run.
-    env["TMPDIR"] = run_tmp
-    return env
 
 
 def _factory(settings: Settings, **options: Any) -> SimBackend:

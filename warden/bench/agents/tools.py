@@ -23,10 +23,12 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # Caps keep one tool result from flooding the context (and the run's token bill).
 MAX_RESULT_CHARS = 30_000
@@ -155,14 +157,14 @@ class CommandResult:
     duration_s: float = 0.0
 
 
-def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
+def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None = None) -> dict[str, str]:
     """The environment of tool commands and success checks: an allowlist, never a secret.
 
     ``python``/``pytest`` resolve to warden's own interpreter first, so a check written as
     ``python -m pytest ...`` finds pytest; bytecode is not written into the copy. pytest plugins
     installed beside warden (hypothesis, xdist, …) are not auto-loaded: they are no part of the
     task's project, would make outputs (and so token counts) depend on warden's environment, and
-    cost seconds per pytest start.
+    cost seconds per pytest start. ``tmpdir`` (a run's :func:`run_tmpdir`) becomes ``TMPDIR``.
     """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST and not _SECRET_NAME.search(k)}
@@ -171,7 +173,21 @@ def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = interpreter_dir + os.pathsep + path
     env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8",
                 "PYTHONNOUSERSITE": "1", "NO_COLOR": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return env
+
+
+@contextmanager
+def run_tmpdir() -> Iterator[str]:
+    """A private temp root for one run's subprocesses (its ``TMPDIR``), removed afterwards.
+
+    Concurrent runs sharing one ``/tmp/pytest-of-<user>`` race on pytest's clean-up of old
+    ``pytest-N`` dirs and sometimes print a warning: bytes the agent reads and pays for, so the
+    same run would cost differently under load. Outside the copy, so no tool lists or greps it.
+    """
+    with tempfile.TemporaryDirectory(prefix="warden-run-tmp-") as path:
+        yield path
 
 
 def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
