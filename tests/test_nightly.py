@@ -3,6 +3,7 @@ repeating finished runs or decisions, with MEMORY.md never half-written."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -76,3 +77,44 @@ def test_killed_night_resumes_without_repeating_runs(warden_home: Path) -> None:
         assert conn.execute("select count(*) from receipts").fetchone()[0] == 1
         assert conn.execute("select status from nightly_runs order by id").fetchall() == [("done",)]
     assert memory.read_text().startswith(GENERATED_HEADER)
+
+
+def test_infra_abort_exits_1_writes_nothing_and_the_next_night_resumes(warden_home: Path, tmp_path: Path,
+                                                                      monkeypatch, capsys) -> None:
+    """In process over the fake backend: an all-infra-error night exits 1 with no receipt, no
+    verdict and no strike; a healthy re-run resumes the same night and decides the rule."""
+    import warden.bench.suite_runner as suite_runner
+    from test_scheduler_support import AGENT as FAKE, MODEL, FakeBackend, make_workbench
+    from warden.cli.app import main
+    from warden.config import load_settings
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun, Receipt, Rule
+
+    golden = tmp_path / "golden"
+    (golden / FAKE).mkdir(parents=True)
+    (golden / FAKE / "agent.md").write_text("---\nname: fakeagent\n---\nYou are a fake agent.\n")
+    monkeypatch.setenv("WARDEN_GOLDEN_DIR", str(golden))
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", "2000000")
+    state = {"factory": lambda: FakeBackend(infra=True)}
+    monkeypatch.setattr(suite_runner, "open_workbench",
+                        lambda *a, **kw: (make_workbench(tmp_path, lambda: state["factory"]()), MODEL))
+    store = open_store(load_settings())
+    with store.session() as s:
+        rule = Rule(agent=FAKE, body="Keep replies brief: no narration between tool calls.")
+        s.add(rule)
+        s.flush()
+        rule_id = rule.id
+    assert main(["nightly", "--agents", FAKE]) == 1
+    assert "aborted (infrastructure)" in capsys.readouterr().out
+    with store.session() as s:
+        assert s.query(Receipt).count() == 0
+        rule = s.get(Rule, rule_id)
+        assert (rule.state, rule.strikes, rule.decided_at) == ("candidate", 0, None)
+        assert [n.status for n in s.query(NightlyRun)] == ["aborted"]
+    state["factory"] = FakeBackend
+    assert main(["nightly", "--agents", FAKE, "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["resumed"] and payload["night_id"] == 1 and payload["aborted"] is None
+    with store.session() as s:
+        assert s.query(Receipt).filter_by(rule_id=rule_id).count() == 1
+        assert [n.status for n in s.query(NightlyRun)] == ["done"]

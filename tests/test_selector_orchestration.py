@@ -137,3 +137,31 @@ def test_shared_reference_runs_are_not_charged_twice(env, tmp_path: Path) -> Non
     with store.session() as s:
         charged = sum(r.tokens_spent for r in s.query(Receipt))
     assert charged == pytest.approx(runner.tokens_spent) and report.tokens_spent == pytest.approx(charged)
+
+
+def test_reaudit_picks_the_active_unprotected_rule_decided_longest_ago(env) -> None:
+    from datetime import timedelta
+
+    from warden.select.selector import reaudit_target
+    from warden.store.models import utcnow
+
+    settings, store = env
+    now = utcnow()
+    with store.session() as s:
+        rows = {
+            "protected": Rule(agent="backend", body="Never commit secrets to the repository.", state="protected",
+                              decided_at=now - timedelta(days=30)),
+            "evicted": Rule(agent="backend", body="An evicted rule is never re-audited.", state="evicted",
+                            decided_at=now - timedelta(days=20)),
+            "other_agent": Rule(agent="docs", body="Another agent's rule is not this agent's.", state="active",
+                                decided_at=now - timedelta(days=15)),
+            "old": Rule(agent="backend", body="Grep for the symbol before opening any file.", state="probation",
+                        decided_at=now - timedelta(days=10)),
+            "recent": Rule(agent="backend", body="Run only the tests relevant to your change.", state="active",
+                           decided_at=now - timedelta(days=1)),
+        }
+        s.add_all(rows.values())
+        s.flush()
+        assert reaudit_target(s, "backend").id == rows["old"].id
+        rows["old"].decided_at = now
+        assert reaudit_target(s, "backend").id == rows["recent"].id
