@@ -179,10 +179,14 @@ def memory_show(agent: str = typer.Option(..., "--agent"), as_json: bool = typer
 @memory_app.command("compile")
 def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
     """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
-    from warden.select.selector import recompile_memory
+    from warden.select.selector import known_agents, recompile_memory
+    from warden.store.models import Rule
 
     s = settings()
     with store(s).session() as session:
+        # A typo must not install a memory for an agent warden has never heard of.
+        if agent not in known_agents(s) and session.query(Rule.id).filter(Rule.agent == agent).first() is None:
+            raise UsageError(f"unknown agent {agent!r}: no golden suite and no rules")
         result = recompile_memory(session, s, agent)
     if result.drifted:
         err_console.print("warning: MEMORY.md had drifted from the last compile (edited by hand or stale): recompiled",
