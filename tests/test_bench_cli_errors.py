@@ -16,3 +16,21 @@ def test_refusals_are_one_line_exit_2(capsys, args, message):
     assert main(["bench", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("warden: ") and message in err and "\n" not in err
+
+
+def test_a_missing_or_modified_fixture_is_named_before_the_tasks(capsys, monkeypatch, tmp_path):
+    import shutil
+
+    from warden.config import load_settings
+
+    fixture = shutil.copytree(load_settings().fixture_dir, tmp_path / "fixture")
+    monkeypatch.setenv("WARDEN_FIXTURE_DIR", str(tmp_path / "nowhere"))
+    assert main(["bench", "--agent", "backend"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warden: fixture directory not found") and "\n" not in err
+    money = fixture / "ledgerly" / "money.py"  # a file golden tasks' reference edits change
+    money.write_text(money.read_text().replace("ROUND_HALF_EVEN", "ROUND_HALF_UP"))
+    monkeypatch.setenv("WARDEN_FIXTURE_DIR", str(fixture))
+    assert main(["bench", "--agent", "backend"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "was modified (changed: ledgerly/money.py)" in err and "\n" not in err

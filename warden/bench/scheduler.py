@@ -870,8 +870,10 @@ def open_workbench(settings: "Settings", agent: str, backend: str, model: str | 
     from warden.names import validate_agent_name
 
     validate_agent_name(agent)
-    suite = _load_suite(settings, agent)
+    # The fixture first: the suite's reference edits are checked against it, so a missing or
+    # modified fixture would otherwise surface as a puzzling golden-task error.
     fixture_hash, copy = _fixture(settings)
+    suite = _load_suite(settings, agent)
     if backend == "sim":  # the sim plays personas ("sim-naive-1"); a real model id is not one
         chosen = model or (settings.model if (settings.model or "").startswith("sim") else None)
     else:
