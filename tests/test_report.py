@@ -145,3 +145,33 @@ def test_status_shows_learning_curve_and_rules(warden_home: Path) -> None:
                           env=dict(os.environ), timeout=120)
     assert text.returncode == 0
     assert "golden suite 90,000 now vs 100,000 first runs (-10.0%)" in " ".join(text.stdout.split())
+
+
+def test_report_figures_agree_with_receipts_and_cost(warden_home: Path) -> None:
+    """The savings chart states each receipt's figures, the cost table and projection are `warden cost`'s."""
+    settings = load_settings()
+    store = open_store(settings)
+    ids = _populate(store)
+    page = _report(store)
+    assert "9,000 [4,000, 14,000] · 34" in page and "-500 [-3,000, 20] · 30" in page  # estimate [interval] · margin
+    with store.session() as s:
+        cost = rule_costs(s, "backend", DEFAULT_TABLE)
+    [rule] = cost["rules"]
+    assert rule["rule_id"] == ids["good"] and f'<td>{rule["saving_tokens_per_session"]:,.0f}</td>' in page
+    assert f'${rule["saving_usd_per_session"]:.4f}' in page
+    cli = subprocess.run([sys.executable, "-m", "warden", "cost", "--agent", "backend", "--project", "--json"],
+                         capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    p = json.loads(cli.stdout)[0]["projection"]  # the CLI's default horizon is the page's
+    assert f"{p['weeks']} weeks × {p['sessions_per_week']:g} sessions: without warden {p['without_warden_tokens']:,.0f}" in page
+    assert f"with warden {p['with_warden_tokens']:,.0f}" in page
+
+
+def test_chart_axes_have_round_ticks() -> None:
+    from warden.report.html import _ticks, bar_chart, interval_chart
+
+    assert _ticks(0.0, 45_071.0, 4) == [0, 20_000, 40_000, 60_000]
+    assert _ticks(-1_103.0, 29_218.0, 6)[0] <= -1_103 and _ticks(-1_103.0, 29_218.0, 6)[-1] >= 29_218
+    one_day = bar_chart([("2026-11-30", 1_740_263.0)], "spend", "bench-spend")
+    assert 'width="60.0"' in one_day and ">1.74M<" in one_day  # a lone bar is capped and labelled
+    assert "no decisions yet" in interval_chart([], "savings", "savings-x")

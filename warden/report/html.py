@@ -4,6 +4,7 @@ network fetches). Every piece of untrusted text goes through :func:`esc`."""
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 from warden import __version__
@@ -27,45 +28,77 @@ def _n(x: float | None) -> str:
     return "—" if x is None else f"{x:,.0f}"
 
 
-def _scale(values: list[float], lo: float, hi: float) -> tuple[float, float]:
-    vmin, vmax = (min(values), max(values)) if values else (0.0, 1.0)
-    if vmax == vmin:
-        vmax = vmin + 1.0
-    return vmin, (hi - lo) / (vmax - vmin)
+def _usd(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"${x:,.{digits}f}"
 
 
-def line_chart(points: list[tuple[str, float]], title: str, chart_id: str, width: int = 520, height: int = 200) -> str:
-    """A small line chart of labelled points (the learning curve)."""
-    pad = 40
+def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round axis ticks covering [lo, hi] (1, 2 or 5 × a power of ten apart)."""
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    raw = span / max(count - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    first = math.floor(lo / step) * step
+    ticks, value = [], first
+    while value < hi + step * 0.999:
+        ticks.append(value)
+        value += step
+    return ticks if len(ticks) >= 2 else [first, first + step]
+
+
+def _short(x: float) -> str:
+    """Compact axis label: 1.2M, 45k, 320."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _svg_open(chart_id: str, title: str, width: int, height: int, title_x: int) -> str:
+    return (f'<svg id="{esc(chart_id)}" class="chart" role="img" aria-label="{esc(title)}" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}"><text x="{title_x}" y="18" font-size="12" '
+            f'font-weight="600">{esc(title)}</text>')
+
+
+def line_chart(points: list[tuple[str, float]], title: str, chart_id: str, width: int = 560, height: int = 230) -> str:
+    """A small line chart of labelled points (the learning curve), y axis from zero."""
+    left, right, top, bottom = 56, 30, 44, 36
     vals = [v for _, v in points]
-    vmin, k = _scale([0.0] + vals, 0, height - 2 * pad)
-    xs = [pad + i * (width - 2 * pad) / max(len(points) - 1, 1) for i in range(len(points))]
-    ys = [height - pad - (v - vmin) * k for v in vals]
-    path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(zip(xs, ys)))
-    dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="#2563eb"><title>{esc(label)}: {_n(v)}</title></circle>'
-                   f'<text x="{x:.1f}" y="{height - pad + 16}" font-size="10" text-anchor="middle">{esc(label)}</text>'
-                   for x, y, (label, v) in zip(xs, ys, points))
-    labels = "".join(f'<text x="{x:.1f}" y="{y - 8:.1f}" font-size="10" text-anchor="middle">{_n(v)}</text>'
-                     for x, y, (_, v) in zip(xs, ys, points))
-    return (f'<svg id="{esc(chart_id)}" class="chart" role="img" aria-label="{esc(title)}" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}"><text x="{pad}" y="18" font-size="12" font-weight="600">{esc(title)}</text>'
-            f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#aab"/>'
-            f'<path d="{path}" fill="none" stroke="#2563eb" stroke-width="2"/>{dots}{labels}</svg>')
+    ticks = _ticks(0.0, max(vals + [1.0]), 4)
+    top_value = ticks[-1]
+    y = lambda v: height - bottom - (v / top_value) * (height - top - bottom)  # noqa: E731
+    xs = [left + (i + 0.5) * (width - left - right) / max(len(points), 1) for i in range(len(points))]
+    grid = "".join(f'<line x1="{left}" y1="{y(t):.1f}" x2="{width - right}" y2="{y(t):.1f}" stroke="#e3e7eb"/>'
+                   f'<text x="{left - 6}" y="{y(t) + 3:.1f}" font-size="10" text-anchor="end" fill="#69737d">'
+                   f'{_short(t)}</text>' for t in ticks)
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y(v):.1f}" for i, (x, v) in enumerate(zip(xs, vals)))
+    dots = "".join(f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="#2563eb"><title>{esc(label)}: {_n(v)}</title></circle>'
+                   f'<text x="{x:.1f}" y="{height - bottom + 16}" font-size="10" text-anchor="middle">{esc(label)}</text>'
+                   f'<text x="{x:.1f}" y="{y(v) - 8:.1f}" font-size="10" text-anchor="middle">{_n(v)}</text>'
+                   for x, (label, v) in zip(xs, points))
+    return (_svg_open(chart_id, title, width, height, 10) + grid
+            + f'<path d="{path}" fill="none" stroke="#2563eb" stroke-width="2"/>{dots}</svg>')
 
 
-def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width: int = 760) -> str:
-    """Each rule's saving (point) with its interval (bar) against its margin (red tick)."""
-    pad, row_h = 60, 26
-    height = 40 + row_h * max(len(rows), 1) + 20
-    vals = [v for r in rows for v in (r["lo"], r["hi"], r["margin"], r["estimate"], 0.0)]
-    vmin, k = _scale(vals or [0.0, 1.0], pad, width - 20)
-    x = lambda v: pad + (v - vmin) * k  # noqa: E731
-    parts = [f'<svg id="{esc(chart_id)}" class="chart" role="img" aria-label="{esc(title)}" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}"><text x="10" y="18" font-size="12" '
-             f'font-weight="600">{esc(title)}</text>'
-             f'<line x1="{x(0):.1f}" y1="28" x2="{x(0):.1f}" y2="{height - 10}" stroke="#ccd" stroke-dasharray="3 3"/>']
+def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width: int = 860) -> str:
+    """Each rule's saving (point) with its interval (bar) against its margin (red tick), on one
+    labelled token axis; each row also states its figures in words."""
+    left, right, top, row_h = 50, 250, 48, 26
+    height = top + row_h * max(len(rows), 1) + 24
+    vals = [v for r in rows for v in (r["lo"], r["hi"], r["margin"], r["estimate"])] + [0.0]
+    ticks = _ticks(min(vals), max(vals), 6)
+    lo_axis, hi_axis = ticks[0], ticks[-1]
+    x = lambda v: left + (v - lo_axis) / (hi_axis - lo_axis) * (width - left - right)  # noqa: E731
+    axis_y = height - 20
+    parts = [_svg_open(chart_id, title, width, height, 10),
+             f'<text x="{width - right + 12}" y="34" font-size="10" fill="#69737d">saving/run [interval] · margin</text>']
+    for t in ticks:
+        stroke = 'stroke="#aab" stroke-dasharray="3 3"' if t == 0 else 'stroke="#eef0f3"'  # zero saving: dashed
+        parts.append(f'<line x1="{x(t):.1f}" y1="{top - 12}" x2="{x(t):.1f}" y2="{axis_y}" {stroke}/>'
+                     f'<text x="{x(t):.1f}" y="{axis_y + 13}" font-size="10" text-anchor="middle" fill="#69737d">'
+                     f'{_short(t)}</text>')
     for i, r in enumerate(rows):
-        y = 40 + i * row_h
+        y = top + i * row_h
         color = {"keep": "#1a7f37", "refute": "#b42318", "regression": "#b42318"}.get(r["verdict"], "#9a6700")
         parts.append(
             f'<g class="rule-bar"><title>rule {esc(r["rule_id"])}: {_n(r["estimate"])} [{_n(r["lo"])}, {_n(r["hi"])}] '
@@ -73,23 +106,37 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
             f'<line x1="{x(r["lo"]):.1f}" y1="{y}" x2="{x(r["hi"]):.1f}" y2="{y}" stroke="{color}" stroke-width="4"/>'
             f'<circle cx="{x(r["estimate"]):.1f}" cy="{y}" r="4.5" fill="{color}"/>'
             f'<line x1="{x(r["margin"]):.1f}" y1="{y - 8}" x2="{x(r["margin"]):.1f}" y2="{y + 8}" stroke="#d00" '
-            f'stroke-width="2"/></g>')
+            f'stroke-width="2"/><text x="{width - right + 12}" y="{y + 4}" font-size="11">'
+            f'{_n(r["estimate"])} [{_n(r["lo"])}, {_n(r["hi"])}] · {_n(r["margin"])} '
+            f'<tspan fill="{color}">{esc(r["verdict"])}</tspan></text></g>')
+    if not rows:
+        parts.append(f'<text x="{left}" y="{top + 4}" font-size="11" fill="#69737d">no decisions yet</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width: int = 760, height: int = 200) -> str:
-    pad = 40
-    vmax = max([v for _, v in points] + [1.0])
-    bw = (width - 2 * pad) / max(len(points), 1)
-    bars = "".join(
-        f'<rect x="{pad + i * bw + 2:.1f}" y="{height - pad - (v / vmax) * (height - 2 * pad):.1f}" width="{max(bw - 4, 1):.1f}" '
-        f'height="{(v / vmax) * (height - 2 * pad):.1f}" fill="#7c3aed"><title>{esc(label)}: {_n(v)}</title></rect>'
-        f'<text x="{pad + i * bw + bw / 2:.1f}" y="{height - pad + 14}" font-size="9" text-anchor="middle">{esc(label[5:])}</text>'
-        for i, (label, v) in enumerate(points))
-    return (f'<svg id="{esc(chart_id)}" class="chart" role="img" aria-label="{esc(title)}" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}"><text x="{pad}" y="18" font-size="12" font-weight="600">{esc(title)}</text>'
-            f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#aab"/>{bars}</svg>')
+def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width: int = 760, height: int = 220) -> str:
+    """Bars per day with a labelled token axis; each bar carries its value."""
+    left, right, top, bottom = 56, 20, 44, 36
+    ticks = _ticks(0.0, max([v for _, v in points] + [1.0]), 4)
+    top_value = ticks[-1]
+    plot_h = height - top - bottom
+    slot = (width - left - right) / max(len(points), 1)
+    bw = min(max(slot - 6, 1.0), 60.0)  # one day's bar must not fill the whole chart
+    grid = "".join(f'<line x1="{left}" y1="{height - bottom - t / top_value * plot_h:.1f}" x2="{width - right}" '
+                   f'y2="{height - bottom - t / top_value * plot_h:.1f}" stroke="#e3e7eb"/><text x="{left - 6}" '
+                   f'y="{height - bottom - t / top_value * plot_h + 3:.1f}" font-size="10" text-anchor="end" '
+                   f'fill="#69737d">{_short(t)}</text>' for t in ticks)
+    bars = []
+    for i, (label, v) in enumerate(points):
+        cx = left + (i + 0.5) * slot
+        h = v / top_value * plot_h
+        bars.append(f'<rect x="{cx - bw / 2:.1f}" y="{height - bottom - h:.1f}" width="{bw:.1f}" height="{h:.1f}" '
+                    f'fill="#7c3aed"><title>{esc(label)}: {_n(v)}</title></rect>'
+                    f'<text x="{cx:.1f}" y="{height - bottom + 14}" font-size="9" text-anchor="middle">{esc(label[5:])}</text>'
+                    + (f'<text x="{cx:.1f}" y="{height - bottom - h - 4:.1f}" font-size="9" text-anchor="middle">'
+                       f'{_short(v)}</text>' if len(points) <= 31 else ""))
+    return _svg_open(chart_id, title, width, height, 10) + grid + "".join(bars) + "</svg>"
 
 
 def _receipt_block(r: dict[str, Any]) -> str:
@@ -98,7 +145,7 @@ def _receipt_block(r: dict[str, Any]) -> str:
         f'<td>{esc(r["pass_counts"].get(task))}</td><td class="t">{esc([round(x) for x in diffs][:20])}</td></tr>'
         for task, diffs in sorted(r["paired_diffs"].items()))
     lo, hi = r["interval"]
-    return (f'<details class="receipt"><summary>#{r["id"]} {esc(r["created_at"])} {esc(r["kind"])} → '
+    return (f'<details class="receipt"><summary>#{r["id"]} {esc(str(r["created_at"])[:19].replace("T", " "))} UTC {esc(r["kind"])} → '
             f'<span class="{esc(r["verdict"])}">{esc(r["verdict"])}</span> (state {esc(r["state_after"])})</summary>'
             f'<p>saving {_n(r["estimate"])} per run, interval [{_n(lo)}, {_n(hi)}], margin {_n(r["margin"])} '
             f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {_n(r["tokens_spent"])} weighted tokens; '
@@ -117,7 +164,7 @@ def render_report(data: dict[str, Any]) -> str:
                     'agent, not a model\'s result.</p>')
     for agent in data["agents"]:
         name = agent["agent"]
-        curve = [(f"v{p['ruleset_version']}", p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
+        curve = [(f"v{p['ruleset_version']} · {p['sessions']} sessions", p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
         suite = agent["golden_suite"]
         body.append(f'<h2 id="agent-{esc(name)}">{esc(name)}</h2>')
         body.append(f"<p>rules: {esc(', '.join(f'{k} {v}' for k, v in agent['rules'].items()))} · pending "
@@ -135,10 +182,21 @@ def render_report(data: dict[str, Any]) -> str:
                                    f"savings-{name}"))
         cost_rows = "".join(
             f'<tr><td>{r["rule_id"]}</td><td class="t">{esc(r["body"])}</td><td>{esc(r["state"])}</td>'
-            f'<td>{_n(r["saving_tokens_per_session"])}</td><td>{r["rent_tokens"]}</td><td>{_n(r["bench_tokens_spent"])}</td>'
+            f'<td>{_n(r["saving_tokens_per_session"])}</td><td>{_usd(r["saving_usd_per_session"], 4)}</td>'
+            f'<td>{r["rent_tokens"]}</td><td>{_n(r["bench_tokens_spent"])}</td>'
             f'<td>{_n(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
+        cost = agent["cost"]
+        body.append(f'<p>priced at {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input) on '
+                    f'{esc(cost["basis"])}: {_n(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
-                    f'<th>rent</th><th>bench spent</th><th>break-even sessions</th></tr>{cost_rows}</table>')
+                    f'<th>$/session</th><th>rent</th><th>bench spent</th><th>break-even sessions</th></tr>{cost_rows}'
+                    f'</table>')
+        if agent.get("projection"):
+            p = agent["projection"]
+            body.append(f'<p class="projection">{p["weeks"]} weeks × {p["sessions_per_week"]:g} sessions: without warden '
+                        f'{_n(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
+                        f'{_n(p["with_warden_tokens"])} ({_usd(p["with_warden_usd"])}, bench {_n(p["bench_tokens"])} '
+                        f'included) · <span class="muted">`warden cost --project` for other horizons</span></p>')
         body.append("<h3>Receipts</h3>")
         for rule in agent["rules_history"]:
             r = rule["rule"]
