@@ -228,3 +228,13 @@ def test_hook_pointer_never_creates_a_database(tmp_path: Path) -> None:
     assert session_start_hook_line("/w/app", "s", settings) is None
     assert not settings.sqlite_path.exists()
     assert session_start_hook_line(None, "s", settings) is None
+
+
+def test_cli_prune_rejects_nan_and_treats_an_endless_age_as_no_age_limit(store, capsys) -> None:
+    _record(store, "sess-a", "Make the CSV exporter stream rows", when=utcnow() - timedelta(days=400))
+    for bad in ("nan", "-inf"):
+        code, out, err = run_cli(capsys, "checkpoints", "prune", f"--older-than={bad}")
+        assert code == 2 and err.count("\n") == 1 and err.startswith("warden: --older-than")
+    for endless in ("inf", "1e300"):
+        code, out, err = run_cli(capsys, "checkpoints", "prune", f"--older-than={endless}", "--keep", "5", "--json")
+        assert code == 0 and json.loads(out) == {"deleted_by_age": 0, "deleted_by_count": 0, "remaining": 1}

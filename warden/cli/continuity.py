@@ -119,8 +119,8 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
               as_json: bool = typer.Option(False, "--json")) -> None:
     """Retention: delete checkpoints older than DAYS, then all but the newest N."""
     s = settings()
-    if (older_than is not None and older_than < 0) or (keep is not None and keep < 0):
-        raise UsageError("--older-than and --keep must not be negative")
+    if (older_than is not None and not older_than >= 0) or (keep is not None and keep < 0):  # NaN too
+        raise UsageError("--older-than and --keep must be numbers ≥ 0")
     with store(s).session() as db:
         res = service.prune(db, max_age_days=s.checkpoint_max_age_days if older_than is None else older_than,
                             keep=s.checkpoint_keep if keep is None else keep)

@@ -7,6 +7,7 @@ The scoring itself is the pure :func:`warden.continuity.recall.score_postings`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -165,9 +166,12 @@ class PruneResult:
 def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | None = None) -> PruneResult:
     """Retention: drop checkpoints captured more than ``max_age_days`` ago, then all but the newest
     ``keep``. The store never grows without bound."""
-    if max_age_days < 0 or keep < 0:
-        raise UsageError("--older-than and --keep must not be negative")
-    cutoff = (now or utcnow()) - timedelta(days=max_age_days)
+    if math.isnan(max_age_days) or max_age_days < 0 or keep < 0:
+        raise UsageError("--older-than and --keep must be numbers ≥ 0")
+    try:
+        cutoff = (now or utcnow()) - timedelta(days=max_age_days)
+    except OverflowError:  # older than the calendar (e.g. "inf"): nothing is too old
+        cutoff = datetime.min
     old = list(session.scalars(select(Checkpoint.id).where(Checkpoint.captured_at < cutoff)))
     by_age = _delete_ids(session, old)
     surplus = list(session.scalars(select(Checkpoint.id)
