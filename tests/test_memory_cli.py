@@ -40,3 +40,26 @@ def test_memory_compile_refuses_an_unknown_agent(warden_home: Path, capsys) -> N
     err = capsys.readouterr().err.strip()
     assert err == "warden: unknown agent 'backedn': no golden suite and no rules"
     assert not memory_path(load_settings(), "backedn").parent.exists()
+
+
+def test_receipt_of_an_adopted_rule_shows_the_claimed_foreign_evidence(warden_home: Path, capsys) -> None:
+    from warden.store.db import open_store
+    from warden.store.models import Rule
+
+    claimed = {"ledger": "backend.json", "exported_by": "team-a\x1b[2J", "state": "active",
+               "evidence": [{"kind": "admission", "verdict": "keep", "estimate": 4210.5, "interval": [1500.0, 6900.0],
+                             "margin": 40.0, "n_pairs": 24, "pass_counts": [12, 12, 12, 12], "backend": "anthropic",
+                             "model": "claude-sonnet-4-5", "decided_at": "2026-11-01T03:17:00Z"}]}
+    with open_store(load_settings()).session() as s:
+        rule = Rule(agent="backend", body="Grep for the symbol before opening any file.", origin="adopted",
+                    claimed_evidence=claimed, provenance_digest={"adopted_from": "backend.json"})
+        s.add(rule)
+        s.flush()
+        rule_id = rule.id
+    assert main(["receipt", str(rule_id)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console may wrap long lines
+    assert "claimed (foreign, never used in a verdict): ledger backend.json" in out and "\x1b" not in out
+    assert "admission → keep · saving 4,210/run [1,500, 6,900], margin 40, 24 pairs" in out
+    assert "anthropic/claude-sonnet-4-5" in out and "no decisions yet" in out
+    assert main(["receipt", str(rule_id), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rule"]["claimed_evidence"]["evidence"][0]["n_pairs"] == 24

@@ -116,7 +116,7 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
     if digest:
         console.print(f"  born of: {safe(str(digest), 300)}")
     if rule["claimed_evidence"]:
-        console.print(f"  claimed (foreign, not trusted): {safe(str(rule['claimed_evidence']), 300)}")
+        _render_claimed(rule["claimed_evidence"])
     if not history["receipts"]:
         console.print("  no decisions yet")
     for r in history["receipts"]:
@@ -130,6 +130,28 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
             passes = r["pass_counts"].get(task, [0, 0, 0, 0])
             console.print(f"    {safe(task, 40)}: n={r['n_per_side'].get(task)} passes ref {passes[0]}/{passes[1]} "
                           f"rule {passes[2]}/{passes[3]} diffs {[round(x) for x in diffs][:12]}")
+
+
+def _num(value: Any) -> str:
+    return _fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else safe(str(value), 20)
+
+
+def _render_claimed(claimed: Any) -> None:
+    """An adopted rule's foreign evidence, item by item: shown, never used in a verdict."""
+    if not isinstance(claimed, dict):
+        console.print(f"  claimed (foreign, not trusted): {safe(str(claimed), 300)}")
+        return
+    console.print(f"  claimed (foreign, never used in a verdict): ledger {safe(claimed.get('ledger'), 80)}, "
+                  f"exported by {safe(claimed.get('exported_by'), 80)}, state there {safe(claimed.get('state'), 20)}")
+    evidence = claimed.get("evidence")
+    for item in evidence if isinstance(evidence, list) else []:
+        if not isinstance(item, dict):
+            continue
+        lo, hi = (list(item.get("interval") or []) + ["?", "?"])[:2]
+        console.print(f"    {safe(item.get('decided_at'), 30)} {safe(item.get('kind'), 20)} → {safe(item.get('verdict'), 20)}"
+                      f" · saving {_num(item.get('estimate'))}/run [{_num(lo)}, {_num(hi)}], margin "
+                      f"{_num(item.get('margin'))}, {_num(item.get('n_pairs'))} pairs, passes "
+                      f"{safe(item.get('pass_counts'), 40)} · {safe(item.get('backend'), 40)}/{safe(item.get('model'), 60)}")
 
 
 def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
