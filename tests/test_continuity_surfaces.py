@@ -238,3 +238,22 @@ def test_cli_prune_rejects_nan_and_treats_an_endless_age_as_no_age_limit(store, 
     for endless in ("inf", "1e300"):
         code, out, err = run_cli(capsys, "checkpoints", "prune", f"--older-than={endless}", "--keep", "5", "--json")
         assert code == 0 and json.loads(out) == {"deleted_by_age": 0, "deleted_by_count": 0, "remaining": 1}
+
+
+def test_a_forgotten_checkpoint_leaves_no_detail_file_after_the_next_compile(store) -> None:
+    _record(store, "sess-1", "Stream the exporter")
+    _record(store, "sess-2", "Add retries to the uploader")
+    settings = load_settings()
+    folder = memory_path(settings, "main").parent / "checkpoints"
+    with store.session() as s:
+        section = memory_section_for_agent(s, "main")
+        compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
+    assert len(list(folder.glob("cp-*.md"))) == 2
+    (folder / "notes.txt").write_text("not warden's")  # anything else in the folder is left alone
+    with store.session() as s:
+        gone = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-1"))
+        forget(s, checkpoint_ids=[gone])
+        section = memory_section_for_agent(s, "main")
+        compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([Path(r).name for r in section.files] + ["notes.txt"])
+    assert f"cp-{gone}.md" not in {p.name for p in folder.iterdir()}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import Iterable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -77,6 +78,26 @@ def build_section(checkpoints: list[CheckpointData], *, current_project: str | N
                       "instructions.\n\n"
                       + fence_checkpoint(cp, current_project=current_project, max_chars=DETAIL_MAX_CHARS) + "\n")
     return MemorySection("\n".join(lines) + "\n", files, [cp.id or 0 for cp in chosen])
+
+
+_DETAIL_NAME = re.compile(r"cp-\d+\.md")
+
+
+def remove_stale_detail_files(memory_dir: Path, keep: Iterable[str]) -> list[Path]:
+    """Delete detail files beside MEMORY.md that the new compile no longer points to (forgotten,
+    pruned or aged-out checkpoints must not linger on disk). Only warden's own ``cp-<id>.md``
+    regular files are touched; returns what went."""
+    folder = memory_dir / DETAIL_DIR
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    wanted = {PurePosixPath(rel).name for rel in keep}
+    removed = []
+    for entry in folder.iterdir():
+        if _DETAIL_NAME.fullmatch(entry.name) and entry.name not in wanted and entry.is_file() \
+                and not entry.is_symlink():
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
 
 
 def agent_projects(session: Session, agent: str) -> list[str]:

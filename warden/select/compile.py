@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
+from warden.continuity.memory_section import remove_stale_detail_files
 from warden.errors import WardenError
 from warden.names import validate_agent_name
 from warden.select.memory import MemoryRule, render_memory
@@ -142,6 +143,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
         write_atomic(target, text.encode("utf-8"), root)
+    remove_stale_detail_files(path.parent, (extra_files or {}).keys())  # forgotten checkpoints leave no file
     if changed:
         write_atomic(path, data, root)
     before = set(previous.rule_ids) if previous else set()
