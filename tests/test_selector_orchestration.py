@@ -55,6 +55,8 @@ def test_good_rule_kept_dead_rule_refuted_breaking_rule_evicted(env) -> None:
     assert verdicts[good] == ("keep", "active")
     assert verdicts[dead][1] in ("evicted", "candidate")  # refuted, or inconclusive within budget
     assert verdicts[breaks] == ("regression", "evicted")
+    # the summary says what this invocation changed in MEMORY.md (not only its last compile)
+    assert report.memory.added == [good] and report.memory.removed == [] and report.memory.changed
     with store.session() as s:
         assert s.query(Receipt).count() == len(report.decisions)
         receipt = s.query(Receipt).filter_by(rule_id=good).one()

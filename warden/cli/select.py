@@ -54,7 +54,9 @@ def render_select_report(report: dict[str, Any]) -> None:
     memory = report["memory"]
     if memory:
         change = "changed" if memory["changed"] else "unchanged"
-        console.print(f"  MEMORY.md v{memory['version']} {change}: +{memory['added']} −{memory['removed']} → "
+        ids = lambda xs: ", ".join(f"rule {i}" for i in xs) or "none"  # noqa: E731
+        console.print(f"  MEMORY.md v{memory['version']} {change}: added {ids(memory['added'])}; removed "
+                      f"{ids(memory['removed'])} → "
                       f"{safe(memory['path'])}" + ("  [yellow](it had drifted: recompiled)[/]" if memory["drifted"] else ""))
 
 

@@ -19,6 +19,7 @@ rested on, and the next decision about the rule starts from them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.compile import IN_MEMORY_STATES, CompileResult, compile_memory
+from warden.select.compile import IN_MEMORY_STATES, CompileResult, compile_memory, latest_version
 from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort,
                                     RuleDecision, Verdict, decide_rule)
 from warden.select.memory import MemoryRule, rule_rent
@@ -162,6 +163,7 @@ class Selector:
         if tasks is None:  # the bench runner knows its golden suite
             tasks = {t.id: float(t.weight) for t in runner.bench.suite.tasks}
         self.tasks = tasks
+        self.memory_drifted = False  # a compile of this invocation found a drifted MEMORY.md
 
     def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary:
         with self.store.session() as session:
@@ -197,6 +199,7 @@ class Selector:
                 rule.measured_saving = d.estimate_tokens
             session.flush()
             compiled = compile_memory(session, self.settings, self.agent, *self._sections(session))
+            self.memory_drifted = self.memory_drifted or compiled.drifted
             receipt = write_receipt(
                 session, rule, kind=kind, verdict=d.verdict.value, reason="; ".join(d.reasons),
                 state_after=state, estimate=d.estimate_tokens, ci_low=d.interval_tokens[0],
@@ -225,6 +228,9 @@ class Selector:
         report = SelectReport(self.agent, self.backend, self.model)
         remaining = float("inf") if budget_tokens is None else float(budget_tokens)
         with self.store.session() as session:
+            start = latest_version(session, self.agent)  # what MEMORY.md held before this invocation
+            start_ids = set(start.rule_ids) if start else set()
+            start_sha = start.memory_sha256 if start else None
             queue = [(r.id, ADMISSION) for r in pending_candidates(session, self.agent)]
             target = reaudit_target(session, self.agent)
             if target is not None:
@@ -255,7 +261,13 @@ class Selector:
         report.runs_reused = int(getattr(self.runner, "runs_reused", 0))
         if report.aborted is None:
             with self.store.session() as session:
-                report.memory = compile_memory(session, self.settings, self.agent, *self._sections(session))
+                memory = compile_memory(session, self.settings, self.agent, *self._sections(session))
+            # Report the invocation's change, not the last compile's (each decision compiles too).
+            memory.added = sorted(set(memory.rule_ids) - start_ids)
+            memory.removed = sorted(start_ids - set(memory.rule_ids))
+            memory.changed = memory.changed or start_sha != hashlib.sha256(memory.text.encode("utf-8")).hexdigest()
+            memory.drifted = memory.drifted or self.memory_drifted
+            report.memory = memory
         return report
 
 
