@@ -352,3 +352,18 @@ def test_spend_share_warns_above_ten_percent(store):
     with store.session() as s:
         s.query(SessionRun).delete()
         assert spend_share(s).share is None
+
+
+def test_an_abort_message_never_carries_terminal_escapes_from_the_backend(store, tmp_path):
+    class HostileEndpoint(FakeBackend):  # an error text from a server or a CLI is untrusted
+        def run(self, task, workdir, system_prompt, seed, caps):
+            result = super().run(task, workdir, system_prompt, seed, caps)
+            result.error = "529 \x1b[2J\x1b]0;pwned\x07over\u202eloaded\nsecond line"
+            return result
+
+    bench = make_workbench(tmp_path, lambda: HostileEndpoint(infra=True))
+    with pytest.raises(BenchAborted) as caught:
+        BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench))
+    message = str(caught.value)
+    assert "529 [2J]0;pwnedoverloaded second line" in message
+    assert not any(ord(c) < 32 or c == "\u202e" for c in message)

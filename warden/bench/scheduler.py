@@ -52,6 +52,7 @@ from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.store.db import Store
 from warden.store.models import (Baseline, BenchJob, BenchPass, BenchRun, Rule, RulesetVersion,
@@ -585,8 +586,8 @@ class BenchScheduler:
                             session.get(BenchPass, pass_id).status = "aborted"
                         raise BenchAborted(
                             f"bench pass #{pass_id} aborted: {consecutive_infra} consecutive runs ended in "
-                            f"infra_error (last: {record.error or 'no detail'}); this is the backend, not "
-                            "the agent — fix it and re-run the same command to resume")
+                            f"infra_error (last: {strip_controls(record.error or 'no detail', keep_newlines=False)}); "
+                            "this is the backend, not the agent — fix it and re-run the same command to resume")
                 else:
                     consecutive_infra = 0
         except BaseException:
