@@ -61,6 +61,15 @@ def test_spanish_prompt_with_accents_matches_its_checkpoint() -> None:
     assert result.status == "matched" and result.checkpoint_id == 2
 
 
+def test_a_spanish_prompt_phrased_as_a_request_matches_its_checkpoint() -> None:
+    # Spanish request words ("puedes", "revisar", "otra vez", "por favor") are generic, like
+    # English "please look again": they must not outweigh the words that say what it is about
+    result = recall("¿Puedes revisar otra vez la validación de contraseñas y la configuración de autenticación, "
+                    "por favor?", pool(), exclude_session="new")
+    assert result.status == "matched" and result.checkpoint_id == 2
+    assert recall("¿Puedes revisar otra vez, por favor?", pool(), exclude_session="new").status == "unscorable"
+
+
 def test_japanese_prompt_matches_its_checkpoint() -> None:
     result = recall("ログイン画面のバグ", pool(), exclude_session="new")
     assert result.status == "matched" and result.checkpoint_id == 5
