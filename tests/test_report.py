@@ -175,3 +175,12 @@ def test_chart_axes_have_round_ticks() -> None:
     one_day = bar_chart([("2026-11-30", 1_740_263.0)], "spend", "bench-spend")
     assert 'width="60.0"' in one_day and ">1.74M<" in one_day  # a lone bar is capped and labelled
     assert "no decisions yet" in interval_chart([], "savings", "savings-x")
+
+
+def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: Path) -> None:
+    _populate(open_store(load_settings()))
+    for args in (["--html", str(tmp_path)], ["--html", str(tmp_path / "r.html"), "--agent", "nobody"]):
+        cli = subprocess.run([sys.executable, "-m", "warden", "report", *args], capture_output=True, text=True,
+                             cwd=REPO, env=dict(os.environ), timeout=120)
+        assert cli.returncode == 2 and cli.stderr.startswith("warden: ") and "Traceback" not in cli.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -74,10 +74,18 @@ def report_command(html_out: Path = typer.Option(..., "--html", help="Write a se
     from warden.report.service import report_data
     from warden.select.compile import write_atomic
 
+    from warden.report.figures import agents_in_store
+
+    target = html_out.expanduser().resolve()
+    if target.is_dir():
+        raise UsageError(f"--html {safe(html_out)} is a directory: name the HTML file to write")
     s = settings()
     with store(s).session() as session:
+        known = agents_in_store(session)
+        unknown = [a for a in agent or [] if a not in known]
+        if unknown:
+            raise UsageError(f"unknown agent {unknown[0]!r}: the store knows {', '.join(known) or 'no agents'}")
         data = report_data(session, PriceTable(s.pricing), agent or None)
     page = render_report(data)
-    target = html_out.expanduser().resolve()
     write_atomic(target, page.encode("utf-8"), target.parent)
     console.print(f"wrote {safe(target)} ({len(page):,} bytes, {len(data['agents'])} agent(s))")
