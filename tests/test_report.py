@@ -184,3 +184,19 @@ def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: P
                              cwd=REPO, env=dict(os.environ), timeout=120)
         assert cli.returncode == 2 and cli.stderr.startswith("warden: ") and "Traceback" not in cli.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_shows_adopted_rules_claimed_evidence_as_untrusted(warden_home: Path) -> None:
+    store = open_store(load_settings())
+    _populate(store)
+    with store.session() as s:
+        s.add(Rule(agent="backend", body="Read only the lines you need with offset and limit.", state="candidate",
+                   origin="adopted", claimed_evidence={"ledger": "<b>team</b>.json", "exported_by": "warden 0.1.0",
+                                                       "state": "active", "evidence": [
+                                                           {"verdict": "keep", "estimate": 7000.0,
+                                                            "interval": [3000.0, 9000.0], "margin": 30.0,
+                                                            "n_pairs": 8, "backend": "sim", "model": "sim-naive-1"}]}))
+    page = _report(store)
+    assert "claimed</b> by ledger &lt;b&gt;team&lt;/b&gt;.json" in page and "never used in a verdict" in page
+    assert "keep: saving 7,000 [3,000, 9,000], margin 30, 8 pairs on sim/sim-naive-1" in page
+    assert "no local decision yet" in page

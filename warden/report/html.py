@@ -155,6 +155,20 @@ def _receipt_block(r: dict[str, Any]) -> str:
             f'</th></tr>{rows}</table></details>')
 
 
+def _claimed_block(claimed: dict[str, Any] | None) -> str:
+    """An adopted rule's foreign evidence: shown for review, never used in a verdict."""
+    if not claimed:
+        return ""
+    lines = "".join(
+        f'<li>{esc(e.get("verdict"))}: saving {_n(e.get("estimate"))} '
+        f'[{_n((e.get("interval") or [None, None])[0])}, {_n((e.get("interval") or [None, None])[1])}], '
+        f'margin {_n(e.get("margin"))}, {esc(e.get("n_pairs"))} pairs on {esc(e.get("backend"))}/{esc(e.get("model"))}</li>'
+        for e in (claimed.get("evidence") or [])[-5:] if isinstance(e, dict))
+    return (f'<div class="claimed note"><b>claimed</b> by ledger {esc(claimed.get("ledger"))} '
+            f'({esc(claimed.get("exported_by"))}, {esc(claimed.get("state"))}) — foreign evidence, shown for review, '
+            f'never used in a verdict<ul>{lines}</ul></div>')
+
+
 def render_report(data: dict[str, Any]) -> str:
     """The whole page from the data ``report.service.report_data`` gathers."""
     body: list[str] = [f"<h1>warden report</h1><p class=\"muted\">generated {esc(data['generated_at'])} by warden "
@@ -202,8 +216,9 @@ def render_report(data: dict[str, Any]) -> str:
             r = rule["rule"]
             body.append(f'<div class="rule" id="rule-{r["id"]}"><p><b>rule {r["id"]}</b> '
                         f'<span class="muted">{esc(r["state"])}{(" (" + esc(r["evict_reason"]) + ")") if r["evict_reason"] else ""}'
-                        f'</span> — {esc(r["body"])}</p>'
-                        + "".join(_receipt_block(x) for x in rule["receipts"]) + "</div>")
+                        f'</span> — {esc(r["body"])}</p>' + _claimed_block(r.get("claimed_evidence"))
+                        + ("".join(_receipt_block(x) for x in rule["receipts"])
+                           or '<p class="muted">no local decision yet</p>') + "</div>")
     spend = [(d["day"], d["weighted_tokens"]) for d in data["bench_spend_by_day"]]
     body.append("<h2>Bench spend over time</h2>")
     body.append(bar_chart(spend or [("0000-00-00", 0.0)], "bench weighted tokens per day", "bench-spend"))
