@@ -167,3 +167,17 @@ def test_reaudit_picks_the_active_unprotected_rule_decided_longest_ago(env) -> N
         assert reaudit_target(s, "backend").id == rows["old"].id
         rows["old"].decided_at = now
         assert reaudit_target(s, "backend").id == rows["recent"].id
+
+
+def test_an_invocation_budget_too_small_for_a_round_writes_no_inconclusive(env) -> None:
+    """A spent *invocation* budget is not the rule's evidence budget: no zero-run inconclusive
+    receipt (three of which would evict the rule as inconclusive) — the rule waits, skipped."""
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    assert _selector(settings, store, runner).run(budget_tokens=4_000_000).decisions[0].verdict == "inconclusive"
+    for _ in range(3):
+        report = _selector(settings, store, runner).run(budget_tokens=1_000)
+        assert report.decisions == [] and f"rule {rid}" in report.skipped[0]
+    with store.session() as s:
+        assert s.query(Receipt).count() == 1 and s.get(Rule, rid).state == "candidate"

@@ -165,7 +165,9 @@ class Selector:
         self.tasks = tasks
         self.memory_drifted = False  # a compile of this invocation found a drifted MEMORY.md
 
-    def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary:
+    def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | None:
+        """Decide one rule and commit it; None when the invocation's budget (smaller than the
+        rule's evidence budget) did not buy a single round: nothing is written, the rule waits."""
         with self.store.session() as session:
             rule = session.get(Rule, rule_id)
             assert rule is not None
@@ -182,6 +184,9 @@ class Selector:
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind)
+        if (result.rounds == 0 and result.decision.verdict is Verdict.INCONCLUSIVE
+                and budget < float(self.settings.evidence_budget_tokens)):
+            return None
         return self._commit(rule_id, kind, result, body, state_before)
 
     def _commit(self, rule_id: int, kind: str, result: RuleDecision, body: str, state_before: str) -> DecisionSummary:
@@ -253,6 +258,9 @@ class Selector:
                     report.aborted = str(exc)
                     break
                 raise
+            if summary is None:
+                report.skipped.append(f"rule {rule_id}: the invocation budget left does not buy a round")
+                continue
             report.decisions.append(summary)
             report.tokens_spent += summary.tokens_spent
             remaining -= summary.tokens_spent
