@@ -175,6 +175,9 @@ def test_chart_axes_have_round_ticks() -> None:
     one_day = bar_chart([("2026-11-30", 1_740_263.0)], "spend", "bench-spend")
     assert 'width="60.0"' in one_day and ">1.74M<" in one_day  # a lone bar is capped and labelled
     assert "no decisions yet" in interval_chart([], "savings", "savings-x")
+    from warden.report.html import line_chart
+
+    assert "no real-work sessions collected yet" in line_chart([], "curve", "learning-x")  # no fake zero point
 
 
 def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: Path) -> None:

@@ -63,6 +63,9 @@ def _svg_open(chart_id: str, title: str, width: int, height: int, title_x: int) 
 def line_chart(points: list[tuple[str, float]], title: str, chart_id: str, width: int = 560, height: int = 230) -> str:
     """A small line chart of labelled points (the learning curve), y axis from zero."""
     left, right, top, bottom = 56, 30, 44, 36
+    if not points:
+        return (_svg_open(chart_id, title, width, 80, 10) + f'<text x="{left}" y="50" font-size="11" '
+                'fill="#69737d">no real-work sessions collected yet</text></svg>')
     vals = [v for _, v in points]
     ticks = _ticks(0.0, max(vals + [1.0]), 4)
     top_value = ticks[-1]
@@ -184,7 +187,7 @@ def render_report(data: dict[str, Any]) -> str:
         body.append(f"<p>rules: {esc(', '.join(f'{k} {v}' for k, v in agent['rules'].items()))} · pending "
                     f"candidates {agent['pending_candidates']} · bench this week {_n(agent['spend_this_week']['bench_weighted_tokens'])}"
                     f" vs real work {_n(agent['spend_this_week']['real_work_weighted_tokens'])}</p>")
-        body.append(line_chart(curve or [("v0", 0.0)], f"{name}: real-work cost per session by ruleset version",
+        body.append(line_chart(curve, f"{name}: real-work cost per session by ruleset version",
                                f"learning-{name}"))
         if suite["tasks"]:
             change = "" if suite["change"] is None else f" ({suite['change']:+.1%})"
@@ -204,8 +207,10 @@ def render_report(data: dict[str, Any]) -> str:
                     f'{esc(cost["basis"])}: {_n(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
                     f'<th>$/session</th><th>rent</th><th>bench spent</th><th>break-even sessions</th></tr>{cost_rows}'
-                    f'</table>')
-        if agent.get("projection"):
+                    f'</table>' if cost["rules"] else "")
+        if not agent["cost"]["rules"]:
+            body.append('<p class="muted">no active rules to price yet</p>')
+        if agent.get("projection") and cost["real_work_tokens_per_session"]:  # no real work: nothing to scale
             p = agent["projection"]
             body.append(f'<p class="projection">{p["weeks"]} weeks × {p["sessions_per_week"]:g} sessions: without warden '
                         f'{_n(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
