@@ -1,0 +1,57 @@
+"""``warden select`` through the CLI on the fake backend: --all, --json, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import warden.bench.suite_runner as suite_runner
+from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
+from warden.cli.app import main
+from warden.config import load_settings
+from warden.store.db import open_store
+from warden.store.models import Receipt, Rule
+
+
+@pytest.fixture
+def fake(warden_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    golden = tmp_path / "golden"
+    (golden / AGENT).mkdir(parents=True)
+    (golden / AGENT / "agent.md").write_text("---\nname: fakeagent\n---\nYou are a fake agent.\n")
+    monkeypatch.setenv("WARDEN_GOLDEN_DIR", str(golden))
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", "2000000")
+    state = {"factory": FakeBackend}
+    monkeypatch.setattr(suite_runner, "open_workbench",
+                        lambda *a, **kw: (make_workbench(tmp_path, lambda: state["factory"]()), MODEL))
+    with open_store(load_settings()).session() as s:
+        s.add(Rule(agent=AGENT, body="Keep replies brief: no narration between tool calls."))
+    return state
+
+
+def test_select_all_json_decides_and_writes_a_receipt(fake, capsys) -> None:
+    assert main(["select", "--all", "--json"]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    [decision] = report["decisions"]
+    assert report["agent"] == AGENT and report["aborted"] is None and decision["receipt_id"]
+    with open_store(load_settings()).session() as s:
+        receipt = s.get(Receipt, decision["receipt_id"])
+        assert receipt.verdict == decision["verdict"] and receipt.backend == report["backend"] and receipt.model == MODEL == report["model"]
+        assert receipt.suite_hash and receipt.fixture_hash and receipt.warden_version and receipt.paired_diffs
+
+
+def test_select_usage_errors_exit_2(fake, capsys) -> None:
+    for args in (["select"], ["select", "--all", "--agent", AGENT], ["select", "--agent", "nobody"],
+                 ["select", "--agent", AGENT, "--budget", "0"]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("warden: ") and "\n" not in err
+
+
+def test_select_infra_abort_exits_1_without_a_receipt(fake, capsys) -> None:
+    fake["factory"] = lambda: FakeBackend(infra=True)
+    assert main(["select", "--agent", AGENT]) == 1
+    assert "aborted (infrastructure)" in capsys.readouterr().out
+    with open_store(load_settings()).session() as s:
+        assert s.query(Receipt).count() == 0 and s.query(Rule).one().state == "candidate"
