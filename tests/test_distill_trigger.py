@@ -100,3 +100,21 @@ def test_main_sessions_need_a_bench_suite(store, tmp_path: Path) -> None:
         assert trigger.evaluate(session, run, settings).reason == "main session without a bench suite"
         (tmp_path / "golden" / "main").mkdir(parents=True)
         assert trigger.queue_if_expensive(session, run, settings)
+
+
+def test_stored_priors_are_the_last_fifty_before_the_run(store) -> None:
+    """The query side of the window: the 50 most recent completed runs started before this one."""
+    settings = load_settings()
+    with store.session() as session:
+        for i in range(10):  # old and very expensive: outside the window
+            session.add(_run(i, "coder", 10**9, day=i))
+        for i in range(10, 60):
+            session.add(_run(i, "coder", 1000 + i, day=i))
+        session.add(_run(200, "coder", 10**9, day=200))  # started after the run: not a prior
+        run = _run(100, "coder", 1100, day=100)
+        session.add(run)
+        session.flush()
+        priors = trigger.prior_costs(session, run)
+        assert len(priors) == 50 and max(priors) < 10**9 and priors[0] == 1059  # most recent first
+        decision = trigger.evaluate(session, run, settings)
+        assert decision.expensive and decision.priors == 50 and decision.threshold == 1047  # 38th of 50
