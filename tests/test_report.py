@@ -203,3 +203,13 @@ def test_report_shows_adopted_rules_claimed_evidence_as_untrusted(warden_home: P
     assert "claimed</b> by ledger &lt;b&gt;team&lt;/b&gt;.json" in page and "never used in a verdict" in page
     assert "keep: saving 7,000 [3,000, 9,000], margin 30, 8 pairs on sim/sim-naive-1" in page
     assert "no local decision yet" in page
+
+
+def test_cost_project_without_real_work_says_so(warden_home: Path) -> None:
+    with open_store(load_settings()).session() as s:
+        s.add(Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                   state="candidate"))
+    cli = subprocess.run([sys.executable, "-m", "warden", "cost", "--project"], capture_output=True, text=True,
+                         cwd=REPO, env=dict(os.environ), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert "no projection" in cli.stdout and "without warden 0" not in " ".join(cli.stdout.split())

@@ -58,7 +58,9 @@ def cost_command(
                           "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), _n(r["bench_tokens_spent"]),
                           _n(r["break_even_sessions"]), safe(r["body"], 60))
         wide_console().print(table)
-        if "projection" in cost:
+        if "projection" in cost and not cost["real_work_tokens_per_session"]:
+            console.print("  no projection: no real-work sessions collected yet to scale (run `warden collect`)")
+        elif "projection" in cost:
             p = cost["projection"]
             console.print(f"  {weeks} weeks × {sessions_per_week:g} sessions: without warden {_n(p['without_warden_tokens'])}"
                           f" (${p['without_warden_usd']:.2f}), with warden {_n(p['with_warden_tokens'])} "
