@@ -94,3 +94,10 @@ def test_listing_sanitises_stored_text(capsys) -> None:
     assert main(["rules"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
+
+
+def test_add_candidate_for_an_agent_without_a_golden_suite_says_it_cannot_be_measured(capsys) -> None:
+    assert main(["rules", "add", "--agent", "nobody", BODY]) == 0
+    assert "nobody has no golden suite" in " ".join(capsys.readouterr().out.split())
+    assert main(["rules", "add", "--agent", "backend", BODY]) == 0
+    assert "no golden suite" not in capsys.readouterr().out

@@ -130,6 +130,16 @@ def _recompile(session: Any, agent: str) -> str:
     return f" — MEMORY.md v{result.version} {'recompiled' if result.changed else 'unchanged'}"
 
 
+def _candidate_hint(agent: str) -> str:
+    """A candidate waits for `warden select`, which needs the agent's golden suite: say so when it is missing."""
+    from warden.select.selector import known_agents
+
+    if agent in known_agents(settings()):
+        return " (a candidate: `warden select` measures it)"
+    return (f" (a candidate, but {safe(agent)} has no golden suite: `warden select` cannot measure it; "
+            "add golden_tasks/<agent>/ or use --protected)")
+
+
 @rules_app.command("add")
 def rules_add(
     body: str = typer.Argument(..., help="One imperative sentence, 10–200 characters."),
@@ -141,7 +151,7 @@ def rules_add(
     """Add a rule by hand: a candidate to be measured, or --protected."""
     with store().session() as session:
         row = rules_admin.add_rule(session, agent, body, protected=protected, scope=scope)
-        hint = _recompile(session, agent) if protected else " (a candidate: `warden select` measures it)"
+        hint = _recompile(session, agent) if protected else _candidate_hint(agent)
     _done(as_json, row, f"added rule {row['id']} for {safe(agent)} as {row['state']}, "
                         f"rent {row['rent_tokens']} tokens{hint}")
 
