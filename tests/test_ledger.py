@@ -163,3 +163,11 @@ def test_verify_ledger_cli_exit_codes(shared: Path, tmp_path: Path) -> None:
     fail = subprocess.run([sys.executable, "-m", "warden", "verify-ledger", str(shared), str(broken)],
                           capture_output=True, text=True, env=env, timeout=60)
     assert fail.returncode == 1 and "broken.json" in fail.stdout and "sha256 does not match" in fail.stdout
+
+
+def test_share_refuses_an_unknown_agent(warden_home: Path) -> None:
+    from warden.errors import UsageError
+
+    settings = load_settings()
+    with open_store(settings).session() as s, pytest.raises(UsageError, match="unknown agent 'bakcend'"):
+        share(s, settings, "bakcend", warden_home / "x.json")
