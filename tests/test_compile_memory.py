@@ -115,3 +115,24 @@ def test_rules_changed_by_hand_reach_memory_at_once(env, capsys) -> None:
         rule_id = s.query(Rule).filter_by(body=body).one().id
     assert main(["rules", "forget", str(rule_id)]) == 0
     assert body not in path.read_text()
+
+
+def test_forgetting_a_checkpoint_recompiles_memory(env) -> None:
+    from warden.cli.app import main
+    from warden.select.selector import recompile_memory
+    from warden.store.models import Checkpoint, utcnow
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        cp = Checkpoint(run_key="s1:main", session_id="s1", agent="backend", project="/p", trigger="fill:20",
+                        active_task="Fix the pagination off-by-one in the invoice listing",
+                        decisions=["Use keyset pagination"], captured_at=utcnow())
+        s.add(cp)
+        s.flush()
+        cp_id = cp.id
+        recompile_memory(s, settings, "backend")
+    path = memory_path(settings, "backend")
+    assert f"cp-{cp_id}.md" in path.read_text()
+    assert main(["checkpoints", "forget", str(cp_id)]) == 0
+    assert f"cp-{cp_id}.md" not in path.read_text()

@@ -224,6 +224,11 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
                  dry_run: bool = False) -> list[RunReport]:
     """Distill the queued runs (optionally of one agent) or one given run."""
     check_distiller(distiller)
+    if run_id is None and not dry_run:
+        from warden.distill.trigger import sweep
+
+        with store.session() as session:  # settle runs ingested before their priors were stored
+            sweep(session, settings, [agent] if agent else None)
     run_ids = select_runs(store, agent=agent, run_id=run_id)
     if distiller == "anthropic" and client is None and run_ids:
         client = make_client(settings)

@@ -54,7 +54,8 @@ def render_memory(agent: str, rules: list[MemoryRule], ruleset_version: int | No
              "",
              "# Working rules",
              "",
-             "Measured efficiency rules for this agent; each one saved more tokens than it costs.",
+             "Efficiency rules for this agent: each was measured to save more tokens than it costs,"
+             " except rules a person added as protected.",
              ""]
     ordered = order_rules(rules)
     if not ordered:

@@ -123,12 +123,6 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
         say(f"checkpoints: pruned {pruned.by_age + pruned.by_count}, {pruned.remaining} kept")
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
-    from warden.distill.trigger import sweep
-
-    with store.session() as session:
-        swept = sweep(session, settings)
-    if swept:
-        say(f"distill: {swept} expensive run(s) queued after the whole collect")
     reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
     summary.distilled_runs = len(reports)
     summary.candidates_added = sum(len(r.admitted) for r in reports)

@@ -309,6 +309,14 @@ def recompile_memory(session: Session, settings: Settings, agent: str) -> Compil
     return compile_memory(session, settings, agent, extra, files)
 
 
+def recompile_compiled_memories(session: Session, settings: Settings) -> list[CompileResult]:
+    """Recompile every MEMORY.md warden has compiled (after checkpoints were forgotten or pruned)."""
+    from warden.store.models import RulesetVersion
+
+    agents = sorted(set(session.scalars(select(RulesetVersion.agent).distinct())))
+    return [recompile_memory(session, settings, agent) for agent in agents]
+
+
 def known_agents(settings: Settings) -> list[str]:
     root = settings.golden_dir
     if not root.is_dir():
