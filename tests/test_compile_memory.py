@@ -136,3 +136,15 @@ def test_forgetting_a_checkpoint_recompiles_memory(env) -> None:
     assert f"cp-{cp_id}.md" in path.read_text()
     assert main(["checkpoints", "forget", str(cp_id)]) == 0
     assert f"cp-{cp_id}.md" not in path.read_text()
+
+
+def test_rules_beyond_the_cap_are_not_in_the_ruleset_version(env) -> None:
+    settings, store = env
+    ids = [_add(store, f"Rule number {i} keeps the agent terse " + "x" * 150, saving=float(1000 - i)) for i in range(200)]
+    with store.session() as s:
+        result = compile_memory(s, settings, "backend")
+    text = memory_path(settings, "backend").read_text()
+    assert len(text.encode()) <= 25 * 1024
+    assert 0 < len(result.rule_ids) < len(ids)
+    assert all(f"Rule number {ids.index(i)} " in text for i in result.rule_ids)
+    assert ids[-1] not in result.rule_ids  # the least saving rule did not fit

@@ -23,7 +23,7 @@ from warden.config import Settings
 from warden.continuity.memory_section import remove_stale_detail_files
 from warden.errors import WardenError
 from warden.names import validate_agent_name
-from warden.select.memory import MemoryRule, render_memory
+from warden.select.memory import MemoryRule, render_memory, rule_line
 from warden.store.models import Rule, RulesetVersion
 
 # States whose rules sit in memory: probation is a warning, not an eviction.
@@ -114,6 +114,9 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     """
     path = memory_path(settings, agent)
     rules = memory_rules(session, agent)
+    # Rules beyond the 200-line / 25 KB cap are not in the file, so not in the ruleset version.
+    fitted = render_memory(agent, rules, 0).splitlines()
+    rules = [r for r in rules if rule_line(r) in fitted]
     rule_ids = [r.id for r in rules]
     previous = latest_version(session, agent)
     version = (previous.version if previous else 0)
