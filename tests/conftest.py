@@ -4,9 +4,12 @@ no API key, and a guard that fails any test that writes to the real home directo
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = (REPO.parent / "shared" / "corpus" / "claude-home").resolve()
@@ -49,3 +52,35 @@ def database_urls() -> list[str]:
     if os.environ.get("WARDEN_TEST_DATABASE_URL"):
         urls.append(os.environ["WARDEN_TEST_DATABASE_URL"])
     return urls
+
+
+@contextmanager
+def private_postgres_schema(url: str, prefix: str = "warden_test") -> Iterator[Engine]:
+    """An engine on PostgreSQL confined to a fresh schema, dropped afterwards: tests never
+    collide with each other or leave anything behind in the shared database."""
+    import uuid
+
+    from sqlalchemy import event, text
+
+    from warden.store import db
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = db.make_engine(url)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine = db.make_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _search_path(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute(f'SET search_path TO "{schema}"')
+        cur.close()
+        dbapi_conn.commit()
+
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()

@@ -219,34 +219,15 @@ def test_reindex_rebuilds_the_same_index() -> None:
 @pytest.fixture(params=__import__("conftest").database_urls())
 def any_store(request: pytest.FixtureRequest, tmp_path):
     """A migrated store on SQLite, and on PostgreSQL (a private schema) when configured."""
-    import uuid
-
-    from sqlalchemy import event, text
-
+    from tests.conftest import private_postgres_schema
     from warden.store import db
 
     if request.param == "sqlite":
         yield open_store(load_settings())
         return
-    schema = f"warden_cont_{uuid.uuid4().hex[:10]}"
-    admin = db.make_engine(request.param)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    engine = db.make_engine(request.param)
-
-    @event.listens_for(engine, "connect")
-    def _search_path(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-        cur = dbapi_conn.cursor()
-        cur.execute(f'SET search_path TO "{schema}"')
-        cur.close()
-        dbapi_conn.commit()
-
-    db.upgrade(engine)
-    yield db.Store(engine)
-    engine.dispose()
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with private_postgres_schema(request.param, "warden_cont") as engine:
+        db.upgrade(engine)
+        yield db.Store(engine)
 
 
 def test_indexed_recall_and_reingest_on_every_database(any_store) -> None:

@@ -3,7 +3,6 @@ migrations — on SQLite always, and on PostgreSQL when WARDEN_TEST_DATABASE_URL
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
-from tests.conftest import database_urls
+from tests.conftest import database_urls, private_postgres_schema
 from warden.config import load_settings
 from warden.store import db
 from warden.store.models import Base, Rule, SessionRun
@@ -24,26 +23,8 @@ def engine(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:
         yield eng
         eng.dispose()
         return
-    # PostgreSQL: a private schema per test so runs never collide and nothing is left behind.
-    schema = f"warden_test_{uuid.uuid4().hex[:10]}"
-    admin = db.make_engine(request.param)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    eng = db.make_engine(request.param)
-    from sqlalchemy import event
-
-    @event.listens_for(eng, "connect")
-    def _search_path(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-        cur = dbapi_conn.cursor()
-        cur.execute(f'SET search_path TO "{schema}"')
-        cur.close()
-        dbapi_conn.commit()
-
-    yield eng
-    eng.dispose()
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with private_postgres_schema(request.param) as eng:
+        yield eng
 
 
 def _tables(engine: Engine) -> set[str]:
