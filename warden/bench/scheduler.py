@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from warden.config import Settings
 
 WORK_ROOT = Path(tempfile.gettempdir()) / "warden-bench-runs"
+_STOP_GRACE_S = 10.0  # how long Ctrl-C / an abort waits for runs in flight
 _RESULT_POLL_S = 0.2  # how often the main thread wakes while waiting (keeps Ctrl-C responsive)
 
 
@@ -530,6 +531,8 @@ class BenchScheduler:
                     finished = _Finished(job, None, copy_s, 0.0, crash=f"{type(exc).__name__}: {exc}")
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
+                    if stop.is_set():  # an abandoned run ending after the pass was cleaned up
+                        shutil.rmtree(pass_dir, ignore_errors=True)
                 finished.job_s = time.monotonic() - begun
                 results_q.put(finished)
 
@@ -605,6 +608,10 @@ class BenchScheduler:
             stop.set()
             for _ in threads:
                 work_q.put(None)
+            # Give in-flight runs a moment to end, so none re-creates its copy after the clean-up.
+            deadline = time.monotonic() + _STOP_GRACE_S
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
             _restore_sigterm(previous_term)
             shutil.rmtree(pass_dir, ignore_errors=True)
         return status, message
