@@ -84,3 +84,20 @@ def private_postgres_schema(url: str, prefix: str = "warden_test") -> Iterator[E
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture(params=database_urls())
+def any_store(request: pytest.FixtureRequest) -> Iterator[object]:
+    """A migrated store on SQLite (in the test's home), and on PostgreSQL (a private schema)
+    when WARDEN_TEST_DATABASE_URL is set."""
+    from warden.config import load_settings
+    from warden.store import db
+
+    if request.param == "sqlite":
+        store = db.open_store(load_settings())
+        yield store
+        store.engine.dispose()
+        return
+    with private_postgres_schema(request.param, "warden_store") as engine:
+        db.upgrade(engine)
+        yield db.Store(engine)

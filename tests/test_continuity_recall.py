@@ -216,20 +216,6 @@ def test_reindex_rebuilds_the_same_index() -> None:
         assert sorted(s.execute(select(CheckpointTerm.checkpoint_id, CheckpointTerm.term)).all()) == before
 
 
-@pytest.fixture(params=__import__("conftest").database_urls())
-def any_store(request: pytest.FixtureRequest, tmp_path):
-    """A migrated store on SQLite, and on PostgreSQL (a private schema) when configured."""
-    from tests.conftest import private_postgres_schema
-    from warden.store import db
-
-    if request.param == "sqlite":
-        yield open_store(load_settings())
-        return
-    with private_postgres_schema(request.param, "warden_cont") as engine:
-        db.upgrade(engine)
-        yield db.Store(engine)
-
-
 def test_indexed_recall_and_reingest_on_every_database(any_store) -> None:
     from sqlalchemy import func, select
 

@@ -28,7 +28,7 @@ def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...
         processors: dict[str, Callable[[Any], Any]] = {}
         for name in set(names):
             column = table.c.get(name)
-            processor = column.type.bind_processor(dialect) if column is not None else None
+            processor = column.type.dialect_impl(dialect).bind_processor(dialect) if column is not None else None
             if processor is not None:
                 processors[name] = processor
         found = _COMPILED[key] = (compiled.string, names, compiled.positional, processors)

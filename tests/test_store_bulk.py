@@ -1,0 +1,41 @@
+"""execute_many stores exactly what SQLAlchemy's own executemany stores, on every database."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+
+from warden.store.bulk import execute_many
+from warden.store.models import UsageMessage
+
+_INSERT = UsageMessage.__table__.insert()
+
+
+def _row(key: str, when: datetime | None) -> dict[str, Any]:
+    return {"message_key": key, "run_key": "s:main", "model": "claude-sonnet-4-6", "input_tokens": 3,
+            "output_tokens": 5, "cache_write_5m_tokens": 7, "cache_write_1h_tokens": 11, "cache_read_tokens": 13,
+            "timestamp": when}
+
+
+def test_rows_written_by_execute_many_read_back_like_sqlalchemys(any_store: Any) -> None:
+    moments = [datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 120000), None]
+    with any_store.session() as session:
+        session.execute(_INSERT, [_row(f"orm-{i}", when) for i, when in enumerate(moments)])
+        execute_many(session, _INSERT, UsageMessage.__table__, [_row(f"bulk-{i}", when) for i, when in enumerate(moments)])
+        session.commit()
+    with any_store.session() as session:
+        stored = dict(session.execute(text(
+            "SELECT message_key, CAST(timestamp AS VARCHAR(40)) FROM usage_messages")).all())
+        loaded = {m.message_key: m for m in session.query(UsageMessage)}
+    for i, when in enumerate(moments):
+        assert stored[f"bulk-{i}"] == stored[f"orm-{i}"]  # same text on disk, even with zero microseconds
+        assert loaded[f"bulk-{i}"].timestamp == when
+        assert loaded[f"bulk-{i}"].cache_read_tokens == 13
+
+
+def test_execute_many_of_nothing_is_a_no_op(any_store: Any) -> None:
+    with any_store.session() as session:
+        execute_many(session, _INSERT, UsageMessage.__table__, [])
+        assert session.query(UsageMessage).count() == 0
