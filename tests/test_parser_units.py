@@ -144,6 +144,16 @@ def test_odd_lines_are_tolerated_and_counted() -> None:
     assert run.bytes_consumed == len(data) - len(good) // 2  # the half line is left for later
 
 
+def test_invalid_utf8_only_in_a_field_the_ledger_never_reads_is_not_a_finding() -> None:
+    record = assistant("m1", "r1", usage(7, 1))
+    record["gitBranch"] = "caf\u00e9"
+    line = json.dumps(record).encode().replace("caf\\u00e9".encode(), b"caf\xe9")
+    assert b"caf\xe9" in line
+    run = parse_bytes(line + b"\n")
+    assert (run.stats.malformed, run.stats.non_utf8) == (0, 0)
+    assert run.usage.input_tokens == 7
+
+
 def test_resumed_parse_equals_full_parse() -> None:
     lines = [prompt("go"),
              assistant("m1", "r1", usage(1, 1, 10, 5), [tool_use("t1", "Read", file_path="/a.py")]),

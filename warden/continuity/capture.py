@@ -672,14 +672,21 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     return new
 
 
-def index_terms(session: Any, rows: list[Any]) -> None:
-    """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
+@lru_cache(maxsize=1)
+def _term_insert() -> Any:
     from warden.store.models import CheckpointTerm
 
-    rows = [{"checkpoint_id": row.id, "term": t, "captured_at": row.captured_at, "session_id": row.session_id}
-            for row in rows for t in sorted(searchable_terms(CheckpointData.from_row(row)))]
-    if rows:
-        session.execute(CheckpointTerm.__table__.insert(), rows)
+    return CheckpointTerm.__table__.insert()
+
+
+def index_terms(session: Any, rows: list[Any]) -> None:
+    """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
+    from warden.store.bulk import execute_many
+
+    terms = [{"checkpoint_id": row.id, "term": t, "captured_at": row.captured_at, "session_id": row.session_id}
+             for row in rows for t in sorted(searchable_terms(CheckpointData.from_row(row)))]
+    insert = _term_insert()
+    execute_many(session, insert, insert.table, terms)
 
 
 @lru_cache(maxsize=16384)

@@ -33,6 +33,7 @@ from warden.errors import UsageError
 from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
+from warden.store.bulk import execute_many
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage
 
@@ -236,7 +237,7 @@ def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     owners: set[str] = set()
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
-        session.execute(stmt, chunk)
+        execute_many(session, stmt, table, chunk)
         keys = [r["message_key"] for r in chunk]
         owners.update(session.scalars(select(UsageMessage.run_key).where(UsageMessage.message_key.in_(keys)).distinct()))
     return owners
@@ -322,16 +323,26 @@ class Collector:
         done = 0
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool, self.store.session() as session:
-            batch: list[Any] = []
+            batch: list[tuple[str, os.stat_result, int, Any]] = []  # (path, stat, start, parse result)
             batch_bytes = 0
 
             def store_batch() -> None:
                 nonlocal batch_bytes
-                if batch:
-                    self._store_files(session, batch, summary)
-                    batch.clear()
+                offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
+                fresh, stale = [], []
+                for path, st, start, result in batch:
+                    offset_row = offsets.get(path)
+                    if (offset_row.offset if offset_row else 0) == start:
+                        fresh.append((path, st, offset_row, start, result))
+                    else:  # someone (a hook) ingested it meanwhile: redo from the new offset
+                        stale.append(path)
+                if fresh:
+                    self._store_files(session, fresh, summary)
+                batch.clear()
                 session.commit()  # a batch of files per transaction: fewer statements and syncs
                 batch_bytes = 0
+                for path in stale:
+                    self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
             def drain_one() -> None:
                 nonlocal done, batch_bytes
@@ -342,15 +353,10 @@ class Collector:
                     summary.files_skipped += 1
                     summary.skipped.append(f"{path}: {exc.strerror or exc}")
                 else:
-                    offset_row = session.get(IngestOffset, path)
-                    if (offset_row.offset if offset_row else 0) == start:
-                        if precaptured is not None:
-                            self._precaptured[id(result[0])] = precaptured
-                        batch.append((path, st, offset_row, start, result))
-                        batch_bytes += result[2] - start
-                    else:  # someone (a hook) ingested it meanwhile: redo from the new offset
-                        store_batch()
-                        self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
+                    if precaptured is not None:
+                        self._precaptured[id(result[0])] = precaptured
+                    batch.append((path, st, start, result))
+                    batch_bytes += result[2] - start
                     if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
                         store_batch()
                 done += 1
@@ -368,7 +374,7 @@ class Collector:
                 future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
                                      self.post_ingest)
                 window.append((path, st, start, future))
-                while len(window) >= 2 * jobs:
+                while len(window) >= 8 * jobs:  # parses in flight: workers never wait on a batch write
                     drain_one()
             while window:
                 drain_one()
@@ -590,8 +596,7 @@ def _offer(rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
 
 def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
     """Summary-only files (old versions) hold no session activity and get no run row."""
-    return bool(parsed.turns or parsed.tool_calls or parsed.user_prompts or parsed.embedded_usage
-                or (state or {}).get("turn_index"))
+    return parsed.has_activity or bool((state or {}).get("turn_index"))
 
 
 def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: str) -> bool:
@@ -605,13 +610,15 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
                      post_ingest: bool) -> tuple[tuple[ParsedRun, dict[str, Any], int], Any]:
     """A bulk collect's parser process: parse, and for a parse from the start (which needs
     nothing from the store) also the pure checkpoint capture, so the writing process does less."""
-    result = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line)
+    parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line)
     precaptured = None
-    if post_ingest and start == 0 and _has_activity(result[0], None):
+    if post_ingest and start == 0 and parsed.has_activity:
         from warden.continuity.capture import capture_fresh
 
-        precaptured = capture_fresh(result[0])
-    return result, precaptured
+        precaptured = capture_fresh(parsed)
+    if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
+        parsed = parsed.ledger_view()
+    return (parsed, parser_state, end), precaptured
 
 
 def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun,

@@ -2,7 +2,9 @@
 
 No I/O here: the collector reads files and feeds raw lines (bytes, newline stripped or not). The
 parser never raises on line content — every odd line is tolerated and counted in
-:class:`LineStats` — and it can resume: :meth:`TranscriptParser.state` is a small JSON-able
+:class:`LineStats` (``non_utf8``: a line whose fields the ledger reads are not valid UTF-8, read
+again with replacement characters; bytes inside fields it never reads are skipped unexamined,
+which is what keeps decoding fast) — and it can resume: :meth:`TranscriptParser.state` is a small JSON-able
 snapshot, and a parser built from it continues an appended transcript from the last consumed
 offset with the same counters, read registry and trace digest (DESIGN.md §3).
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+import msgspec
 import orjson
 
 from warden.ingest.pricing import Usage
@@ -71,14 +74,111 @@ _INTERRUPT_MARK = "[Request interrupted by user"
 _BAD = object()  # sentinel: the line is not JSON
 
 
+# The line schema: only the fields the ledger reads. msgspec decodes a line straight into these
+# structs and skips every other field without building it; ``toolUseResult`` (a second copy of a
+# tool's output, often the biggest part of a line) is kept as raw bytes. Every field accepts any
+# JSON value except the nesting the parser walks (message, content lists); a line whose nesting
+# has another shape is re-shaped by :func:`_reshape` rather than dropped.
+
+
+_NO_RAW = msgspec.Raw(b"")
+
+
+class _ResultItem(msgspec.Struct, gc=False):
+    """An item of a tool result's content list (text or image)."""
+
+    type: Any = None
+    text: Any = None
+    source: Any = None
+
+
+class _Block(msgspec.Struct, gc=False):
+    """A content block: text, thinking, tool_use (assistant) or tool_result/text (user)."""
+
+    type: Any = None
+    text: Any = None
+    thinking: Any = None
+    id: Any = None
+    name: Any = None
+    input: Any = None
+    tool_use_id: Any = None
+    content: str | list[_ResultItem] | None = None
+    is_error: Any = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    id: Any = None
+    model: Any = None
+    usage: Any = None
+    stop_reason: Any = None
+    content: str | list[_Block] | None = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    type: Any = None
+    subtype: Any = None
+    sessionId: Any = None
+    agentId: Any = None
+    isSidechain: Any = None
+    cwd: Any = None
+    version: Any = None
+    timestamp: Any = None
+    uuid: Any = None
+    requestId: Any = None
+    message: _Message | None = None
+    isCompactSummary: Any = None
+    isMeta: Any = None
+    toolUseResult: msgspec.Raw = _NO_RAW
+    data: Any = None  # a progress line's payload (small; walked as plain JSON)
+    parentToolUseID: Any = None
+
+
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+
+
 def _decode(line: bytes) -> Any:
-    """orjson decode; :data:`_BAD` for a line that is not JSON. (A fast path that decoded only the
-    head of tool-result lines, before ``toolUseResult``, saved ~3 % of parse time but accepted
-    lines whose tail was corrupt or not yet written: a truncated last line was consumed as whole.)"""
+    """One line → :class:`_Line`; :data:`_BAD` for a line that is not JSON (or whose read fields
+    are not UTF-8), and a plain value for JSON that is not an object. (A fast path that decoded only the head of
+    tool-result lines saved little and consumed a half-written last line as whole.)"""
     try:
-        return orjson.loads(line)
+        return _LINE_DECODER.decode(line)
+    except msgspec.ValidationError:
+        pass  # valid JSON in an unexpected shape: decode generically, then re-shape
+    except msgspec.DecodeError:
+        return _BAD
+    try:
+        value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return _BAD
+    return _reshape(value) if isinstance(value, dict) else value
+
+
+def _reshape(record: dict[str, Any]) -> _Line:
+    """A record whose nesting differs from the schema, with the odd parts dropped (a message
+    that is not an object, content that is neither text nor a list, list items that are not
+    objects), as a :class:`_Line`. What remains is read exactly as any other line."""
+    message = record.get("message")
+    if isinstance(message, dict):
+        message = dict(message)
+        content = message.get("content")
+        if isinstance(content, list):
+            blocks = []
+            for block in content:
+                if isinstance(block, dict):
+                    block = dict(block)
+                    inner = block.get("content")
+                    if isinstance(inner, list):
+                        block["content"] = [item for item in inner if isinstance(item, dict)]
+                    elif not isinstance(inner, str):
+                        block.pop("content", None)
+                    blocks.append(block)
+            message["content"] = blocks
+        elif not isinstance(content, str):
+            message.pop("content", None)
+        record = {**record, "message": message}
+    else:
+        record = {k: v for k, v in record.items() if k != "message"}
+    return _LINE_DECODER.decode(orjson.dumps(record))
 
 
 def tool_kind(name: str) -> str:
@@ -136,26 +236,25 @@ def _usage_rank(u: Usage) -> tuple[int, int]:
     return (u.total, u.output_tokens)
 
 
-def _text_size(content: Any) -> tuple[int, str]:
-    """UTF-8 size and leading text of a tool result's content (string or list of blocks)."""
-    if isinstance(content, str):
+def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
+    """UTF-8 size and leading text of a tool result's content (string or list of items)."""
+    if content.__class__ is str:
         return (len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass")),
                 content[:MAX_RESULT_TEXT])
-    if isinstance(content, list):
+    if content:
         size = head_len = 0
         head: list[str] = []
-        for block in content:
-            if isinstance(block, dict):
-                text = block.get("text")
-                if isinstance(text, str):
-                    size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-                    if head_len < MAX_RESULT_TEXT:
-                        head.append(text)
-                        head_len += len(text)
-                elif block.get("type") == "image":
-                    source = block.get("source")
-                    data = source.get("data") if isinstance(source, dict) else None
-                    size += len(data) if isinstance(data, str) else 0
+        for item in content:
+            text = item.text
+            if isinstance(text, str):
+                size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                if head_len < MAX_RESULT_TEXT:
+                    head.append(text)
+                    head_len += len(text)
+            elif item.type == "image":
+                source = item.source
+                data = source.get("data") if isinstance(source, dict) else None
+                size += len(data) if isinstance(data, str) else 0
         return size, "\n".join(head)[:MAX_RESULT_TEXT]
     return 0, ""
 
@@ -309,7 +408,7 @@ class TranscriptParser:
         self.stats.lines += 1
         if end_offset is not None:
             self.offset = end_offset
-        if not isinstance(record, dict):
+        if record.__class__ is not _Line:
             self.stats.malformed += 1
             return True
         self._record(record)
@@ -322,34 +421,31 @@ class TranscriptParser:
             return _BAD  # valid UTF-8, so the JSON itself is broken
         except UnicodeDecodeError:
             pass
-        try:
-            record = orjson.loads(line.decode("utf-8", "replace"))
-        except orjson.JSONDecodeError:
-            return _BAD
-        self.stats.non_utf8 += 1
+        record = _decode(line.decode("utf-8", "replace").encode("utf-8"))
+        if record is not _BAD:
+            self.stats.non_utf8 += 1
         return record
 
     # ------------------------------------------------------------------ records
 
-    def _record(self, rec: dict[str, Any]) -> None:
+    def _record(self, rec: _Line) -> None:
         s = self._s
-        get = rec.get
         if s.session_id is None:
-            sid = get("sessionId")
+            sid = rec.sessionId
             if isinstance(sid, str) and sid:
                 s.session_id = sid
         if s.agent_id is None:
-            aid = get("agentId")
-            if isinstance(aid, str) and aid and get("isSidechain") is not False:
+            aid = rec.agentId
+            if isinstance(aid, str) and aid and rec.isSidechain is not False:
                 s.agent_id = aid
         if s.cwd is None:
-            cwd = get("cwd")
+            cwd = rec.cwd
             if isinstance(cwd, str) and cwd:
                 s.cwd = cwd
-        version = get("version")
+        version = rec.version
         if version is not None and version != s.version and isinstance(version, str) and version:
             s.version = version
-        ts = get("timestamp")
+        ts = rec.timestamp
         if ts.__class__ is str and ts:
             last = s.last_ts
             if last is None or ts > last:
@@ -358,7 +454,7 @@ class TranscriptParser:
                     s.first_ts = ts
             elif ts < s.first_ts:  # type: ignore[operator]
                 s.first_ts = ts
-        kind = get("type")
+        kind = rec.type
         if kind == "assistant":
             self._assistant(rec, ts)
         elif kind == "user":
@@ -366,7 +462,7 @@ class TranscriptParser:
         elif kind == "progress":
             self._progress(rec)
         elif kind == "system":
-            if rec.get("subtype") == "compact_boundary":
+            if rec.subtype == "compact_boundary":
                 self.compactions += 1
 
     def _when(self, ts: Any) -> datetime | None:
@@ -375,35 +471,33 @@ class TranscriptParser:
             self._last_ts_text, self._last_ts = ts, parse_timestamp(ts)
         return self._last_ts
 
-    def _message_key(self, message: dict[str, Any], rec: dict[str, Any]) -> str:
-        mid = message.get("id")
-        rid = rec.get("requestId")
+    def _message_key(self, mid: Any, rid: Any, uuid: Any) -> str:
+        """A response's dedupe key from its message id, request id and (fallback) line uuid."""
         if isinstance(mid, str) and mid:
             return f"{mid}|{rid}" if isinstance(rid, str) and rid else mid
-        uuid = rec.get("uuid")
         if isinstance(uuid, str) and uuid:
             return f"uuid:{uuid}"
         return f"line:{self.source_path}:{self.offset}"
 
-    def _assistant(self, rec: dict[str, Any], ts: Any) -> None:
-        message = rec.get("message")
-        if not isinstance(message, dict):
+    def _assistant(self, rec: _Line, ts: Any) -> None:
+        message = rec.message
+        if message is None:
             return
-        mid = message.get("id")
+        mid = message.id
         if mid.__class__ is str and mid:  # _message_key's common case, inline
-            rid = rec.get("requestId")
+            rid = rec.requestId
             key = f"{mid}|{rid}" if rid.__class__ is str and rid else mid
         else:
-            key = self._message_key(message, rec)
+            key = self._message_key(mid, rec.requestId, rec.uuid)
         index = self._turn_by_key.get(key)
-        raw_usage = message.get("usage")
+        raw_usage = message.usage
         if index is not None and raw_usage is not None and raw_usage == self._raw_usage.get(key):
             usage = None  # the same counts streamed again on the response's next line
             self.stats.duplicate_usage += 1
         else:
             usage = usage_from_json(raw_usage)
             self._raw_usage[key] = raw_usage
-        model = message.get("model")
+        model = message.model
         model = model if isinstance(model, str) and model else "unknown"
         s = self._s
         if index is None:
@@ -424,27 +518,25 @@ class TranscriptParser:
                 self.stats.duplicate_usage += 1
                 if _usage_rank(usage) > _usage_rank(turn.usage):
                     turn.usage = usage
-        stop = message.get("stop_reason")
+        stop = message.stop_reason
         if isinstance(stop, str):
             s.last_stop_reason = stop
-        content = message.get("content")
-        if isinstance(content, str):
-            self._turn_text(turn, content)
-        elif isinstance(content, list):
+        content = message.content
+        if content.__class__ is list:
             for block in content:
-                if not isinstance(block, dict):
-                    continue
-                btype = block.get("type")
+                btype = block.type
                 if btype == "text":
-                    text = block.get("text")
+                    text = block.text
                     if isinstance(text, str):
                         self._turn_text(turn, text)
                 elif btype == "tool_use":
                     self._tool_use(turn, block, ts)
                 elif btype == "thinking":
-                    thinking = block.get("thinking")
+                    thinking = block.thinking
                     if isinstance(thinking, str):
                         turn.content_bytes += len(thinking)
+        elif content is not None:
+            self._turn_text(turn, content)
 
     def _turn_text(self, turn: Turn, text: str) -> None:
         if text.strip():
@@ -453,15 +545,15 @@ class TranscriptParser:
         if len(turn.text) < MAX_TURN_TEXT:
             turn.text = (turn.text + text)[:MAX_TURN_TEXT]
 
-    def _tool_use(self, turn: Turn, block: dict[str, Any], ts: Any) -> None:
+    def _tool_use(self, turn: Turn, block: _Block, ts: Any) -> None:
         s = self._s
-        tool_id = block.get("id")
+        tool_id = block.id
         tool_id = tool_id if isinstance(tool_id, str) else ""
         if tool_id and tool_id in self._call_by_id:
             return  # the same content block written twice
-        name = block.get("name")
+        name = block.name
         name = name if isinstance(name, str) else "?"
-        raw_input = block.get("input")
+        raw_input = block.input
         tool_input = raw_input if isinstance(raw_input, dict) else {}
         kind = TOOL_KIND_BY_NAME.get(name, "other")
         try:
@@ -518,59 +610,60 @@ class TranscriptParser:
         else:
             s.digest_dropped += 1
 
-    def _user(self, rec: dict[str, Any], ts: Any) -> None:
+    def _user(self, rec: _Line, ts: Any) -> None:
         s = self._s
-        message = rec.get("message")
-        if not isinstance(message, dict):
+        message = rec.message
+        if message is None:
             return
-        if rec.get("isCompactSummary") is True:
+        if rec.isCompactSummary is True:
             self.compactions += 1
             return
-        content = message.get("content")
-        if isinstance(content, str):
+        content = message.content
+        if content is None:
+            return
+        if content.__class__ is str:
             self._prompt(content, ts, rec)
             return
-        if not isinstance(content, list):
-            return
         for block in content:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
+            btype = block.type
             if btype == "tool_result":
                 self._tool_result(block)
             elif btype == "text":
-                text = block.get("text")
+                text = block.text
                 if isinstance(text, str):
                     self._prompt(text, ts, rec)
         # toolUseResult of a Task call names the subagent it ran (old flat layout has no sidecar).
-        result = rec.get("toolUseResult")
-        if isinstance(result, dict):
-            agent_id = result.get("agentId")
-            if isinstance(agent_id, str) and agent_id:
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result":
-                        agent_type = s.task_types.get(str(block.get("tool_use_id")))
-                        if agent_type:
-                            s.subagent_types[agent_id] = agent_type
+        if s.task_types and rec.toolUseResult:
+            agent_types = [s.task_types.get(str(block.tool_use_id)) for block in content if block.type == "tool_result"]
+            agent_types = [t for t in agent_types if t]
+            if agent_types:
+                try:
+                    result = orjson.loads(memoryview(rec.toolUseResult))
+                except orjson.JSONDecodeError:  # raw bytes: never UTF-8-checked by the line decode
+                    result = None
+                agent_id = result.get("agentId") if isinstance(result, dict) else None
+                if isinstance(agent_id, str) and agent_id:
+                    for agent_type in agent_types:
+                        s.subagent_types[agent_id] = agent_type
 
-    def _prompt(self, text: str, ts: Any, rec: dict[str, Any]) -> None:
+    def _prompt(self, text: str, ts: Any, rec: _Line) -> None:
         if text.startswith(_INTERRUPT_MARK):
             self._s.interrupted = True
             return
-        if rec.get("isMeta") is True or text.startswith(("<command-", "<local-command", "Caveat:")):
+        if rec.isMeta is True or text.startswith(("<command-", "<local-command", "Caveat:")):
             return
         if text.strip():
             self.user_prompts.append(UserPrompt(text=text[:MAX_PROMPT_TEXT], timestamp=self._when(ts)))
 
-    def _tool_result(self, block: dict[str, Any]) -> None:
+    def _tool_result(self, block: _Block) -> None:
         s = self._s
-        is_error = block.get("is_error") is True
-        size, head = _text_size(block.get("content"))
+        is_error = block.is_error is True
+        size, head = _text_size(block.content)
         if is_error:
             s.counters["failed"] = s.counters.get("failed", 0) + 1
         if head.startswith(_INTERRUPT_MARK):
             s.interrupted = True
-        index = self._call_by_id.get(str(block.get("tool_use_id")))
+        index = self._call_by_id.get(str(block.tool_use_id))
         if index is None:
             return
         call = self.tool_calls[index]
@@ -582,8 +675,8 @@ class TranscriptParser:
             s.digest[pos][3] = size
             s.digest[pos][4] = 1 if is_error else 0
 
-    def _progress(self, rec: dict[str, Any]) -> None:
-        data = rec.get("data")
+    def _progress(self, rec: _Line) -> None:
+        data = rec.data
         if not isinstance(data, dict):
             return
         inner = data.get("message")
@@ -596,7 +689,8 @@ class TranscriptParser:
         if usage is None:
             return
         # requestId sits on the embedded record, like on a transcript line.
-        key = self._message_key(message, inner if "requestId" in inner else rec)
+        key = self._message_key(message.get("id"), inner["requestId"] if "requestId" in inner else rec.requestId,
+                                inner.get("uuid") if "requestId" in inner else rec.uuid)
         agent_id = data.get("agentId")
         agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
         model = message.get("model")
@@ -607,8 +701,8 @@ class TranscriptParser:
             if _usage_rank(usage) <= _usage_rank(previous.usage):
                 return
         self.embedded[key] = EmbeddedUsage(key, agent_id, model, usage,
-                                           parse_timestamp(inner.get("timestamp") or rec.get("timestamp")))
-        parent_tool = rec.get("parentToolUseID")
+                                           parse_timestamp(inner.get("timestamp") or rec.timestamp))
+        parent_tool = rec.parentToolUseID
         if agent_id and isinstance(parent_tool, str):
             agent_type = self._s.task_types.get(parent_tool)
             if agent_type:

@@ -29,7 +29,7 @@ class ModelPrice:
                    input_price * CACHE_WRITE_1H_FACTOR, input_price * CACHE_READ_FACTOR)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one or more API responses."""
 

@@ -7,7 +7,7 @@ checkpoint capture (``continuity/capture.py``). All text in here is untrusted tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from warden.ingest.pricing import Usage
@@ -16,7 +16,7 @@ from warden.ingest.pricing import Usage
 TOOL_KINDS = ("read", "grep", "glob", "list", "edit", "write", "bash", "task", "web", "todo", "other")
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCall:
     index: int  # order of the call within the run, from 0
     tool_use_id: str
@@ -35,7 +35,7 @@ class ToolCall:
     turn: int = 0  # index of the assistant turn (deduped API message) that made the call
 
 
-@dataclass
+@dataclass(slots=True)
 class Turn:
     """One deduplicated API response of the assistant."""
 
@@ -55,7 +55,7 @@ class Turn:
         return u.input_tokens + u.cache_write_5m + u.cache_write_1h + u.cache_read
 
 
-@dataclass
+@dataclass(slots=True)
 class UserPrompt:
     text: str
     timestamp: datetime | None
@@ -73,7 +73,7 @@ class LineStats:
     oversized: int = 0  # lines longer than the reader's cap, skipped unread
 
 
-@dataclass
+@dataclass(slots=True)
 class EmbeddedUsage:
     """A subagent's API response seen through a ``progress`` line of its parent transcript.
 
@@ -115,6 +115,21 @@ class ParsedRun:
     subagent_types: dict[str, str] = field(default_factory=dict)  # agentId -> subagent_type (from Task calls)
     placeholder_turns: int = 0
     trace_digest: dict = field(default_factory=dict)  # compact action trace for the distiller
+    # Set by ledger_view, which drops the lists that would show whether the run did anything.
+    had_activity: bool | None = None
+
+    def ledger_view(self) -> "ParsedRun":
+        """This run without what only the detectors and checkpoint capture read (tool calls,
+        prompts, turn text): what the collector writes, and cheap to send between processes."""
+        return replace(self, turns=[Turn(t.index, t.message_key, t.model, t.usage, t.timestamp) for t in self.turns],
+                       tool_calls=[], user_prompts=[], had_activity=self.has_activity)
+
+    @property
+    def has_activity(self) -> bool:
+        """Summary-only transcripts (old versions) hold no session activity."""
+        if self.had_activity is not None:
+            return self.had_activity
+        return bool(self.turns or self.tool_calls or self.user_prompts or self.embedded_usage)
 
     @property
     def run_key(self) -> str:
