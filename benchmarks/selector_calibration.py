@@ -2,7 +2,7 @@
 
 Drives the real decision core (``warden.select.decision.decide_rule``) through the suite-runner
 protocol with a synthetic runner of known truth (``warden.select.runner.SyntheticRunner``):
-per suite 8–16 tasks with mean costs log-uniform over 30k–300k weighted tokens, log-normal run
+per suite 8–16 tasks (``--tasks``) with mean costs log-uniform over 30k–300k weighted tokens, log-normal run
 noise with CV 25%, 12% of runs derailed ×1.8, a rule rent of 30–60 tokens (margin k×rent ≈
 0.05–0.2% of a run). True relative savings 0, 2, 5, 10, 20%, a harmful −5% rule, and a rule that
 saves 5% but breaks one task (its check fails with the rule).
@@ -59,9 +59,12 @@ HEAVY_DERAIL = 3.0  # robustness section: derailed runs cost ×3
 ROBUST_SAVINGS = (0.0, 0.10)
 
 
+TASKS_PER_SUITE = (8, 16)
+
+
 def make_suite(seed: int) -> tuple[list[SyntheticTask], float]:
     rng = np.random.default_rng([seed, 1])
-    count = int(rng.integers(8, 17))
+    count = int(rng.integers(TASKS_PER_SUITE[0], TASKS_PER_SUITE[1] + 1))
     return log_uniform_tasks(rng, count), float(rng.uniform(30, 60))
 
 
@@ -297,13 +300,14 @@ def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget
     table = summarize(admissions, audits, robustness)
     table["config"] = {"decisions_per_scenario": decisions, "reaudit_lifecycles": reaudits, "seed": seed,
                        "admission_budget_tokens": budget, "reaudit_budget_tokens": reaudit_budget,
-                       "params": asdict(params), "tasks_per_suite": "8-16",
+                       "params": asdict(params), "tasks_per_suite": "%d-%d" % TASKS_PER_SUITE,
                        "task_cost_range": [30_000, 300_000], "cv": 0.25, "derail": [0.12, 1.8],
                        "rent": [30, 60], "k": K}
     return table
 
 
 def main(argv: list[str] | None = None) -> int:
+    global TASKS_PER_SUITE  # read by make_suite in the (forked) trial workers
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--decisions", type=int, default=400, help="admission decisions per scenario")
     parser.add_argument("--reaudits", type=int, default=150, help="12-night re-audit lifecycles")
@@ -313,8 +317,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robust", type=int, default=100,
                         help="decisions per effect in the heavy-derailment robustness section")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--tasks", default="%d-%d" % TASKS_PER_SUITE, metavar="MIN-MAX",
+                        help="tasks per synthetic suite (warden's golden suites have 5-6)")
     parser.add_argument("--json", metavar="PATH", help="also write the table as JSON")
     args = parser.parse_args(argv)
+    try:
+        low, high = (int(x) for x in args.tasks.split("-"))
+        if not 1 <= low <= high:
+            raise ValueError
+    except ValueError:
+        parser.error(f"--tasks {args.tasks!r}: expected MIN-MAX with 1 ≤ MIN ≤ MAX, e.g. 5-6")
+    TASKS_PER_SUITE = (low, high)
     started = time.perf_counter()
     table = run(args.decisions, args.seed, args.reaudits, DecisionParams(), args.budget,
                 args.reaudit_budget, args.workers, args.robust)
