@@ -118,3 +118,35 @@ def test_infra_abort_exits_1_writes_nothing_and_the_next_night_resumes(warden_ho
     with store.session() as s:
         assert s.query(Receipt).filter_by(rule_id=rule_id).count() == 1
         assert [n.status for n in s.query(NightlyRun)] == ["done"]
+
+
+def test_a_resumed_night_is_charged_for_what_its_interrupted_part_spent(warden_home: Path, monkeypatch) -> None:
+    """The budget is the night's, not each invocation's: a re-run after a kill gets what is left."""
+    from datetime import timedelta
+
+    import warden.select.nightly as nightly
+    from warden.config import load_settings
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+    from warden.store.models import BenchRun, NightlyRun, utcnow
+
+    store = open_store(load_settings())
+    with store.session() as s:
+        s.add(NightlyRun(status="running", stage="select", agents=[AGENT], budget_tokens=1_000_000,
+                         started_at=utcnow() - timedelta(minutes=5)))
+        run = dict(agent=AGENT, task_id="t", config_key="k", backend="sim", model="m", seed=1, suite_hash="h",
+                   fixture_hash="f", outcome="completed", completed=True)
+        s.add(BenchRun(**run, weighted_tokens=300_000.0))  # spent by the killed part of the night
+        s.add(BenchRun(**{**run, "seed": 2}, weighted_tokens=50_000.0, created_at=utcnow() - timedelta(days=1)))
+    budgets: list[float | None] = []
+
+    def fake_select(store, settings, agent, *, budget_tokens=None, **kw):  # type: ignore[no-untyped-def]
+        budgets.append(budget_tokens)
+        return SelectReport(agent=agent, backend="sim", model="m", tokens_spent=100_000.0)
+
+    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    summary = nightly.run_nightly(store, load_settings(), agents=[AGENT], collect=False)
+    assert summary.resumed and budgets == [700_000.0]  # the night's budget minus the earlier 300k
+    assert summary.spent_before_resume == 300_000.0 and summary.tokens_spent == 400_000.0
+    with store.session() as s:
+        assert [(n.status, n.budget_tokens) for n in s.query(NightlyRun)] == [("done", 1_000_000)]

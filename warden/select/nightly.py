@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from warden.config import Settings
 from warden.errors import UsageError
 from warden.select.selector import SelectReport, known_agents, select_agent
 from warden.store.db import Store
-from warden.store.models import NightlyRun, utcnow
+from warden.store.models import BenchRun, NightlyRun, utcnow
 
 STAGES = ("collect", "distill", "select", "done")
 
@@ -33,7 +33,8 @@ class NightlySummary:
     candidates_added: int = 0
     selects: list[SelectReport] = field(default_factory=list)
     aborted: str | None = None
-    tokens_spent: float = 0.0
+    tokens_spent: float = 0.0  # the whole night's, an interrupted earlier part included
+    spent_before_resume: float = 0.0
 
     @property
     def exit_code(self) -> int:
@@ -43,7 +44,8 @@ class NightlySummary:
         return {
             "night_id": self.night_id, "resumed": self.resumed, "collected_runs": self.collected_runs,
             "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
-            "tokens_spent": round(self.tokens_spent, 1), "aborted": self.aborted,
+            "tokens_spent": round(self.tokens_spent, 1),
+            "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
             "agents": [select_report_json(r) for r in self.selects],
         }
 
@@ -76,17 +78,25 @@ def resolve_agents(settings: Settings, agents: Sequence[str] | None) -> list[str
     return list(dict.fromkeys(agents))
 
 
-def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bool]:
+def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bool, int | None, float]:
+    """(night id, resumed, the night's budget, bench tokens it already spent). A resumed night
+    keeps its budget unless a new one is given, and is charged for what its interrupted part
+    spent: every bench run stored since it started (a manual run meanwhile counts too, which
+    errs on the side of spending less)."""
     with store.session() as session:
         open_night = session.scalars(select(NightlyRun).where(NightlyRun.status != "done")
                                      .order_by(NightlyRun.id.desc()).limit(1)).first()
         if open_night is not None:
             open_night.status = "running"
-            return open_night.id, True
+            if budget is not None:
+                open_night.budget_tokens = budget
+            spent = session.scalar(select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+                                   .where(BenchRun.created_at >= open_night.started_at))
+            return open_night.id, True, open_night.budget_tokens, float(spent or 0.0)
         night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget)
         session.add(night)
         session.flush()
-        return night.id, False
+        return night.id, False, budget, 0.0
 
 
 def _set_stage(store: Store, night_id: int, stage: str, **updates: Any) -> None:
@@ -108,10 +118,10 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
 
     say = log or (lambda _m: None)
     chosen = resolve_agents(settings, agents)
-    night_id, resumed = _night(store, chosen, budget_tokens)
-    summary = NightlySummary(night_id, resumed)
+    night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
+    summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before)
     if resumed:
-        say(f"resuming unfinished night #{night_id}")
+        say(f"resuming unfinished night #{night_id} ({spent_before:,.0f} bench tokens spent before)")
     if collect:
         say("collect: new transcripts")
         collected = collect_paths(settings, store=store)
@@ -127,7 +137,7 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
     summary.distilled_runs = len(reports)
     summary.candidates_added = sum(len(r.admitted) for r in reports)
     _set_stage(store, night_id, "select")
-    remaining = None if budget_tokens is None else float(budget_tokens)
+    remaining = None if budget_tokens is None else float(budget_tokens) - spent_before
     for agent in chosen:
         if remaining is not None and remaining <= 0:
             say(f"select {agent}: skipped, budget spent")
