@@ -87,3 +87,22 @@ def test_planner_estimates_spend_and_budget_fit(calibration) -> None:
     assert pooled.replicates == len([r for r in result.evidence.reference if not r.is_infra])
     with pytest.raises(ValueError):
         plan_rule({}, rent, 1e6)
+
+
+def test_planner_uses_the_effect_a_rules_evidence_shows(calibration) -> None:
+    """A re-audit of a rule whose evidence shows a clear 20% saving is planned from that effect
+    (and the information already held), not from the slowest case between the hypotheses."""
+    from warden.select.decision import REAUDIT
+
+    tasks, rent = calibration.make_suite(11)
+    ids = [t.task_id for t in tasks]
+    strong = decide_rule(calibration.make_runner(tasks, 0.20, False, 11), calibration.REFERENCE,
+                         calibration.RULE, ids, rent, budget_tokens=8e6)
+    plan = plan_from_evidence(strong.evidence, ids, rent, 8e6, kind=REAUDIT)
+    assert plan.shown_saving is not None and 0.12 < plan.shown_saving < 0.28
+    assert plan.tokens_if_as_shown is not None
+    assert plan.paired_pass_tokens <= plan.tokens_if_as_shown < plan.tokens_worst
+    replicates: dict[str, list[float]] = {t: [] for t in ids}
+    for record in strong.evidence.reference:
+        replicates[record.task_id].append(record.weighted_tokens)
+    assert plan_rule(replicates, rent, 8e6, kind=REAUDIT).tokens_if_as_shown is None  # no evidence of its own

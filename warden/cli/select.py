@@ -238,7 +238,9 @@ def plan_command(agent: str = typer.Option(..., "--agent"), budget: Optional[int
                   f"({plan['basis']}); budget {_fmt(plan['budget'])}")
     for r in plan["rules"]:
         fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
-        console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{_fmt(r['expected_tokens'])} expected, "
+        shown = ("" if r["shown_saving"] is None
+                 else f" (its evidence so far shows a {100 * r['shown_saving']:.1f}% saving)")
+        console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{_fmt(r['expected_tokens'])} expected{shown}, "
                       f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 60)}")
     if not plan["rules"]:
         console.print("  nothing pending")

@@ -429,11 +429,11 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
             t = next(s for s in summaries if s.task_id == task_id)
             reasons.append(f"regression: {task_id} passed {t.pass_reference}/{t.n_reference} "
                            f"without the rule and {t.pass_rule}/{t.n_rule} with it")
-        theta, variance, _, n_pairs = _estimate(summaries, params)
+        theta, variance, _, n_pairs = pooled_estimate(summaries, params)
         llr = stats.sprt_llr(theta, variance, low, high) if n_pairs >= 2 else 0.0
         return build(Verdict.REGRESSION, theta, variance, llr, n_pairs)
 
-    theta, variance, scale_llr, n_pairs = _estimate(summaries, params)
+    theta, variance, scale_llr, n_pairs = pooled_estimate(summaries, params)
     covered = all(t.log_ratios for t in summaries)
     enough = covered and n_pairs >= max(2.0, params.min_pairs_per_task * len(summaries))
     if covered and n_pairs >= 2 and math.isfinite(variance):
@@ -479,7 +479,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
     return build(Verdict.NEED_MORE, theta, variance, llr, n_pairs, tuple(plan), cost)
 
 
-def _estimate(summaries: Sequence[TaskSummary], params: DecisionParams) -> tuple[float, float, float, int]:
+def pooled_estimate(summaries: Sequence[TaskSummary], params: DecisionParams) -> tuple[float, float, float, int]:
     """(θ̂, conservative variance, robust scale, pairs) from all tasks' paired log ratios."""
     values: list[float] = []
     weights: list[float] = []

@@ -67,10 +67,13 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
             estimate = plan_from_evidence(prior, weights, rent, per_rule_budget, params, kind)
         else:
             estimate = plan_rule(replicates, rent, per_rule_budget, params, weights, kind=kind)
-        expected = (estimate.tokens_if_dead + estimate.tokens_if_effective) / 2
+        # What the rule's own evidence shows beats the average of the two hypotheses.
+        expected = (estimate.tokens_if_as_shown if estimate.tokens_if_as_shown is not None
+                    else (estimate.tokens_if_dead + estimate.tokens_if_effective) / 2)
         total += min(estimate.tokens_worst, per_rule_budget)
         rules.append({"rule_id": rule.id, "kind": kind, "body": rule.body, "rent": rent,
-                      "expected_tokens": expected, "tokens_if_dead": estimate.tokens_if_dead,
+                      "expected_tokens": min(expected, per_rule_budget), "shown_saving": estimate.shown_saving,
+                      "tokens_if_as_shown": estimate.tokens_if_as_shown, "tokens_if_dead": estimate.tokens_if_dead,
                       "tokens_if_effective": estimate.tokens_if_effective,
                       "worst_case_tokens": estimate.tokens_worst, "fits_budget": estimate.fits_budget,
                       "pair_sigma": estimate.pair_sigma, "sigma_assumed": estimate.sigma_assumed,

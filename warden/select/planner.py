@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from warden.select import stats
-from warden.select.decision import ADMISSION, DecisionParams, Evidence, summarize
+from warden.select.decision import ADMISSION, DecisionParams, Evidence, pooled_estimate, summarize
 
 # Spread of one paired log ratio assumed before any replicate exists: CV 25% per run plus
 # 12% derailments ×1.8 (the calibration benchmark's noise; the anchor's runs were noisier).
@@ -39,6 +39,10 @@ class PlanEstimate:
     tokens_if_dead: float  # expected spend when the rule saves only its margin
     tokens_if_effective: float  # … when it saves design_effect above its margin
     tokens_worst: float  # … halfway between (the slowest case)
+    # With paired evidence already (a re-audit, or a candidate measured before): the spend still
+    # expected if the rule goes on saving what its evidence shows, net of the information it has.
+    tokens_if_as_shown: float | None
+    shown_saving: float | None  # relative saving the evidence shows
     budget_tokens: float
     fits_budget: bool  # the worst case fits
     reason: str
@@ -56,12 +60,14 @@ def _robust_sd(values: Sequence[float]) -> float:
 
 def plan_rule(replicates: Mapping[str, Sequence[float]], rent_tokens: float, budget_tokens: float,
               params: DecisionParams | None = None, weights: Mapping[str, float] | None = None,
-              paired_log_ratios: Sequence[float] = (), kind: str = ADMISSION) -> PlanEstimate:
+              paired_log_ratios: Sequence[float] = (), kind: str = ADMISSION,
+              shown: tuple[float, float] | None = None) -> PlanEstimate:
     """Estimate the tokens to decide one rule.
 
     ``replicates``: task id → weighted tokens of recorded reference runs (completed or failed,
     not infra errors). ``paired_log_ratios``: the rule's own paired log ratios so far, if any
-    (they measure the pair spread directly and win over replicates).
+    (they measure the pair spread directly and win over replicates). ``shown``: (θ̂, its
+    variance) of the rule's pooled evidence, if it has any.
     """
     params = params or DecisionParams()
     if not replicates:
@@ -103,6 +109,14 @@ def plan_rule(replicates: Mapping[str, Sequence[float]], rent_tokens: float, bud
         return max(information * tokens_per_information, paired_pass)
 
     dead, effective, worst = tokens_at(low), tokens_at(high), tokens_at((low + high) / 2)
+    as_shown = shown_saving = None
+    if shown is not None and math.isfinite(shown[0]):
+        theta, variance = shown
+        held = 1.0 / variance if math.isfinite(variance) and variance > 0 else 0.0
+        information = stats.wald_asn_information(theta, low, high, params.alpha, params.beta)
+        # The pooled test goes on from the information it holds; a new look still runs a pass.
+        as_shown = max((information - held) * tokens_per_information, paired_pass)
+        shown_saving = stats.relative_saving(theta)
     fits = worst <= budget_tokens
     basis = ("assumed spread (fewer than 3 replicate degrees of freedom)" if assumed
              else f"spread from {'paired runs' if len(paired_log_ratios) >= 4 else 'replicates'}")
@@ -117,7 +131,8 @@ def plan_rule(replicates: Mapping[str, Sequence[float]], rent_tokens: float, bud
         tasks=len(replicates), replicates=sum(len(v) for v in replicates.values()),
         pair_sigma=sigma, sigma_assumed=assumed, reference_cost=reference_cost,
         paired_pass_tokens=paired_pass, tokens_if_dead=dead, tokens_if_effective=effective,
-        tokens_worst=worst, budget_tokens=float(budget_tokens), fits_budget=fits, reason=reason)
+        tokens_worst=worst, tokens_if_as_shown=as_shown, shown_saving=shown_saving,
+        budget_tokens=float(budget_tokens), fits_budget=fits, reason=reason)
 
 
 def plan_from_evidence(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str],
@@ -129,5 +144,8 @@ def plan_from_evidence(evidence: Evidence, tasks: Mapping[str, float] | Sequence
     for record in evidence.reference:
         if record.task_id in replicates and not record.is_infra:
             replicates[record.task_id].append(record.weighted_tokens)
-    ratios = [d for s in summarize(evidence, weights) for d in s.log_ratios]
-    return plan_rule(replicates, rent_tokens, budget_tokens, params, weights, ratios, kind)
+    summaries = summarize(evidence, weights)
+    ratios = [d for s in summaries for d in s.log_ratios]
+    theta, variance, _, pairs = pooled_estimate(summaries, params or DecisionParams())
+    shown = (theta, variance) if pairs >= 2 else None
+    return plan_rule(replicates, rent_tokens, budget_tokens, params, weights, ratios, kind, shown)
