@@ -41,3 +41,18 @@ def test_plan_refuses_unknown_agent(warden_home) -> None:
     settings = load_settings()
     with open_store(settings).session() as s, pytest.raises(UsageError, match="unknown agent"):
         plan_agent(s, settings, "nobody")
+
+
+def test_plan_command_prints_each_pending_rule(warden_home, capsys) -> None:
+    from warden.cli.app import main
+
+    settings = load_settings()
+    tasks = [t.id for t in load_suite(settings.golden_dir, "backend").tasks]
+    with open_store(settings).session() as s:
+        s.add(Rule(agent="backend", body="Grep for the symbol or text you need before opening any file."))
+        for i, task in enumerate(tasks):
+            for k in range(3):
+                s.add(_run(task, 40_000 * (1 + i) * (1 + 0.2 * k)))
+    assert main(["plan", "--agent", "backend"]) == 0
+    out = capsys.readouterr().out
+    assert "rule 1 (admission)" in out and "worst case" in out and "Grep for the symbol" in out
