@@ -93,16 +93,17 @@ def test_stale_runs_and_other_memories_are_not_reused(store, tmp_path):
         s.execute(update(BenchRun).values(created_at=utcnow() - timedelta(days=8)))
     runner.run([frozenset()], [PairRequest("golden-01", 0)])
     assert n_runs(store) == 2 and runner.runs_reused == 0
-    # the active set gets compiled as a new ruleset version: its memory (and runs) differ
+    # before any compile a set is labelled v1 (what the first compile makes); compiled as another
+    # version, its memory (and runs) differ
     active = add_rule(store, "Grep for the symbol before opening any file.", state="active")
     runner.run([frozenset({active})], [PairRequest("golden-01", 0)])
     with store.session() as s:
-        s.add(RulesetVersion(agent=AGENT, version=1, rule_ids=[active], memory_sha256="0" * 64))
+        s.add(RulesetVersion(agent=AGENT, version=2, rule_ids=[active], memory_sha256="0" * 64))
     runner.run([frozenset({active})], [PairRequest("golden-01", 0)])
     assert n_runs(store) == 4
     with store.session() as s:
         versions = sorted((r.ruleset_version or 0) for r in s.scalars(select(BenchRun).where(BenchRun.config_key == str(active))))
-    assert versions == [0, 1]
+    assert versions == [0, 2]
 
 
 def test_infra_failures_abort_and_are_never_reused(store, tmp_path):

@@ -181,3 +181,29 @@ def test_an_invocation_budget_too_small_for_a_round_writes_no_inconclusive(env) 
         assert report.decisions == [] and f"rule {rid}" in report.skipped[0]
     with store.session() as s:
         assert s.query(Receipt).count() == 1 and s.get(Rule, rid).state == "candidate"
+
+
+def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp_path: Path) -> None:
+    """Night 1 measures a candidate against the empty active set before anything was compiled;
+    the night's compile makes version 1 of that same empty set. Night 2's candidate reuses
+    night 1's reference runs: before the first compile, every arm is labelled version 1."""
+    from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
+    from warden.bench.suite_runner import BenchSuiteRunner
+
+    settings, store = env
+    bench = make_workbench(tmp_path, FakeBackend)
+
+    def night(body: str) -> BenchSuiteRunner:
+        with store.session() as s:
+            s.add(Rule(agent=AGENT, body=body))
+        runner = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=bench, model_id=MODEL, concurrency=2)
+        Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run(2_000_000)
+        return runner
+
+    first = night("Say thanks at the end of every reply you write.")
+    with store.session() as s:
+        assert s.query(Rule).filter(Rule.state == "active").count() == 0  # the active set stays empty
+        assert s.query(Receipt).one().ruleset_version == 1
+    assert first.runs_reused == 0
+    second = night("Mention the weather in every reply you write today.")
+    assert second.runs_reused > 0

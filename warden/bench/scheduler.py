@@ -209,8 +209,9 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
             and sorted(int(i) for i in latest.rule_ids) == list(ids):
         version = latest.version
     # Any other set is labelled as the version it would compile to, so that the header line
-    # costs every arm the same bytes (an "unversioned" label would tax one arm a few tokens a call).
-    label = version if version is not None else (latest.version + 1 if latest is not None else None)
+    # costs every arm the same bytes; before the first compile that is version 1, so the runs of
+    # a night with nothing compiled yet stay reusable once its compile makes the empty set v1.
+    label = version if version is not None else (latest.version + 1 if latest is not None else 1)
     text = render_memory(agent, rules, label)
     return RunMemory(ids, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), version)
 
