@@ -13,8 +13,10 @@ from warden.config import Settings, load_settings
 from warden.sanitize import strip_controls
 from warden.store.db import Store, open_store
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a message line is never broken at the console width (piped output is 80 columns);
+# the terminal, a log viewer or a pager wraps it. Tables use wide_console().
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def settings() -> Settings:
