@@ -374,7 +374,7 @@ class Collector:
                 future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
                                      self.post_ingest)
                 window.append((path, st, start, future))
-                while len(window) >= 8 * jobs:  # parses in flight: workers never wait on a batch write
+                while len(window) >= 64 * jobs:  # parses in flight: workers never wait on a batch write
                     drain_one()
             while window:
                 drain_one()
