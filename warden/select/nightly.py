@@ -58,9 +58,10 @@ def select_report_json(r: SelectReport) -> dict[str, Any]:
         "aborted": r.aborted, "skipped": r.skipped,
         "decisions": [{"rule_id": d.rule_id, "body": d.body, "kind": d.kind, "verdict": d.verdict,
                        "state_before": d.state_before, "state_after": d.state_after,
-                       "estimate_tokens": round(d.estimate_tokens, 1),
-                       "interval_tokens": [round(x, 1) for x in d.interval_tokens],
-                       "margin_tokens": round(d.margin_tokens, 1), "tokens_spent": round(d.tokens_spent, 1),
+                       # unrounded, as the receipt stores them: a rounded copy rendered again
+                       # could differ from the receipt in the last digit
+                       "estimate_tokens": d.estimate_tokens, "interval_tokens": list(d.interval_tokens),
+                       "margin_tokens": d.margin_tokens, "tokens_spent": d.tokens_spent,
                        "receipt_id": d.receipt_id} for d in r.decisions],
         "memory": None if memory is None else {
             "path": str(memory.path), "version": memory.version, "changed": memory.changed,
