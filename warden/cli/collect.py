@@ -71,14 +71,8 @@ def sessions(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
     """List session runs (a main session or one subagent transcript each)."""
-    s = settings()
-    st = store(s)
-    try:
-        with st.session() as db:
-            rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since),
-                                         limit=limit)
-    finally:
-        st.engine.dispose()
+    with store().session() as db:
+        rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since), limit=limit)
     if as_json:
         print_json(rows)
         return
@@ -102,14 +96,9 @@ def sessions(
 
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Per agent: sessions, tokens by type, cost, cost-weighted tokens, p75, re-read rate."""
-    s = settings()
-    st = store(s)
-    try:
-        with st.session() as db:
-            data = queries.status(db)
-            data["learning"] = learning_overview(db)
-    finally:
-        st.engine.dispose()
+    with store().session() as db:
+        data = queries.status(db)
+        data["learning"] = learning_overview(db)
     if as_json:
         print_json(data)
         return
