@@ -190,3 +190,22 @@ def test_ids_from_path_both_subagent_layouts() -> None:
 def test_subagent_records_carry_parent_session_and_own_agent_id() -> None:
     run = parse_bytes(jsonl([assistant("m1", "r1", usage(), agent_id="a77")]), agent_id="from-name")
     assert run.session_id == SESSION and run.agent_id == "a77"
+
+
+def test_absurd_token_counts_count_as_zero_and_collect_still_stores_the_line(tmp_path) -> None:
+    from warden.config import load_settings
+    from warden.ingest.collector import collect_paths
+    from warden.store.db import open_store
+    from warden.store.models import SessionRun
+
+    huge = 10**30  # beyond any response, and beyond the database's 64-bit integers
+    data = jsonl([assistant("m1", "r1", usage(huge, 5)), assistant("m2", "r2", usage(7, 2**63 - 1))])
+    run = parse_bytes(data)
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (7, 5) and run.stats.malformed == 0
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(data)
+    summary = collect_paths(load_settings(), [path])
+    assert summary.runs_updated == 1
+    with open_store(load_settings()).session() as s:
+        row = s.query(SessionRun).one()
+        assert (row.input_tokens, row.output_tokens) == (7, 5)

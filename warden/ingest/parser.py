@@ -204,11 +204,14 @@ def parse_timestamp(value: Any) -> datetime | None:
     return dt
 
 
+MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
+
+
 def _count(value: Any) -> int:
-    """A token count from untrusted JSON: non-negative int, anything else is 0."""
+    """A token count from untrusted JSON: an int (or integral float) in [0, MAX_COUNT), else 0."""
     if value.__class__ is int:
-        return value if value > 0 else 0
-    if type(value) is float and value == value and value > 0 and value < 1e15:
+        return value if 0 < value < MAX_COUNT else 0
+    if type(value) is float and value == value and 0 < value < MAX_COUNT:
         return int(value)
     return 0
 
