@@ -4,9 +4,9 @@ No I/O here: the collector reads files and feeds raw lines (bytes, newline strip
 parser never raises on line content — every odd line is tolerated and counted in
 :class:`LineStats` (``non_utf8``: a line whose fields the ledger reads are not valid UTF-8, read
 again with replacement characters; bytes inside fields it never reads are skipped unexamined,
-which is what keeps decoding fast) — and it can resume: :meth:`TranscriptParser.state` is a small JSON-able
-snapshot, and a parser built from it continues an appended transcript from the last consumed
-offset with the same counters, read registry and trace digest (DESIGN.md §3).
+which is what keeps decoding fast) — and it can resume: :meth:`TranscriptParser.state` is a
+small JSON-able snapshot, and a parser built from it continues an appended transcript from the
+last consumed offset with the same counters, read registry and trace digest (DESIGN.md §3).
 
 Usage (the ledger's numbers):
 
@@ -138,8 +138,8 @@ _LINE_DECODER = msgspec.json.Decoder(_Line)
 
 def _decode(line: bytes) -> Any:
     """One line → :class:`_Line`; :data:`_BAD` for a line that is not JSON (or whose read fields
-    are not UTF-8), and a plain value for JSON that is not an object. (A fast path that decoded only the head of
-    tool-result lines saved little and consumed a half-written last line as whole.)"""
+    are not UTF-8), and a plain value for JSON that is not an object. (A fast path that decoded
+    only the head of tool-result lines saved little and consumed a half-written last line.)"""
     try:
         return _LINE_DECODER.decode(line)
     except msgspec.ValidationError:
