@@ -63,3 +63,16 @@ def test_receipt_of_an_adopted_rule_shows_the_claimed_foreign_evidence(warden_ho
     assert "anthropic/claude-sonnet-4-5" in out and "no decisions yet" in out
     assert main(["receipt", str(rule_id), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rule"]["claimed_evidence"]["evidence"][0]["n_pairs"] == 24
+
+
+def test_provenance_reads_as_a_sentence_for_every_origin() -> None:
+    from warden.select.receipts import provenance_summary
+
+    distilled = {"run_key": "s1:main", "distiller": "model", "model": "claude-sonnet-4-6",
+                 "findings": [{"waste_kind": "reread", "occurrences": 2, "saving_tokens": 6889.6}],
+                 "trace_sha256": "ab" * 32, "trace": [["read", "x", 1, 2, 0]]}
+    assert provenance_summary(distilled) == ("run s1:main · model distiller, model claude-sonnet-4-6 · "
+                                             "waste seen: reread ×2 (~6,890 tokens) · trace abababababab")
+    assert provenance_summary({"origin": "manual"}) == "added by hand"
+    assert provenance_summary({"adopted_from": "team.json", "ledger_agent": "backend"}).startswith("adopted from team.json")
+    assert provenance_summary({}) == "unknown" and provenance_summary({"x": 1}) == "x=1"

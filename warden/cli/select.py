@@ -100,7 +100,7 @@ def select_command(
 def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
                     as_json: bool = typer.Option(False, "--json")) -> None:
     """A rule's whole history: every decision with its evidence, provenance and current state."""
-    from warden.select.receipts import rule_history
+    from warden.select.receipts import provenance_summary, rule_history
 
     with store().session() as session:
         history = rule_history(session, rule_id)
@@ -114,9 +114,7 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
     console.print(f"  {safe(rule['body'])}")
     if rule["scope"]:
         console.print(f"  scope: {safe(rule['scope'])}")
-    digest = rule["provenance_digest"] or {}
-    if digest:
-        console.print(f"  born of: {safe(str(digest), 300)}")
+    console.print(f"  born of: {safe(provenance_summary(rule['provenance_digest']), 400)}")
     if rule["claimed_evidence"]:
         _render_claimed(rule["claimed_evidence"])
     if not history["receipts"]:

@@ -40,6 +40,31 @@ def rule_dict(rule: Rule) -> dict[str, Any]:
     }
 
 
+def provenance_summary(digest: dict[str, Any] | None) -> str:
+    """One line saying where a rule came from, from its provenance digest (untrusted text: the
+    caller sanitizes it for its medium)."""
+    if not digest:
+        return "unknown"
+    if digest.get("origin") == "manual":
+        return "added by hand"
+    if "adopted_from" in digest:
+        return f"adopted from {digest['adopted_from']} (a ledger of agent {digest.get('ledger_agent', '?')})"
+    parts = []
+    if digest.get("run_key"):
+        parts.append(f"run {digest['run_key']}")
+    if digest.get("distiller"):
+        model = f", model {digest['model']}" if digest.get("model") else ""
+        parts.append(f"{digest['distiller']} distiller{model}")
+    findings = [f for f in digest.get("findings") or [] if isinstance(f, dict)]
+    if findings:
+        parts.append("waste seen: " + ", ".join(
+            f"{f.get('waste_kind', '?')} ×{f.get('occurrences', '?')} (~{float(f.get('saving_tokens') or 0):,.0f} tokens)"
+            for f in findings))
+    if digest.get("trace_sha256"):
+        parts.append(f"trace {str(digest['trace_sha256'])[:12]}")
+    return " · ".join(parts) if parts else ", ".join(f"{k}={v}" for k, v in sorted(digest.items()))
+
+
 def get_rule(session: Session, rule_id: int) -> Rule:
     rule = session.get(Rule, rule_id)
     if rule is None:
