@@ -31,6 +31,10 @@ def _tables(engine: Engine) -> set[str]:
     return set(inspect(engine).get_table_names()) - {"alembic_version"}
 
 
+def test_the_head_every_command_checks_is_alembics_head() -> None:
+    assert db.HEAD_REVISION == db.head_revision()
+
+
 def test_upgrade_from_empty_then_downgrade_to_base(engine: Engine) -> None:
     assert _tables(engine) == set()
     db.upgrade(engine)

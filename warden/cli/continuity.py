@@ -18,7 +18,13 @@ from warden.continuity.fence import fence_checkpoint
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
 
-from warden.select.selector import recompile_compiled_memories  # noqa: E402
+def _recompile_memories(db: Any, s: Any) -> None:
+    """No MEMORY.md keeps pointing at a removed checkpoint. (The selector, and its statistics
+    stack, is imported only by the commands that change checkpoints.)"""
+    from warden.select.selector import recompile_compiled_memories
+
+    recompile_compiled_memories(db, s)
+
 
 checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune.", no_args_is_help=True)
 
@@ -109,7 +115,7 @@ def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, help="Checkpoint
     s = settings()
     with store(s).session() as db:
         n = service.forget(db, checkpoint_ids=list(checkpoint_ids or []), session_id=session_id)
-        recompile_compiled_memories(db, s)  # no MEMORY.md keeps pointing at a forgotten checkpoint
+        _recompile_memories(db, s)  # no MEMORY.md keeps pointing at a forgotten checkpoint
     if as_json:
         print_json({"forgotten": n})
     else:
@@ -127,7 +133,7 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
     with store(s).session() as db:
         res = service.prune(db, max_age_days=s.checkpoint_max_age_days if older_than is None else older_than,
                             keep=s.checkpoint_keep if keep is None else keep)
-        recompile_compiled_memories(db, s)
+        _recompile_memories(db, s)
     if as_json:
         print_json({"deleted_by_age": res.by_age, "deleted_by_count": res.by_count, "remaining": res.remaining})
     else:

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from warden.cli.common import console, print_json, safe, settings, store
 from warden.distill import rules_admin
-from warden.distill.service import distill_dry_run, distill_runs
 from warden.errors import UsageError, WardenError
 
 rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, scope, forget).",
@@ -44,9 +43,13 @@ def distill_command(
     if paths:
         if agent or run is not None:
             raise UsageError("give transcript PATHS or --agent/--run, not both")
+        from warden.distill.service import distill_dry_run  # the SDK loads only when distilling
+
         reports = distill_dry_run(list(paths), s, distiller=chosen)
         dry_run = True
     else:
+        from warden.distill.service import distill_runs
+
         reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run)
     if as_json:
         print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports]}))
