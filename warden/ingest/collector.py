@@ -336,6 +336,7 @@ class Collector:
                         fresh.append((path, st, offset_row, start, result))
                     else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                         stale.append(path)
+                        self._precaptured.pop(id(result[0]), None)  # never left for a reused id
                 if fresh:
                     self._store_files(session, fresh, summary)
                 batch.clear()
