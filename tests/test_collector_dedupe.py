@@ -157,3 +157,54 @@ def test_non_regular_files_are_skipped_not_opened(tmp_path: Path) -> None:
     summary = collect_paths(load_settings(), [proj])
     assert summary.files_skipped == 1 and summary.files_ingested == 1
     assert "not a regular file" in summary.skipped[0]
+
+
+def test_a_file_a_hook_ingests_during_a_bulk_collect_is_redone_not_doubled(tmp_path: Path, corpus: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parser processes parse from the offsets read at the start; a file that something else
+    ingested meanwhile is found stale at write time and collected again from its new offset."""
+    import warden.ingest.collector as collector
+    from warden.store.models import Checkpoint, IngestOffset
+
+    files = collector.discover_transcripts([corpus])
+    monkeypatch.setenv("WARDEN_TEST_RACED", str(files[0]))
+    monkeypatch.setattr(collector, "_parse_in_worker", _parse_after_a_hook)
+    redone: list[str] = []  # files this (the writing) process ingested again by itself
+    plain_ingest = collector.Collector.ingest_file
+    monkeypatch.setattr(collector.Collector, "ingest_file",
+                        lambda self, path, **kw: redone.append(path) or plain_ingest(self, path, **kw))
+    summary = collect_paths(load_settings(), [corpus], jobs=2)
+    assert summary.files_skipped == 0 and redone == [str(files[0])]
+    with open_store(load_settings()).session() as s:
+        raced_totals = {r.run_key: (r.input_tokens, r.output_tokens, r.cache_read_tokens) for r in s.scalars(select(SessionRun))}
+        checkpoints = sorted((c.run_key, c.trigger) for c in s.scalars(select(Checkpoint)))
+        assert s.scalars(select(IngestOffset)).all()
+    monkeypatch.undo()
+    clean_home = tmp_path / "clean"
+    monkeypatch.setenv("WARDEN_HOME", str(clean_home))
+    clean_home.mkdir()
+    collect_paths(load_settings(), [corpus], jobs=1)
+    with open_store(load_settings()).session() as s:
+        assert raced_totals == {r.run_key: (r.input_tokens, r.output_tokens, r.cache_read_tokens)
+                                for r in s.scalars(select(SessionRun))}
+        assert checkpoints == sorted((c.run_key, c.trigger) for c in s.scalars(select(Checkpoint)))
+
+
+def _parse_after_a_hook(path: str, *args):  # type: ignore[no-untyped-def]
+    """A parser process's job, for one file after a hook ingested it (module level: pickled by name)."""
+    import os
+
+    import warden.ingest.collector as collector
+
+    if path == os.environ["WARDEN_TEST_RACED"]:
+        collector.Collector(open_store(load_settings()), load_settings()).ingest_file(path)
+    return _REAL_PARSE(path, *args)
+
+
+def _real_parse():  # type: ignore[no-untyped-def]
+    import warden.ingest.collector as collector
+
+    return collector._parse_in_worker
+
+
+_REAL_PARSE = _real_parse()
