@@ -44,6 +44,17 @@ def test_per_session_totals_equal_the_expected_file(corpus: Path) -> None:
     assert got == expected
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_per_session_totals_on_every_database(any_store, corpus: Path, jobs: int) -> None:  # type: ignore[no-untyped-def]
+    """The whole collect (checkpoints included), sequential and with parser processes, into SQLite
+    and, when configured, PostgreSQL; twice, the second time changing nothing."""
+    expected = json.loads((corpus.parent / EXPECTED_NAME).read_text())
+    first = collect_paths(load_settings(), [corpus], store=any_store, jobs=jobs)
+    assert first.files_skipped == 0 and _by_session(any_store) == expected
+    again = collect_paths(load_settings(), [corpus], store=any_store, jobs=jobs)
+    assert again.files_unchanged == 22 and _by_session(any_store) == expected
+
+
 def test_costs_agree_with_ccusage_except_for_1h_cache_writes(corpus: Path) -> None:
     """ccusage is a cross-check, not the truth: for every one of its 19 entries its cost equals
     ours once 1-hour cache writes are priced its way (at the 5-minute rate, 1.25x input). The API
