@@ -208,3 +208,24 @@ def _real_parse():  # type: ignore[no-untyped-def]
 
 
 _REAL_PARSE = _real_parse()
+
+
+def test_ids_too_long_or_odd_for_the_ledger_fall_back_and_collect_everywhere(any_store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Untrusted ids are validated where they are read: a 500-character session id, an agent id
+    with a space, and a file name that is no id at all never reach the ledger's keys."""
+    from collect_support import jsonl
+    from warden.names import MAX_ID_LENGTH
+
+    project = tmp_path / "projects" / "p"
+    project.mkdir(parents=True)
+    (project / "s1.jsonl").write_bytes(jsonl([assistant("m1", "r1", usage(3, 5), session="s" * 500)]))
+    (project / ("n" * 200 + ".jsonl")).write_bytes(jsonl([assistant("m2", "r2", usage(7, 1), session="",
+                                                                      agent_id="has space")]))
+    summary = collect_paths(load_settings(), [tmp_path / "projects"], store=any_store)
+    assert summary.files_skipped == 0 and summary.runs_updated == 2
+    with any_store.session() as s:
+        rows = {r.run_key: r for r in s.scalars(select(SessionRun))}
+    assert "s1:main" in rows and rows["s1:main"].input_tokens == 3
+    [other] = [r for k, r in rows.items() if k != "s1:main"]
+    assert other.run_key.startswith("file-") and other.agent_id is None and other.input_tokens == 7
+    assert all(len(k) <= 2 * MAX_ID_LENGTH + 1 for k in rows)

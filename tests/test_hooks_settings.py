@@ -85,3 +85,17 @@ def test_plugin_manifest_and_hooks_json_name_the_hook_commands() -> None:
     hooks = json.loads((repo / "hooks" / "hooks.json").read_text())["hooks"]
     for claude_event, event in HOOK_EVENTS.items():
         assert hooks[claude_event][0]["hooks"][0]["command"] == f"warden hook {event}"
+
+
+def test_ids_from_a_hook_payload_become_path_parts_only_when_plain() -> None:
+    from warden.ingest.hooks import _transcript_paths
+    from warden.names import valid_id
+
+    assert valid_id("3f1c2a9e-0b7d-4c1e-9f00-1a2b3c4d5e6f") and valid_id("a2271d1")
+    for bad in ("..", "a/b", "a\\\\b", "s:1", "has space", "x" * 129, "", None, 7, "tab\\there", "dots..up"):
+        assert valid_id(bad) is None, bad
+    plain = _transcript_paths("subagent-stop", {"transcript_path": "/p/s1.jsonl", "session_id": "s1", "agent_id": "a1"})
+    assert plain == ["/p/s1/subagents/agent-a1.jsonl", "/p/agent-a1.jsonl"]
+    sneaky = _transcript_paths("subagent-stop", {"transcript_path": "/p/s1.jsonl", "session_id": "../../etc",
+                                                 "agent_id": "a1"})
+    assert sneaky == []

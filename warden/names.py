@@ -1,8 +1,10 @@
-"""Names that end up in paths (agents): validated once, here."""
+"""Names that end up in paths or the ledger's keys (agents, session and agent ids): validated
+once, here."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from warden.errors import UsageError
 
@@ -14,3 +16,16 @@ def validate_agent_name(name: str) -> str:
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name) or ".." in name:
         raise UsageError(f"invalid agent name {name!r}: use letters, digits, '-', '_' or '.'")
     return name
+
+
+MAX_ID_LENGTH = 128  # session and agent ids are UUIDs or short hex; a run key has room for two
+_ID_FORBIDDEN = frozenset(":/\\")  # ':' separates a run key's parts; slashes would make path parts
+
+
+def valid_id(value: Any) -> str | None:
+    """A session or agent id from an untrusted transcript, path or hook payload: a printable word
+    of at most :data:`MAX_ID_LENGTH` characters, no whitespace, ':', slash or '..', else None."""
+    if (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()
+            and ".." not in value and not any(c.isspace() or c in _ID_FORBIDDEN for c in value)):
+        return value
+    return None

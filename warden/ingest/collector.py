@@ -189,6 +189,11 @@ def read_meta_sidecar(path: str) -> str | None:
 # ---------------------------------------------------------------------------- rows
 
 
+def _file_session_id(path: str) -> str:
+    """The session id of a transcript whose records and name give none: stable per file."""
+    return "file-" + hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
 def run_key_for(session_id: str, agent_id: str | None) -> str:
     return f"{session_id}:{agent_id or MAIN_AGENT}"
 
@@ -451,7 +456,7 @@ class Collector:
             if parsed.agent_id and not parsed.agent_type:
                 parsed.agent_type = read_meta_sidecar(path)
             if _has_activity(parsed, prior_state):
-                runs.append((path, parsed, run_key_for(parsed.session_id or Path(path).stem, parsed.agent_id)))
+                runs.append((path, parsed, run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id)))
             else:
                 runs.append(None)
         with session.no_autoflush:

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from warden.names import valid_id
+
 EVENTS = ("stop", "subagent-stop", "session-start")
 BUDGET_S = 1.9  # from process start; 0.1 s of headroom under the 2-second promise
 MIN_WORK_S = 0.3  # time the hook always gets after start-up, even on a starved machine
@@ -147,7 +149,9 @@ def _transcript_paths(event: str, payload: dict[str, Any]) -> list[str]:
         if agent_path:
             paths.append(agent_path)
         else:
-            main_path, session_id, agent_id = text("transcript_path"), text("session_id"), text("agent_id")
+            # the ids become path parts: only plain ids (no separators, no "..")
+            main_path, session_id, agent_id = (text("transcript_path"), valid_id(payload.get("session_id")),
+                                               valid_id(payload.get("agent_id")))
             if main_path and session_id and agent_id:
                 base = os.path.dirname(main_path)
                 paths.append(os.path.join(base, session_id, "subagents", f"agent-{agent_id}.jsonl"))

@@ -35,6 +35,7 @@ import orjson
 
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
+from warden.names import valid_id
 from warden.tokens import BYTES_PER_TOKEN
 
 PARSER_VERSION = "1"
@@ -435,11 +436,11 @@ class TranscriptParser:
         s = self._s
         if s.session_id is None:
             sid = rec.sessionId
-            if isinstance(sid, str) and sid:
+            if sid is not None and valid_id(sid):
                 s.session_id = sid
         if s.agent_id is None:
             aid = rec.agentId
-            if isinstance(aid, str) and aid and rec.isSidechain is not False:
+            if aid is not None and valid_id(aid) and rec.isSidechain is not False:
                 s.agent_id = aid
         if s.cwd is None:
             cwd = rec.cwd
@@ -644,8 +645,8 @@ class TranscriptParser:
                     result = orjson.loads(memoryview(rec.toolUseResult))
                 except orjson.JSONDecodeError:  # raw bytes: never UTF-8-checked by the line decode
                     result = None
-                agent_id = result.get("agentId") if isinstance(result, dict) else None
-                if isinstance(agent_id, str) and agent_id:
+                agent_id = valid_id(result.get("agentId")) if isinstance(result, dict) else None
+                if agent_id:
                     for agent_type in agent_types:
                         s.subagent_types[agent_id] = agent_type
 
@@ -694,8 +695,7 @@ class TranscriptParser:
         # requestId sits on the embedded record, like on a transcript line.
         key = self._message_key(message.get("id"), inner["requestId"] if "requestId" in inner else rec.requestId,
                                 inner.get("uuid") if "requestId" in inner else rec.uuid)
-        agent_id = data.get("agentId")
-        agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
+        agent_id = valid_id(data.get("agentId"))
         model = message.get("model")
         model = model if isinstance(model, str) and model else "unknown"
         previous = self.embedded.get(key)
@@ -785,13 +785,14 @@ def ids_from_path(path: str) -> tuple[str | None, str | None]:
 
     ``<project>/<sessionId>.jsonl`` → (sessionId, None); ``<project>/agent-<id>.jsonl`` (flat,
     1.x–2.0.x) → (None, id); ``<sessionId>/subagents/agent-<id>.jsonl`` (2.1.x) → (sessionId, id).
+    A name that is not a valid id (:func:`valid_id`) suggests nothing.
     """
     name = os.path.basename(path)
     stem = name[:-6] if name.endswith(".jsonl") else name
     if stem.startswith("agent-"):
-        agent_id = stem[len("agent-"):] or None
+        agent_id = valid_id(stem[len("agent-"):])
         parent = os.path.dirname(path)
         if os.path.basename(parent) == "subagents":
-            return os.path.basename(os.path.dirname(parent)) or None, agent_id
+            return valid_id(os.path.basename(os.path.dirname(parent))), agent_id
         return None, agent_id
-    return stem or None, None
+    return valid_id(stem), None
