@@ -229,3 +229,18 @@ def test_ids_too_long_or_odd_for_the_ledger_fall_back_and_collect_everywhere(any
     [other] = [r for k, r in rows.items() if k != "s1:main"]
     assert other.run_key.startswith("file-") and other.agent_id is None and other.input_tokens == 7
     assert all(len(k) <= 2 * MAX_ID_LENGTH + 1 for k in rows)
+
+
+def test_a_path_too_long_for_the_ledger_is_skipped_with_its_reason(any_store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from collect_support import jsonl
+
+    deep = tmp_path / "projects"
+    for i in range(6):  # 6 × 200 characters of directories
+        deep = deep / (chr(ord("a") + i) * 200)
+    deep.mkdir(parents=True)
+    (deep / "s1.jsonl").write_bytes(jsonl([assistant("m1", "r1", usage(3, 5), session="s1")]))
+    (tmp_path / "projects" / "s2.jsonl").write_bytes(jsonl([assistant("m2", "r2", usage(7, 1), session="s2")]))
+    summary = collect_paths(load_settings(), [tmp_path / "projects"], store=any_store)
+    assert summary.files_skipped == 1 and "path longer than 1000 characters" in summary.skipped[0]
+    with any_store.session() as s:
+        assert [r.run_key for r in s.scalars(select(SessionRun))] == ["s2:main"]

@@ -40,6 +40,7 @@ from warden.store.models import IngestOffset, SessionRun, UsageMessage
 READ_CHUNK = 8 << 20
 MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
 HEAD_BYTES = 4096  # hashed to notice a transcript rewritten under the same name
+MAX_PATH_CHARS: int = IngestOffset.__table__.c.path.type.length  # the offsets' key column
 IN_CHUNK = 500  # bound on SQL IN-lists / multi-row statements
 MAIN_AGENT = "main"
 UNKNOWN_SUBAGENT = "subagent"
@@ -391,6 +392,10 @@ class Collector:
         """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged).
         ``known``: the offset rows of a bulk collect, loaded at its start (a row a hook writes
         later is caught when the parse is stored, which re-reads the row)."""
+        if len(path) > MAX_PATH_CHARS:
+            summary.files_skipped += 1
+            summary.skipped.append(f"{path[:80]}…: path longer than {MAX_PATH_CHARS} characters")
+            return None
         try:
             st = os.stat(path)
         except OSError as exc:
