@@ -34,3 +34,16 @@ def test_a_missing_or_modified_fixture_is_named_before_the_tasks(capsys, monkeyp
     assert main(["bench", "--agent", "backend"]) == 1
     err = capsys.readouterr().err.strip()
     assert "was modified (changed: ledgerly/money.py)" in err and "\n" not in err
+
+
+def test_a_model_id_no_column_can_hold_is_a_usage_error() -> None:
+    import pytest
+
+    from warden.bench.agents.anthropic_backend import resolve_model
+    from warden.config import load_settings
+    from warden.errors import UsageError
+
+    assert resolve_model(load_settings(), "claude-sonnet-4-6") == "claude-sonnet-4-6"
+    for bad in ("m" * 121, "claude sonnet", "claude\x1b[2J"):
+        with pytest.raises(UsageError, match="invalid model id"):
+            resolve_model(load_settings(), bad)

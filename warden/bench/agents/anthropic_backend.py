@@ -30,9 +30,17 @@ from warden.errors import UsageError
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
+MAX_MODEL_CHARS = 120  # the width of every stored model column
+
+
 def resolve_model(settings: Settings, model: str | None = None, agent_model: str | None = None) -> str:
-    """``--model`` (or an explicit argument) > settings (``WARDEN_MODEL``) > agent.md > default."""
-    return model or settings.model or agent_model or DEFAULT_MODEL
+    """``--model`` (or an explicit argument) > settings (``WARDEN_MODEL``) > agent.md > default.
+    A model id must be one printable word of at most :data:`MAX_MODEL_CHARS` characters."""
+    chosen = model or settings.model or agent_model or DEFAULT_MODEL
+    if len(chosen) > MAX_MODEL_CHARS or not chosen.isprintable() or any(c.isspace() for c in chosen):
+        raise UsageError(f"invalid model id {chosen[:60]!r}{'…' if len(chosen) > 60 else ''}: "
+                         f"one word of at most {MAX_MODEL_CHARS} printable characters")
+    return chosen
 
 
 def make_client(*, api_key: str, base_url: str | None = None,
