@@ -244,3 +244,36 @@ def test_a_path_too_long_for_the_ledger_is_skipped_with_its_reason(any_store, tm
     assert summary.files_skipped == 1 and "path longer than 1000 characters" in summary.skipped[0]
     with any_store.session() as s:
         assert [r.run_key for r in s.scalars(select(SessionRun))] == ["s2:main"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_collect_that_loses_a_race_to_another_collect_takes_its_files_again(
+        tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    """Another collect stores some files between this one's read of their offsets and its write:
+    the write fails on the unique keys, rolls back whole, and the files are taken one by one from
+    what the other stored — every file counted once, the ledger equal to a clean collect's."""
+    import warden.ingest.collector as collector
+
+    plain_store = collector.Collector._store_files
+    raced: list[str] = []
+
+    def store_after_another_collect(self, session, items, summary):  # type: ignore[no-untyped-def]
+        if not raced and items and items[0][2] is None:  # a file this collect has never seen stored
+            raced.append(items[0][0])
+            collector.Collector(open_store(load_settings()), load_settings()).ingest_file(items[0][0])
+        return plain_store(self, session, items, summary)
+
+    monkeypatch.setattr(collector.Collector, "_store_files", store_after_another_collect)
+    summary = collect_paths(load_settings(), [corpus], jobs=jobs)
+    assert raced and summary.files_skipped == 0
+    assert summary.files_ingested + summary.files_unchanged == summary.files_seen == 22
+    assert summary.files_unchanged >= 1  # the raced file: the other collect stored it
+    got = _runs()
+    monkeypatch.undo()
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(clean))
+    collect_paths(load_settings(), [corpus], jobs=1)
+    want = _runs()
+    assert {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in got.items()} == \
+           {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in want.items()}

@@ -77,3 +77,20 @@ def test_corrupt_database_is_a_clear_error(warden_home) -> None:
     with pytest.raises(db.StoreError, match="cannot open database"):
         db.open_store(load_settings())
     assert (warden_home / "warden.db").read_bytes().startswith(b"this is not a database")
+
+
+def test_a_command_that_loses_the_race_to_migrate_a_new_database_goes_on(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy.exc import OperationalError
+
+    won = db.make_engine(f"sqlite:///{tmp_path / 'won.db'}")
+    db.upgrade(won)  # the other command's migration committed first
+
+    def lost(_engine: Engine, revision: str = "head") -> None:
+        raise OperationalError("CREATE TABLE alembic_version", {}, Exception("table alembic_version already exists"))
+
+    monkeypatch.setattr(db, "upgrade", lost)
+    monkeypatch.setattr(db.time, "sleep", lambda _s: None)
+    db._upgrade_unless_raced(won)  # at head after all: fine
+    fresh = db.make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
+    with pytest.raises(OperationalError):
+        db._upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands

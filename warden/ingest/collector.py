@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
@@ -61,6 +62,19 @@ class CollectSummary:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def snapshot(self) -> dict[str, int]:
+        """The counts and list lengths now (lists only ever grow)."""
+        return {k: len(v) if isinstance(v, list) else v for k, v in self.__dict__.items()}
+
+    def restore(self, snapshot: dict[str, int]) -> None:
+        """Back to ``snapshot``: the counts of a transaction that rolled back never happened."""
+        for key, value in snapshot.items():
+            current = getattr(self, key)
+            if isinstance(current, list):
+                del current[value:]
+            else:
+                setattr(self, key, value)
 
 
 # ---------------------------------------------------------------------------- files
@@ -343,10 +357,20 @@ class Collector:
                     else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                         stale.append(path)
                         self._precaptured.pop(id(result[0]), None)  # never left for a reused id
-                if fresh:
-                    self._store_files(session, fresh, summary)
+                before = summary.snapshot()
+                try:
+                    if fresh:
+                        self._store_files(session, fresh, summary)
+                    session.commit()  # a batch of files per transaction: fewer statements and syncs
+                except IntegrityError:
+                    # Another collect (or a hook) stored some of these files after we read their
+                    # offsets: its transaction won and ours rolled back whole. Take them one by one
+                    # from what it stored.
+                    session.rollback()
+                    summary.restore(before)
+                    self._precaptured.clear()
+                    stale.extend(item[0] for item in fresh)
                 batch.clear()
-                session.commit()  # a batch of files per transaction: fewer statements and syncs
                 batch_bytes = 0
                 for path in stale:
                     self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
@@ -429,6 +453,16 @@ class Collector:
         skipped or unchanged)."""
         summary = summary if summary is not None else CollectSummary()
         path = os.path.abspath(path)
+        before = summary.snapshot()
+        try:
+            return self._ingest_file_once(path, summary, agent_type_hint)
+        except IntegrityError:
+            # Another collect (or a hook) stored this file's rows between our read and our write;
+            # ours rolled back whole: take the file again from what it stored.
+            summary.restore(before)
+            return self._ingest_file_once(path, summary, agent_type_hint)
+
+    def _ingest_file_once(self, path: str, summary: CollectSummary, agent_type_hint: str | None) -> str | None:
         with self.store.session() as session:
             plan = self._plan(session, path, summary, agent_type_hint)
             if plan is None:

@@ -6,6 +6,7 @@ SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -133,13 +134,26 @@ class Store:
                 raise
 
 
+def _upgrade_unless_raced(engine: Engine) -> None:
+    """Migrate to head. Two commands that start together on a new database both try: the loser's
+    migration fails (its tables exist) once the winner's has committed, which is fine."""
+    try:
+        upgrade(engine)
+    except (OperationalError, DatabaseError):
+        for _ in range(20):
+            if current_revision(engine) == HEAD_REVISION:
+                return
+            time.sleep(0.25)
+        raise
+
+
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
     """Open the settings' database, migrating it to head first (every command does this)."""
     engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
     if migrate:
         try:
             if current_revision(engine) != HEAD_REVISION:
-                upgrade(engine)
+                _upgrade_unless_raced(engine)
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
             reason = str(exc.orig).splitlines()[0] if getattr(exc, "orig", None) else str(exc).splitlines()[0]
