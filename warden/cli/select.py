@@ -72,6 +72,7 @@ def select_command(
     """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
     from warden.select.nightly import resolve_agents, select_report_json
     from warden.select.selector import select_agent
+    from warden.store.locks import LockBusy
 
     s = settings()
     if bool(agent) == all_agents:
@@ -79,10 +80,18 @@ def select_command(
     agents = resolve_agents(s, None if all_agents else [agent])  # type: ignore[list-item]
     st = store(s)
     reports = []
+    busy: list[str] = []
     remaining = budget
     for name in agents:
-        report = select_agent(st, s, name, budget_tokens=remaining, backend=backend, model=model,
-                              concurrency=concurrency, log=None if as_json else _say)
+        try:
+            report = select_agent(st, s, name, budget_tokens=remaining, backend=backend, model=model,
+                                  concurrency=concurrency, log=None if as_json else _say)
+        except LockBusy as exc:
+            if not all_agents:
+                raise
+            err_console.print(f"warden: skipped {name}: {exc}", markup=False)
+            busy.append(name)
+            continue
         reports.append(select_report_json(report))
         if remaining is not None:
             remaining = max(0, int(remaining - report.tokens_spent))
@@ -93,7 +102,7 @@ def select_command(
     else:
         for r in reports:
             render_select_report(r)
-    if any(r["aborted"] for r in reports):
+    if busy or any(r["aborted"] for r in reports):
         raise typer.Exit(1)
 
 

@@ -19,6 +19,7 @@ from warden.config import Settings
 from warden.errors import UsageError
 from warden.select.selector import SelectReport, known_agents, select_agent
 from warden.store.db import Store
+from warden.store.locks import LockBusy
 from warden.store.models import BenchRun, NightlyRun, utcnow
 
 STAGES = ("collect", "distill", "select", "done")
@@ -35,6 +36,7 @@ class NightlySummary:
     aborted: str | None = None
     tokens_spent: float = 0.0  # the whole night's, an interrupted earlier part included
     spent_before_resume: float = 0.0
+    busy_agents: list[str] = field(default_factory=list)  # skipped: another process was deciding them
 
     @property
     def exit_code(self) -> int:
@@ -46,6 +48,7 @@ class NightlySummary:
             "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
             "tokens_spent": round(self.tokens_spent, 1),
             "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
+            "busy_agents": list(self.busy_agents),
             "agents": [select_report_json(r) for r in self.selects],
         }
 
@@ -144,8 +147,13 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
             say(f"select {agent}: skipped, budget spent")
             continue
         say(f"select: {agent}")
-        report = select_agent(store, settings, agent, budget_tokens=remaining, backend=backend, model=model,
-                              concurrency=concurrency, progress=progress, base_seed=base_seed, log=say)
+        try:
+            report = select_agent(store, settings, agent, budget_tokens=remaining, backend=backend, model=model,
+                                  concurrency=concurrency, progress=progress, base_seed=base_seed, log=say)
+        except LockBusy as exc:  # its rules are being decided right now; the next night takes it up
+            say(f"select {agent}: skipped, {exc}")
+            summary.busy_agents.append(agent)
+            continue
         summary.selects.append(report)
         summary.tokens_spent += report.tokens_spent
         if remaining is not None:

@@ -282,14 +282,19 @@ class Selector:
 def select_agent(store: Store, settings: Settings, agent: str, *, budget_tokens: float | None = None,
                  backend: str | None = None, model: str | None = None, concurrency: int | None = None,
                  progress: Any = None, base_seed: int = 0, log: Callable[[str], None] | None = None) -> SelectReport:
-    """Run the selector for one agent over the real bench (the ``warden select`` entry point)."""
+    """Run the selector for one agent over the real bench (the ``warden select`` entry point).
+    One process at a time decides an agent's rules: :class:`~warden.store.locks.LockBusy` if
+    another (a nightly job, a manual select) is at it."""
     from warden.bench.suite_runner import BenchSuiteRunner
+    from warden.store.locks import exclusive
 
-    runner = BenchSuiteRunner(store, settings, agent, backend=backend, model=model, concurrency=concurrency,
-                              progress=progress, base_seed=base_seed)
-    selector = Selector(store, settings, agent, runner, backend=runner.backend, model=runner.model, log=log,
-                        memory_sections=checkpoint_sections(settings))
-    return selector.run(budget_tokens)
+    busy = f"another warden process is deciding {agent}'s rules (select or nightly); run again when it ends"
+    with exclusive(store, f"select-{agent}", busy):
+        runner = BenchSuiteRunner(store, settings, agent, backend=backend, model=model, concurrency=concurrency,
+                                  progress=progress, base_seed=base_seed)
+        selector = Selector(store, settings, agent, runner, backend=runner.backend, model=runner.model, log=log,
+                            memory_sections=checkpoint_sections(settings))
+        return selector.run(budget_tokens)
 
 
 def checkpoint_sections(settings: Settings) -> Callable[[Session, str], tuple[list[str], dict[str, str]]]:
