@@ -56,3 +56,20 @@ def test_the_cli_says_so_in_one_line_and_exits_1(warden_home) -> None:  # type: 
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "warden: another warden process is deciding docs's rules (select or nightly); run again when it ends"]
+
+
+def test_one_process_distills_at_a_time_and_nightly_goes_on_without(warden_home) -> None:  # type: ignore[no-untyped-def]
+    from warden.config import load_settings
+    from warden.distill.service import distill_runs
+    from warden.select.nightly import run_nightly
+    from warden.store.db import open_store
+
+    store = open_store(load_settings())
+    with exclusive(store, "distill", "held by the test"):
+        with pytest.raises(LockBusy, match="another warden process is distilling"):
+            distill_runs(store, load_settings())
+        assert distill_runs(store, load_settings(), dry_run=True) == []  # a dry run needs no lock
+        logged: list[str] = []
+        summary = run_nightly(store, load_settings(), agents=["docs"], collect=False, log=logged.append)
+    assert any(line.startswith("distill: skipped, another warden process is distilling") for line in logged)
+    assert summary.exit_code == 0

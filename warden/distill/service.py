@@ -222,18 +222,26 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
 def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, run_id: int | None = None,
                  distiller: str = "heuristic", client: anthropic.Anthropic | None = None,
                  dry_run: bool = False) -> list[RunReport]:
-    """Distill the queued runs (optionally of one agent) or one given run."""
-    check_distiller(distiller)
-    if run_id is None and not dry_run:
-        from warden.distill.trigger import sweep
+    """Distill the queued runs (optionally of one agent) or one given run. One process distills
+    at a time (two would admit the same candidates twice): :class:`~warden.store.locks.LockBusy`
+    otherwise; a dry run writes nothing and needs no lock."""
+    from contextlib import nullcontext
 
-        with store.session() as session:  # settle runs ingested before their priors were stored
-            sweep(session, settings, [agent] if agent else None)
-    run_ids = select_runs(store, agent=agent, run_id=run_id)
-    if distiller == "anthropic" and client is None and run_ids:
-        client = make_client(settings)
-    return [distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
-            for rid in run_ids]
+    from warden.store.locks import exclusive
+
+    check_distiller(distiller)
+    busy = "another warden process is distilling (distill or nightly); run again when it ends"
+    with nullcontext() if dry_run else exclusive(store, "distill", busy):
+        if run_id is None and not dry_run:
+            from warden.distill.trigger import sweep
+
+            with store.session() as session:  # settle runs ingested before their priors were stored
+                sweep(session, settings, [agent] if agent else None)
+        run_ids = select_runs(store, agent=agent, run_id=run_id)
+        if distiller == "anthropic" and client is None and run_ids:
+            client = make_client(settings)
+        return [distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
+                for rid in run_ids]
 
 
 def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "heuristic",

@@ -137,7 +137,11 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
         say(f"checkpoints: pruned {pruned.by_age + pruned.by_count}, {pruned.remaining} kept")
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
-    reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
+    try:
+        reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
+    except LockBusy as exc:  # the queue stays queued for the next night
+        say(f"distill: skipped, {exc}")
+        reports = []
     summary.distilled_runs = len(reports)
     summary.candidates_added = sum(len(r.admitted) for r in reports)
     _set_stage(store, night_id, "select")
