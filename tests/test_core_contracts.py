@@ -96,3 +96,17 @@ def test_settings_precedence(tmp_path, monkeypatch) -> None:
     (home / "warden.toml").write_text("this is = = not toml")
     with pytest.raises(ConfigError):
         load_settings()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("WARDEN_CONCURRENCY", "100000", r"concurrency=100000 is out of range \[1, 64\]"),
+    ("WARDEN_CONCURRENCY", "0", r"concurrency=0 is out of range"),
+    ("WARDEN_ALPHA", "0.5", r"alpha=0.5 is out of range \(0, 0.5\)"),
+    ("WARDEN_BETA", "nan", r"beta=nan is out of range"),
+    ("WARDEN_EVIDENCE_BUDGET_TOKENS", "-5", r"evidence_budget_tokens=-5 is out of range"),
+    ("WARDEN_DESIGN_EFFECT", "1", r"design_effect=1.0 is out of range"),
+])
+def test_numeric_settings_out_of_range_are_refused(monkeypatch, name: str, value: str, message: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()

@@ -76,3 +76,14 @@ def test_provenance_reads_as_a_sentence_for_every_origin() -> None:
     assert provenance_summary({"origin": "manual"}) == "added by hand"
     assert provenance_summary({"adopted_from": "team.json", "ledger_agent": "backend"}).startswith("adopted from team.json")
     assert provenance_summary({}) == "unknown" and provenance_summary({"x": 1}) == "x=1"
+
+
+def test_numbers_beyond_what_the_database_holds_are_usage_errors(warden_home, capsys) -> None:  # type: ignore[no-untyped-def]
+    from warden.cli.app import main
+
+    for argv in (["receipt", str(2**64)], ["rules", "protect", str(2**64)], ["checkpoints", "show", str(2**64)],
+                 ["sessions", "--limit", str(2**64)], ["bench", "--agent", "docs", "--runs", str(10**20)],
+                 ["select", "--agent", "docs", "--concurrency", "100000"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("warden: Invalid value"), (argv, err)

@@ -80,12 +80,33 @@ _STR_KEYS = {"backend", "model", "distiller", "distill_model"}
 _PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers_dir"}
 
 
+# The interval a numeric setting may take ("[" / "]": bound included). Beyond it a value is a
+# typo, or would exhaust the machine (a thread per unit of concurrency) or a 64-bit column.
+_RANGES: dict[str, tuple[str, float, float, str]] = {
+    "keep_margin_k": ("[", 0, 100, "]"), "alpha": ("(", 0, 0.5, ")"), "beta": ("(", 0, 0.5, ")"),
+    "design_effect": ("(", 0, 1, ")"), "reference_freshness_days": ("[", 0, 3650, "]"),
+    "max_wall_s": ("(", 0, 86_400, "]"), "recall_window_days": ("(", 0, 3650, "]"),
+    "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, 10**15, "]"),
+    "concurrency": ("[", 1, 64, "]"), "max_turns": ("[", 1, 10_000, "]"), "max_output_tokens": ("[", 1, 10**7, "]"),
+    "max_total_tokens": ("[", 1, 10**12, "]"), "checkpoint_keep": ("[", 0, 10**9, "]"),
+}
+
+
+def _in_range(key: str, value: float) -> float:
+    opening, low, high, closing = _RANGES[key]
+    above = low <= value if opening == "[" else low < value
+    below = value <= high if closing == "]" else value < high
+    if not (above and below):  # NaN fails both
+        raise ConfigError(f"setting {key}={value!r} is out of range {opening}{low}, {high}{closing}")
+    return value
+
+
 def _coerce(key: str, value: Any) -> Any:
     try:
         if key in _FLOAT_KEYS:
-            return float(value)
+            return _in_range(key, float(value))
         if key in _INT_KEYS:
-            return int(value)
+            return _in_range(key, int(value))
         if key in _PATH_KEYS:
             return Path(str(value)).expanduser()
         if key in _STR_KEYS:

@@ -8,7 +8,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, settings, store
+from warden.cli.common import (MAX_CONCURRENCY, MAX_SEED, MAX_TOKENS, console, err_console, print_json, safe,
+                               settings, store)
 from warden.errors import UsageError
 
 
@@ -109,13 +110,15 @@ def register(app: typer.Typer) -> None:
             None, "--rules", help="A rule set to run, e.g. 3,7 ('none' = no rules); repeat to pair several."),
         active: bool = typer.Option(False, "--active", help="Also run the agent's active set (the default "
                                                             "when no --rules is given)."),
-        runs: int = typer.Option(3, "--runs", help="Runs per task and configuration."),
+        runs: int = typer.Option(3, "--runs", max=1000, help="Runs per task and configuration."),
         backend: Optional[str] = typer.Option(None, "--backend", help="sim | anthropic | claude-code"),
         model: Optional[str] = typer.Option(None, "--model", help="Model id (default: settings, agent.md, backend)."),
-        concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Runs at a time."),
-        budget: Optional[int] = typer.Option(None, "--budget", help="Stop before spending more weighted tokens."),
-        seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: resume or draw one)."),
-        max_infra: int = typer.Option(3, "--max-infra-errors", help="Consecutive infra errors that abort."),
+        concurrency: Optional[int] = typer.Option(None, "--concurrency", max=MAX_CONCURRENCY, help="Runs at a time."),
+        budget: Optional[int] = typer.Option(None, "--budget", max=MAX_TOKENS,
+                                             help="Stop before spending more weighted tokens."),
+        seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED,
+                                           help="Base seed (default: resume or draw one)."),
+        max_infra: int = typer.Option(3, "--max-infra-errors", max=1000, help="Consecutive infra errors that abort."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Replay the agent's golden tasks on throwaway fixture copies and report what runs cost."""

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, settings, store, wide_console
+from warden.cli.common import MAX_ROWS, console, err_console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
 from warden.ingest import collector as queries
 from warden.ingest.hooks import install_hooks, uninstall_hooks
@@ -67,7 +67,7 @@ def sessions(
     agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent (main or a subagent type)."),
     project: Optional[str] = typer.Option(None, "--project", help="Only runs whose project (cwd) contains this."),
     since: Optional[str] = typer.Option(None, "--since", help="ISO date/time, or an age like 7d, 12h."),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many rows (newest first)."),
+    limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS, help="At most this many rows (newest first)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
     """List session runs (a main session or one subagent transcript each)."""

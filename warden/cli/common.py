@@ -16,6 +16,13 @@ from warden.store.db import Store, open_store
 # soft_wrap: a message line is never broken at the console width (piped output is 80 columns);
 # the terminal, a log viewer or a pager wraps it. Tables use wide_console().
 console = Console(highlight=False, soft_wrap=True)
+
+# Bounds of numeric arguments: what the database's 64-bit integers and the machine can hold.
+MAX_ID = 2**63 - 1  # rule, checkpoint and run ids
+MAX_SEED = 2**31 - 1
+MAX_TOKENS = 10**15  # budgets, in weighted tokens
+MAX_CONCURRENCY = 64
+MAX_ROWS = 1_000_000  # --limit of a listing
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import console, print_json, safe, settings, store
+from warden.cli.common import MAX_ID, MAX_ROWS, console, print_json, safe, settings, store
 from warden.continuity import service
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
@@ -71,7 +71,7 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
 @checkpoints_app.command("list")
 def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="Only this session."),
              project: Optional[str] = typer.Option(None, "--project", help="Only this project (cwd)."),
-             limit: int = typer.Option(50, "--limit", min=1),
+             limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Stored checkpoints, newest first."""
     s = settings()
@@ -92,7 +92,8 @@ def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="O
 
 
 @checkpoints_app.command("show")
-def show_cmd(checkpoint_id: int = typer.Argument(..., help="Checkpoint id (see `warden checkpoints list`)."),
+def show_cmd(checkpoint_id: int = typer.Argument(..., min=1, max=MAX_ID,
+                                               help="Checkpoint id (see `warden checkpoints list`)."),
              cwd: Optional[str] = typer.Option(None, "--cwd", help="Scope to this project."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """One checkpoint, fenced as data."""
@@ -108,7 +109,7 @@ def show_cmd(checkpoint_id: int = typer.Argument(..., help="Checkpoint id (see `
 
 
 @checkpoints_app.command("forget")
-def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, help="Checkpoint ids to delete."),
+def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, min=1, max=MAX_ID, help="Checkpoint ids to delete."),
                session_id: Optional[str] = typer.Option(None, "--session", help="Delete every checkpoint of a session."),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """Delete checkpoints by id, or all of one session."""
@@ -124,7 +125,8 @@ def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, help="Checkpoint
 
 @checkpoints_app.command("prune")
 def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", help="Days (default: checkpoint_max_age_days)."),
-              keep: Optional[int] = typer.Option(None, "--keep", help="Keep at most N newest (default: checkpoint_keep)."),
+              keep: Optional[int] = typer.Option(None, "--keep", max=MAX_ID,
+                                                 help="Keep at most N newest (default: checkpoint_keep)."),
               as_json: bool = typer.Option(False, "--json")) -> None:
     """Retention: delete checkpoints older than DAYS, then all but the newest N."""
     s = settings()

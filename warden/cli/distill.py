@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, print_json, safe, settings, store
+from warden.cli.common import MAX_ID, console, print_json, safe, settings, store
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 
@@ -32,7 +32,8 @@ def _sanitised(value: object) -> object:
 def distill_command(
     paths: list[Path] = typer.Argument(None, help="Transcript files or directories (implies --dry-run)."),
     agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's queued runs."),
-    run: Optional[int] = typer.Option(None, "--run", help="Distill this session run id (queued or not)."),
+    run: Optional[int] = typer.Option(None, "--run", min=1, max=MAX_ID,
+                                      help="Distill this session run id (queued or not)."),
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (offline) or anthropic."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show findings and proposals; write nothing."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -160,7 +161,7 @@ def rules_add(
 
 
 @rules_app.command("protect")
-def rules_protect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+def rules_protect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX_ID), as_json: bool = typer.Option(False, "--json")) -> None:
     """Protect a rule: kept in memory, counted for rent, never evicted for tokens."""
     with store().session() as session:
         row = rules_admin.protect(session, rule_id)
@@ -169,7 +170,7 @@ def rules_protect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: boo
 
 
 @rules_app.command("unprotect")
-def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX_ID), as_json: bool = typer.Option(False, "--json")) -> None:
     """Unprotect a rule: back to active if it was ever measured to pay, else a candidate."""
     with store().session() as session:
         row = rules_admin.unprotect(session, rule_id)
@@ -179,7 +180,7 @@ def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID"), as_json: b
 
 @rules_app.command("scope")
 def rules_scope(
-    rule_id: int = typer.Argument(..., metavar="ID"),
+    rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX_ID),
     scope: Optional[str] = typer.Argument(None, help="When the rule applies; omit with --clear."),
     clear: bool = typer.Option(False, "--clear", help="Remove the scope."),
     as_json: bool = typer.Option(False, "--json"),
@@ -196,7 +197,7 @@ def rules_scope(
 
 
 @rules_app.command("forget")
-def rules_forget(rule_id: int = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+def rules_forget(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX_ID), as_json: bool = typer.Option(False, "--json")) -> None:
     """Evict a rule by hand (reason: manual). It stays in the ledger as negative data."""
     with store().session() as session:
         row = rules_admin.forget(session, rule_id)

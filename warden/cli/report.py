@@ -24,7 +24,7 @@ def _n(x: float | None) -> str:
 def cost_command(
     agent: Optional[str] = typer.Option(None, "--agent"),
     project: bool = typer.Option(False, "--project", help="Scale over a horizon, bench spend included."),
-    weeks: int = typer.Option(12, "--weeks", min=1),
+    weeks: int = typer.Option(12, "--weeks", min=1, max=520),
     sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:

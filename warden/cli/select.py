@@ -7,7 +7,8 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, safe_block, settings, store, wide_console
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, MAX_TOKENS, console, err_console, print_json,
+                               safe, safe_block, settings, store, wide_console)
 from warden.errors import UsageError
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
@@ -63,10 +64,11 @@ def render_select_report(report: dict[str, Any]) -> None:
 def select_command(
     agent: Optional[str] = typer.Option(None, "--agent", help="Agent to decide rules for."),
     all_agents: bool = typer.Option(False, "--all", help="Every agent with a golden suite."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Weighted-token budget of this invocation."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS,
+                                         help="Weighted-token budget of this invocation."),
     backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
     model: Optional[str] = typer.Option(None, "--model"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
@@ -106,7 +108,7 @@ def select_command(
         raise typer.Exit(1)
 
 
-def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE"),
+def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, max=MAX_ID),
                     as_json: bool = typer.Option(False, "--json")) -> None:
     """A rule's whole history: every decision with its evidence, provenance and current state."""
     from warden.select.receipts import provenance_summary, rule_history
@@ -230,7 +232,8 @@ def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = ty
         console.print(f"MEMORY.md v{result.version} ({'written' if result.changed else 'unchanged'}) → {safe(result.path)}")
 
 
-def plan_command(agent: str = typer.Option(..., "--agent"), budget: Optional[int] = typer.Option(None, "--budget", min=1),
+def plan_command(agent: str = typer.Option(..., "--agent"),
+                 budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS),
                  as_json: bool = typer.Option(False, "--json")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent
@@ -255,10 +258,10 @@ def plan_command(agent: str = typer.Option(..., "--agent"), budget: Optional[int
 
 def nightly_command(
     agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS),
     backend: Optional[str] = typer.Option(None, "--backend"),
     model: Optional[str] = typer.Option(None, "--model"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY),
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (default) or anthropic."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -283,8 +286,8 @@ def nightly_command(
 
 
 def demo_command(
-    sessions: int = typer.Option(12, "--sessions", min=6, help="Simulated real-work sessions to play."),
-    seed: int = typer.Option(0, "--seed"),
+    sessions: int = typer.Option(12, "--sessions", min=6, max=1000, help="Simulated real-work sessions to play."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
     agent: str = typer.Option("backend", "--agent"),
     keep: Optional[str] = typer.Option(None, "--keep", help="Keep the demo home in this directory."),
     as_json: bool = typer.Option(False, "--json"),

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import console, err_console, print_json, safe, settings
+from warden.cli.common import MAX_SEED, console, err_console, print_json, safe, settings
 from warden.errors import UsageError
 
 
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
     def sessions(
         out: Path = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
         count: int = typer.Option(12, "--sessions", min=1, max=10_000, help="sessions to play"),
-        seed: int = typer.Option(0, "--seed", help="session sequence seed"),
+        seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="session sequence seed"),
         agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeatable)"),
         memory_dir: Optional[Path] = typer.Option(
             None, "--memory-dir", help="read <dir>/<agent>/MEMORY.md into each agent's system prompt"),
