@@ -209,3 +209,9 @@ def test_absurd_token_counts_count_as_zero_and_collect_still_stores_the_line(tmp
     with open_store(load_settings()).session() as s:
         row = s.query(SessionRun).one()
         assert (row.input_tokens, row.output_tokens) == (7, 5)
+
+
+def test_json_nested_too_deep_is_one_malformed_line() -> None:
+    deep = b'{"type":"user","data":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    run = parse_bytes(jsonl([assistant("m1", "r1", usage(3, 5))]) + deep)
+    assert (run.stats.lines, run.stats.malformed) == (2, 1) and run.usage.input_tokens == 3

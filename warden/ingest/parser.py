@@ -145,7 +145,7 @@ def _decode(line: bytes) -> Any:
         return _LINE_DECODER.decode(line)
     except msgspec.ValidationError:
         pass  # valid JSON in an unexpected shape: decode generically, then re-shape
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # not JSON, or nested deeper than any decoder goes
         return _BAD
     try:
         value = orjson.loads(line)
