@@ -148,3 +148,20 @@ def test_rules_beyond_the_cap_are_not_in_the_ruleset_version(env) -> None:
     assert 0 < len(result.rule_ids) < len(ids)
     assert all(f"Rule number {ids.index(i)} " in text for i in result.rule_ids)
     assert ids[-1] not in result.rule_ids  # the least saving rule did not fit
+
+
+def test_atomic_writes_refuse_a_directory_or_fifo_in_the_files_place(tmp_path: Path) -> None:
+    import os
+
+    from warden.errors import WardenError
+    from warden.select.compile import write_atomic
+
+    out = tmp_path / "out"
+    (out / "out.json").mkdir(parents=True)
+    os.mkfifo(out / "pipe.json")
+    for name, why in (("out.json", "it is a directory"), ("pipe.json", "not a regular file")):
+        with pytest.raises(WardenError, match=why):
+            write_atomic(out / name, b"{}", out)
+    assert sorted(p.name for p in out.iterdir()) == ["out.json", "pipe.json"]  # no temp file left
+    write_atomic(out / "ok.json", b"{}", out)
+    assert (out / "ok.json").read_bytes() == b"{}"

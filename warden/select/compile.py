@@ -91,7 +91,9 @@ def write_atomic(path: Path, data: bytes, root: Path) -> None:
     _refuse_symlinks(path.parent, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path, root)
-    fd, tmp = tempfile.mkstemp(prefix=".MEMORY.", suffix=".tmp", dir=path.parent)
+    if path.exists() and not path.is_file():
+        raise WardenError(f"refusing to write {path}: {'it is a directory' if path.is_dir() else 'not a regular file'}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
