@@ -99,3 +99,13 @@ def test_ids_from_a_hook_payload_become_path_parts_only_when_plain() -> None:
     sneaky = _transcript_paths("subagent-stop", {"transcript_path": "/p/s1.jsonl", "session_id": "../../etc",
                                                  "agent_id": "a1"})
     assert sneaky == []
+
+
+def test_an_event_entry_claude_code_would_not_read_is_left_for_the_user(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"hooks": {"Stop": "nope"}}')
+    for action in (install_hooks, uninstall_hooks):
+        with pytest.raises(UsageError, match='"hooks.Stop" is not a list; left untouched'):
+            action(claude, command=CMD) if action is install_hooks else action(claude)
+    assert (claude / "settings.json").read_text() == '{"hooks": {"Stop": "nope"}}'

@@ -454,6 +454,9 @@ def _load_settings_json(path: Path) -> dict[str, Any]:
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: \"hooks\" is not an object; left untouched")
+    for claude_event in HOOK_EVENTS:  # a value Claude Code would not read is the user's to fix
+        if hooks.get(claude_event) is not None and not isinstance(hooks[claude_event], list):
+            raise UsageError(f'{path}: "hooks.{claude_event}" is not a list; left untouched')
     return data
 
 
@@ -494,9 +497,7 @@ def install_hooks(claude_home: Path, command: str | None = None) -> dict[str, An
     hooks = data.setdefault("hooks", {})
     changed = False
     for claude_event, event in HOOK_EVENTS.items():
-        groups = hooks.get(claude_event)
-        if not isinstance(groups, list):
-            groups = []
+        groups = hooks.get(claude_event) or []
         wanted = {"type": "command", "command": f"{exe} hook {event}", "timeout": HOOK_TIMEOUT_S}
         present = [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
                    for h in g["hooks"] if _is_ours(h)]
