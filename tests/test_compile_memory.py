@@ -165,3 +165,17 @@ def test_atomic_writes_refuse_a_directory_or_fifo_in_the_files_place(tmp_path: P
     assert sorted(p.name for p in out.iterdir()) == ["out.json", "pipe.json"]  # no temp file left
     write_atomic(out / "ok.json", b"{}", out)
     assert (out / "ok.json").read_bytes() == b"{}"
+
+
+def test_a_memory_directory_that_cannot_be_written_is_one_line_and_no_version(env, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the memory directory should be")
+    with pytest.raises(WardenError, match=r"^cannot read .*not-a-directory/backend/MEMORY.md: Not a directory$"):
+        with store.session() as s:
+            compile_memory(s, replace(settings, memory_dir=blocker), "backend")
+    with store.session() as s:
+        assert s.query(RulesetVersion).count() == 0  # the transaction rolled back whole

@@ -79,14 +79,28 @@ def read_existing(path: Path) -> bytes | None:
         st = path.lstat()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # e.g. a file where a directory of the path should be
+        raise WardenError(f"cannot read {path}: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode):
         raise WardenError(f"refusing to write {path}: it is a symlink")
     if not stat.S_ISREG(st.st_mode):
         raise WardenError(f"refusing to write {path}: not a regular file")
-    return path.read_bytes()
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise WardenError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def write_atomic(path: Path, data: bytes, root: Path) -> None:
+    """Write ``path`` whole or not at all (temp file + rename), never through a symlink between
+    ``root`` and it; an OS error is one line naming the path."""
+    try:
+        _write_atomic(path, data, root)
+    except OSError as exc:
+        raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_atomic(path: Path, data: bytes, root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path.parent, root)
     path.parent.mkdir(parents=True, exist_ok=True)
