@@ -80,6 +80,8 @@ def select_command(
     if bool(agent) == all_agents:
         raise UsageError("give exactly one of --agent A or --all")
     agents = resolve_agents(s, None if all_agents else [agent])  # type: ignore[list-item]
+    if not agents:
+        err_console.print(f"warden: nothing to select: no golden suites under {safe(s.golden_dir)}", markup=False)
     st = store(s)
     reports = []
     busy: list[str] = []

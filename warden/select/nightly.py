@@ -145,6 +145,8 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
     summary.distilled_runs = len(reports)
     summary.candidates_added = sum(len(r.admitted) for r in reports)
     _set_stage(store, night_id, "select")
+    if not chosen:
+        say(f"select: nothing to select, no golden suites under {settings.golden_dir}")
     remaining = None if budget_tokens is None else float(budget_tokens) - spent_before
     for agent in chosen:
         if remaining is not None and remaining <= 0:
