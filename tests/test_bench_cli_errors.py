@@ -47,3 +47,14 @@ def test_a_model_id_no_column_can_hold_is_a_usage_error() -> None:
     for bad in ("m" * 121, "claude sonnet", "claude\x1b[2J"):
         with pytest.raises(UsageError, match="invalid model id"):
             resolve_model(load_settings(), bad)
+
+
+def test_rule_ids_beyond_64_bits_are_a_usage_error() -> None:
+    import pytest
+
+    from warden.cli.bench import parse_rule_set
+    from warden.errors import UsageError
+
+    assert parse_rule_set("3,7") == (3, 7)
+    with pytest.raises(UsageError, match="--rules expects rule ids"):
+        parse_rule_set(str(2**64))

@@ -103,3 +103,11 @@ def test_collect_keeps_what_is_stored_when_a_later_run_fails(corpus: Path, tmp_p
     assert code == 2 and "missing" in err
     _, after, _ = run(capsys, "sessions", "--json", "--limit", "100")
     assert json.loads(after) == json.loads(before)
+
+
+def test_since_further_back_than_any_date_lists_everything() -> None:
+    from datetime import datetime
+
+    from warden.ingest.collector import parse_since
+
+    assert parse_since("9999999999d") == datetime.min

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_SEED, MAX_TOKENS, console, err_console, print_json, safe,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, MAX_TOKENS, console, err_console, print_json, safe,
                                settings, store)
 from warden.errors import UsageError
 
@@ -21,7 +21,7 @@ def parse_rule_set(text: str) -> tuple[int, ...]:
     ids = []
     for part in cleaned.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not part.isdigit() or not 1 <= int(part) <= MAX_ID:
             raise UsageError(f"--rules expects rule ids like 3,7 (or 'none'), got {text!r}")
         ids.append(int(part))
     return tuple(sorted(set(ids)))

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from warden.cli.common import MAX_SEED, console, err_console, print_json, safe, settings
-from warden.errors import UsageError
+from warden.errors import UsageError, WardenError
 
 
 def _progress(label: str, enabled: bool) -> Progress:
@@ -109,9 +109,12 @@ def register(app: typer.Typer) -> None:
                     memories[name] = memory_file.read_text(encoding="utf-8")
         with _progress("sim sessions", not as_json) as bar:
             bar.add_task("sessions", total=None)
-            played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
-                                   memory_by_agent=memories, delegate_share=delegate_share,
-                                   persona=_persona(persona))
+            try:
+                played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
+                                       memory_by_agent=memories, delegate_share=delegate_share,
+                                       persona=_persona(persona))
+            except OSError as exc:
+                raise WardenError(f"cannot write the sessions under {out}: {exc.strerror or exc}") from None
         rows = [p.__dict__ for p in played]
         if as_json:
             print_json({"label": "simulated sessions (sim backend), not a real model", "sessions": rows})

@@ -745,7 +745,10 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     now = now or datetime.now(timezone.utc).replace(tzinfo=None)
     units = {"d": 86400, "h": 3600, "m": 60, "w": 7 * 86400}
     if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
-        return now - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+        try:
+            return now - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+        except OverflowError:  # before year 1: everything is since then
+            return datetime.min
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
