@@ -111,3 +111,11 @@ def test_since_further_back_than_any_date_lists_everything() -> None:
     from warden.ingest.collector import parse_since
 
     assert parse_since("9999999999d") == datetime.min
+
+
+def test_version(capsys) -> None:  # type: ignore[no-untyped-def]
+    from warden import __version__
+    from warden.cli.app import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"warden {__version__}"

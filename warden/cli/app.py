@@ -19,6 +19,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from warden import __version__
+
+        print(f"warden {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print warden's version and exit.")) -> None:
+    """Makes coding agents measurably cheaper: collect, distill, bench, select, compile."""
+
+
 # Command groups, in the order of the pipeline.
 COMMAND_MODULES = ("db", "collect", "bench", "sim", "distill", "select", "continuity", "ledger", "report")
 
