@@ -312,8 +312,6 @@ class Collector:
         self.prices = PriceTable(settings.pricing) if settings and settings.pricing else DEFAULT_TABLE
         self.max_line = max_line
         self.post_ingest = post_ingest  # False: the ledger alone (the throughput benchmark's baseline)
-        # id(ParsedRun) -> its checkpoints captured in a parser process (bulk collect, fresh parses)
-        self._precaptured: dict[int, Any] = {}
 
     def collect(self, files: Iterable[Path], *, agent_type_hint: str | None = None,
                 progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
@@ -343,20 +341,20 @@ class Collector:
         done = 0
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool, self.store.session() as session:
-            batch: list[tuple[str, os.stat_result, int, Any]] = []  # (path, stat, start, parse result)
+            # (path, stat, start, parse result, checkpoints its parser process captured or None)
+            batch: list[tuple[str, os.stat_result, int, Any, Any]] = []
             batch_bytes = 0
 
             def store_batch() -> None:
                 nonlocal batch_bytes
                 offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
                 fresh, stale = [], []
-                for path, st, start, result in batch:
+                for path, st, start, result, precaptured in batch:
                     offset_row = offsets.get(path)
                     if (offset_row.offset if offset_row else 0) == start:
-                        fresh.append((path, st, offset_row, start, result))
+                        fresh.append((path, st, offset_row, start, result, precaptured))
                     else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                         stale.append(path)
-                        self._precaptured.pop(id(result[0]), None)  # never left for a reused id
                 before = summary.snapshot()
                 try:
                     if fresh:
@@ -368,7 +366,6 @@ class Collector:
                     # from what it stored.
                     session.rollback()
                     summary.restore(before)
-                    self._precaptured.clear()
                     stale.extend(item[0] for item in fresh)
                 batch.clear()
                 batch_bytes = 0
@@ -384,9 +381,7 @@ class Collector:
                     summary.files_skipped += 1
                     summary.skipped.append(f"{path}: {exc.strerror or exc}")
                 else:
-                    if precaptured is not None:
-                        self._precaptured[id(result[0])] = precaptured
-                    batch.append((path, st, start, result))
+                    batch.append((path, st, start, result, precaptured))
                     batch_bytes += result[2] - start
                     if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
                         store_batch()
@@ -479,15 +474,17 @@ class Collector:
 
     def _store_file(self, session: Session, path: str, st: os.stat_result, offset_row: IngestOffset | None,
                     start: int, result: tuple[ParsedRun, dict[str, Any], int], summary: CollectSummary) -> str | None:
-        return self._store_files(session, [(path, st, offset_row, start, result)], summary)[0]
+        return self._store_files(session, [(path, st, offset_row, start, result, None)], summary)[0]
 
     def _store_files(self, session: Session, items: list[tuple[str, os.stat_result, IngestOffset | None, int,
-                                                              tuple[ParsedRun, dict[str, Any], int]]],
+                                                              tuple[ParsedRun, dict[str, Any], int], Any]],
                      summary: CollectSummary) -> list[str | None]:
         """Write the rows of parsed files, in order, with one statement per kind for the batch.
-        A batch of one is the hook's and the sequential path; a larger one, the bulk path's."""
-        runs: list[tuple[str, ParsedRun, str] | None] = []  # (path, parsed, run_key) per item
-        for path, st, offset_row, start, (parsed, parser_state, end) in items:
+        An item is (path, stat, offset row, start, parse result, checkpoints its parser process
+        captured or None). A batch of one is the hook's and the sequential path; a larger one,
+        the bulk path's."""
+        runs: list[tuple[str, ParsedRun, str, Any] | None] = []  # (path, parsed, run_key, precaptured)
+        for path, st, offset_row, start, (parsed, parser_state, end), precaptured in items:
             prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
             summary.files_ingested += 1
             summary.bytes_read += end - start
@@ -495,13 +492,14 @@ class Collector:
             if parsed.agent_id and not parsed.agent_type:
                 parsed.agent_type = read_meta_sidecar(path)
             if _has_activity(parsed, prior_state):
-                runs.append((path, parsed, run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id)))
+                runs.append((path, parsed, run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id),
+                             precaptured))
             else:
                 runs.append(None)
         with session.no_autoflush:
-            rows_by_key = self._store_runs(session, [r for r in runs if r is not None], summary)
+            rows_by_key = self._store_runs(session, [r[:3] for r in runs if r is not None], summary)
         keys: list[str | None] = []
-        for (path, st, offset_row, start, (parsed, parser_state, end)), run in zip(items, runs):
+        for (path, st, offset_row, start, (parsed, parser_state, end), _), run in zip(items, runs):
             if offset_row is None:
                 offset_row = IngestOffset(path=path)
                 session.add(offset_row)
@@ -518,9 +516,7 @@ class Collector:
         if self.post_ingest:
             for run in runs:
                 if run is not None:
-                    _after_run_ingested(session, rows_by_key[run[2]], run[1],
-                                        precaptured=self._precaptured.pop(id(run[1]), None))
-        self._precaptured.clear()
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1], precaptured=run[3])
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
