@@ -82,11 +82,12 @@ _PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers
 
 # The interval a numeric setting may take ("[" / "]": bound included). Beyond it a value is a
 # typo, or would exhaust the machine (a thread per unit of concurrency) or a 64-bit column.
+MAX_BUDGET_TOKENS = 10**15  # the largest token budget anywhere (settings, --budget)
 _RANGES: dict[str, tuple[str, float, float, str]] = {
     "keep_margin_k": ("[", 0, 100, "]"), "alpha": ("(", 0, 0.5, ")"), "beta": ("(", 0, 0.5, ")"),
     "design_effect": ("(", 0, 1, ")"), "reference_freshness_days": ("[", 0, 3650, "]"),
     "max_wall_s": ("(", 0, 86_400, "]"), "recall_window_days": ("(", 0, 3650, "]"),
-    "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, 10**15, "]"),
+    "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, MAX_BUDGET_TOKENS, "]"),
     "concurrency": ("[", 1, 64, "]"), "max_turns": ("[", 1, 10_000, "]"), "max_output_tokens": ("[", 1, 10**7, "]"),
     "max_total_tokens": ("[", 1, 10**12, "]"), "checkpoint_keep": ("[", 0, 10**9, "]"),
 }

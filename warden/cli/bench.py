@@ -8,8 +8,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, MAX_TOKENS, console, err_console, print_json, safe,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe,
                                settings, store)
+from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
 
 
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
         backend: Optional[str] = typer.Option(None, "--backend", help="sim | anthropic | claude-code"),
         model: Optional[str] = typer.Option(None, "--model", help="Model id (default: settings, agent.md, backend)."),
         concurrency: Optional[int] = typer.Option(None, "--concurrency", max=MAX_CONCURRENCY, help="Runs at a time."),
-        budget: Optional[int] = typer.Option(None, "--budget", max=MAX_TOKENS,
+        budget: Optional[int] = typer.Option(None, "--budget", max=MAX_BUDGET_TOKENS,
                                              help="Stop before spending more weighted tokens."),
         seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED,
                                            help="Base seed (default: resume or draw one)."),

@@ -20,7 +20,6 @@ console = Console(highlight=False, soft_wrap=True)
 # Bounds of numeric arguments: what the database's 64-bit integers and the machine can hold.
 MAX_ID = 2**63 - 1  # rule, checkpoint and run ids
 MAX_SEED = 2**31 - 1
-MAX_TOKENS = 10**15  # budgets, in weighted tokens
 MAX_CONCURRENCY = 64
 MAX_ROWS = 1_000_000  # --limit of a listing
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -7,8 +7,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, MAX_TOKENS, console, err_console, print_json,
-                               safe, safe_block, settings, store, wide_console)
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe,
+                               safe_block, settings, store, wide_console)
+from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
@@ -64,7 +65,7 @@ def render_select_report(report: dict[str, Any]) -> None:
 def select_command(
     agent: Optional[str] = typer.Option(None, "--agent", help="Agent to decide rules for."),
     all_agents: bool = typer.Option(False, "--all", help="Every agent with a golden suite."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS,
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
                                          help="Weighted-token budget of this invocation."),
     backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
     model: Optional[str] = typer.Option(None, "--model"),
@@ -235,7 +236,7 @@ def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = ty
 
 
 def plan_command(agent: str = typer.Option(..., "--agent"),
-                 budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS),
+                 budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS),
                  as_json: bool = typer.Option(False, "--json")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent
@@ -260,7 +261,7 @@ def plan_command(agent: str = typer.Option(..., "--agent"),
 
 def nightly_command(
     agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_TOKENS),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS),
     backend: Optional[str] = typer.Option(None, "--backend"),
     model: Optional[str] = typer.Option(None, "--model"),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY),

@@ -30,16 +30,16 @@ from warden.errors import UsageError
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
-MAX_MODEL_CHARS = 120  # the width of every stored model column
-
-
 def resolve_model(settings: Settings, model: str | None = None, agent_model: str | None = None) -> str:
     """``--model`` (or an explicit argument) > settings (``WARDEN_MODEL``) > agent.md > default.
-    A model id must be one printable word of at most :data:`MAX_MODEL_CHARS` characters."""
+    A model id must be one printable word that fits the stored model columns."""
+    from warden.store.models import BenchRun
+
+    limit = BenchRun.__table__.c.model.type.length  # every model column has this width
     chosen = model or settings.model or agent_model or DEFAULT_MODEL
-    if len(chosen) > MAX_MODEL_CHARS or not chosen.isprintable() or any(c.isspace() for c in chosen):
+    if len(chosen) > limit or not chosen.isprintable() or any(c.isspace() for c in chosen):
         raise UsageError(f"invalid model id {chosen[:60]!r}{'…' if len(chosen) > 60 else ''}: "
-                         f"one word of at most {MAX_MODEL_CHARS} printable characters")
+                         f"one word of at most {limit} printable characters")
     return chosen
 
 
