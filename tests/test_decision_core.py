@@ -10,8 +10,8 @@ import pytest
 from warden.config import load_settings
 from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort, Verdict,
                                     decide, decide_rule)
-from warden.select.runner import (PairRequest, RunRecord, SuiteRunner, SyntheticRunner, SyntheticTask,
-                                  config_key, log_uniform_tasks)
+from warden.select.runner import (PairRequest, ReusingRunner, RunRecord, SuiteRunner, SyntheticRunner,
+                                  SyntheticTask, config_key, log_uniform_tasks)
 
 REF, RULE = frozenset({1, 2}), frozenset({1, 2, 7})
 
@@ -166,6 +166,53 @@ def test_infra_runs_are_dropped_with_their_partner() -> None:
     assert d.n_pairs == 1
     assert d.tasks[0].infra == 1
     assert d.pass_counts == {"a": [2, 2, 1, 1]}
+
+
+class _Calls:
+    """Records what reaches the inner runner."""
+
+    def __init__(self, inner: SuiteRunner) -> None:
+        self.inner = inner
+        self.calls: list[tuple[tuple[str, ...], tuple[PairRequest, ...]]] = []
+
+    def run(self, configs, slots):
+        self.calls.append((tuple(config_key(c) for c in configs), tuple(slots)))
+        return self.inner.run(configs, slots)
+
+
+def test_reusing_runner_serves_a_reference_slot_once_and_never_a_rule_run() -> None:
+    calls = _Calls(_runner(0.1, seed=21))
+    reusing = ReusingRunner(calls, [REF])
+    first = reusing.run([REF, RULE], [PairRequest("golden-01", 0)])
+    assert len(calls.calls) == 1 and calls.calls[0][0] == ("1,2", "1,2,7")  # still one paired call
+    again = reusing.run([REF, RULE], [PairRequest("golden-01", 0), PairRequest("golden-01", 1)])
+    ref_again = {r.round_index: r for r in again if config_key(r.config) == "1,2"}
+    ref_first = next(r for r in first if config_key(r.config) == "1,2")
+    assert ref_again[0].reused and ref_again[0].weighted_tokens == ref_first.weighted_tokens
+    assert not ref_again[1].reused
+    assert not any(r.reused for r in again if config_key(r.config) == "1,2,7")  # a rule's runs are its own
+    assert reusing.runs_reused == 1 and len(again) == 4
+
+
+def test_reusing_runner_never_reuses_an_infra_error() -> None:
+    reusing = ReusingRunner(_runner(0.0, seed=22, infra_p=1.0), [REF])
+    reusing.run([REF], [PairRequest("golden-01", 0)])
+    again = reusing.run([REF], [PairRequest("golden-01", 0)])
+    assert not again[0].reused and reusing.runs_reused == 0
+
+
+def test_a_second_decision_on_a_shared_reference_is_charged_only_for_new_runs() -> None:
+    inner = _runner(0.0, seed=23)
+    other = frozenset({1, 2, 8})
+    inner.savings[config_key(other)] = 0.0
+    reusing = ReusingRunner(inner, [REF])
+    first = decide_rule(reusing, REF, RULE, _ids(inner), 40, budget_tokens=20e6)
+    spent_before = inner.tokens_spent
+    second = decide_rule(reusing, REF, other, _ids(inner), 40, budget_tokens=20e6)
+    assert first.tokens_spent == pytest.approx(spent_before)
+    assert second.tokens_spent == pytest.approx(inner.tokens_spent - spent_before)
+    assert any(r.reused for r in second.new_runs)
+    assert second.tokens_spent < sum(r.weighted_tokens for r in second.new_runs)
 
 
 def test_params_validate_and_come_from_settings() -> None:

@@ -23,7 +23,7 @@ pairs; its variance is the sandwich (M-estimator) variance. Why Huber: a deraile
 few such pairs decide a verdict, a median throws away a third of the information on clean data,
 Huber's ψ keeps ~95% efficiency on clean data and bounds each run's influence. Trimmed means need
 a trimming fraction tuned to the unknown derail rate; median-of-means needs many blocks. The
-calibration benchmark shows the false-keep rate stays under α with derailments (4.5% at α = 5%
+calibration benchmark shows the false-keep rate stays under α with derailments (2.7–4.5% at α = 5%
 with 12% of runs ×1.8), and its ablation with heavier derailments (×3) that Huber keeps more
 power than the plain mean (35% vs 29% of 10%-rules kept) at a false-keep rate still under α.
 With mild derailments (×1.8, about one noise SD) Huber and the mean are about equally

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Union, runtime_checkable
 
 import numpy as np
@@ -182,6 +182,50 @@ class SyntheticRunner:
                 records.append(RunRecord(task.task_id, config, slot.round_index, cost, int(cost),
                                          completed, outcome))
         return records
+
+
+class ReusingRunner:
+    """Wraps any :class:`SuiteRunner` with the reference reuse the bench runner does for real.
+
+    The first time a (configuration in ``reusable``, task, round) slot is asked for it is run by
+    ``inner``; every later ask — by another decision of the same invocation, night or freshness
+    window — gets the same record back with ``reused=True``, so the decision core does not count
+    it as spent again. Only configurations in ``reusable`` (the reference) are shared: a rule's
+    own runs belong to its decision.
+    """
+
+    def __init__(self, inner: SuiteRunner, reusable: Iterable[Config]) -> None:
+        self.inner = inner
+        self.reusable = {config_key(c) for c in reusable}
+        self._stored: dict[tuple[str, str, int], RunRecord] = {}
+        self.runs_reused = 0
+
+    def run(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
+        out: list[RunRecord] = []
+        # Configurations still to run on the same slots go in one inner call, so they stay paired
+        # and interleaved there.
+        to_run: dict[tuple[PairRequest, ...], list[Config]] = {}
+        for config in configs:
+            key = config_key(config)
+            fresh = list(slots)
+            if key in self.reusable:
+                fresh = []
+                for slot in slots:
+                    stored = self._stored.get((key, slot.task_id, slot.round_index))
+                    if stored is None:
+                        fresh.append(slot)
+                    else:
+                        out.append(replace(stored, reused=True))
+                        self.runs_reused += 1
+            if fresh:
+                to_run.setdefault(tuple(fresh), []).append(config)
+        for fresh, group in to_run.items():
+            records = self.inner.run(group, fresh)
+            for r in records:  # infra errors are never reused (as in the bench runner)
+                if config_key(r.config) in self.reusable and not r.is_infra:
+                    self._stored[(config_key(r.config), r.task_id, r.round_index)] = r
+            out.extend(records)
+        return out
 
 
 def _stable_hash(text: str) -> int:
