@@ -64,9 +64,10 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Import a ledger's new rules as local candidates; their foreign evidence is shown, never trusted."""
     from warden.ledger.service import adopt
+    from warden.select.selector import known_agents
 
     with store().session() as session:
-        report = adopt(session, path, agent=agent, dry_run=dry_run)
+        report = adopt(session, path, agent=agent, dry_run=dry_run, suites=known_agents(settings()))
         if dry_run:
             session.rollback()
     if as_json:

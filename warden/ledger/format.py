@@ -61,9 +61,14 @@ def rules_hash(rules: list[dict[str, Any]]) -> str:
     return sha256_of(rules)
 
 
+def rule_order(rule: dict[str, Any]) -> tuple[str, str]:
+    """The canonical position of a rule in a ledger: by body, then scope."""
+    return rule["body"], rule.get("scope") or ""
+
+
 def build_ledger(agent: str, rules: list[dict[str, Any]], warden_version: str) -> dict[str, Any]:
     """A complete ledger document; rules ordered by body so the file is independent of ids."""
-    sealed = sorted((seal_rule(r) for r in rules), key=lambda r: (r["body"], r.get("scope") or ""))
+    sealed = sorted((seal_rule(r) for r in rules), key=rule_order)
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

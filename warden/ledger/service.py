@@ -7,6 +7,7 @@ the foreign evidence kept as "claimed" (shown on the receipt, never used in a ve
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from warden import __version__
 from warden.config import Settings
-from warden.distill.rule_text import find_near_duplicate, validate_rule_body, RuleTextError
+from warden.distill.admission import validate_scope
+from warden.distill.rule_text import RuleTextError, find_near_duplicate, validate_rule_body
 from warden.errors import UsageError
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
 from warden.ledger.verify import load_verified
@@ -92,15 +94,22 @@ class AdoptReport:
         return dict(self.__dict__)
 
 
-def adopt(session: Session, path: Path, *, agent: str | None = None, dry_run: bool = False) -> AdoptReport:
-    """Verify ``path``, then import its new rules as local candidates of ``agent``."""
+def adopt(session: Session, path: Path, *, agent: str | None = None, dry_run: bool = False,
+          suites: Collection[str] | None = None) -> AdoptReport:
+    """Verify ``path``, then import its new rules as local candidates of ``agent``. ``suites``:
+    the agents with a golden suite here; a target without one is refused (its candidates could
+    never be measured)."""
     doc = load_verified(path)
     target = validate_agent_name(agent or doc["agent"])
+    if suites is not None and target not in suites:
+        raise UsageError(f"no golden suite for agent {target!r} here, so its candidates could never be measured "
+                         f"(suites: {', '.join(sorted(suites)) or 'none'}); pick one with --agent")
     report = AdoptReport(str(path), target, dry_run)
     local = [(r.id, r.body) for r in session.scalars(select(Rule).where(Rule.agent == target)).all()]
     for entry in doc["rules"]:
         try:
             body = validate_rule_body(entry["body"])
+            scope = validate_scope(entry["scope"])
         except RuleTextError as exc:  # verify passed, so this is defence in depth
             report.skipped.append({"body": entry["body"], "reason": str(exc)})
             continue
@@ -111,10 +120,10 @@ def adopt(session: Session, path: Path, *, agent: str | None = None, dry_run: bo
             continue
         claimed = {"ledger": path.name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
                    "exported_by": doc["exported_by"], "state": entry["state"], "evidence": entry["evidence"]}
-        item = {"body": body, "scope": entry["scope"], "claimed_state": entry["state"]}
+        item = {"body": body, "scope": scope, "claimed_state": entry["state"]}
         if not dry_run:
-            rule = Rule(agent=target, body=body, scope=entry["scope"], state="candidate", origin="adopted",
-                        rent_tokens=rule_rent(MemoryRule(0, body, entry["scope"])), claimed_evidence=claimed,
+            rule = Rule(agent=target, body=body, scope=scope, state="candidate", origin="adopted",
+                        rent_tokens=rule_rent(MemoryRule(0, body, scope)), claimed_evidence=claimed,
                         provenance_digest={"adopted_from": path.name, "ledger_agent": doc["agent"],
                                            "foreign_provenance": entry["provenance"]})
             session.add(rule)

@@ -8,6 +8,7 @@ reason, so a pull-request review can act on it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -17,9 +18,13 @@ from typing import Any
 
 import jsonschema
 
-from warden.distill.rule_text import RuleTextError, trigram_jaccard, validate_rule_body, NEAR_DUPLICATE_JACCARD
-from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash
+from warden.distill.admission import validate_scope
+from warden.distill.rule_text import NEAR_DUPLICATE_JACCARD, RuleTextError, trigram_jaccard, validate_rule_body
+from warden.errors import UsageError
+from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
+from warden.names import validate_agent_name
 from warden.sanitize import strip_controls
+from warden.select.memory import MemoryRule, rule_rent
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,17 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a ledger may hold")
+
+
 def _label(index: int, rule: Any) -> str:
     body = rule.get("body") if isinstance(rule, dict) else None
     if isinstance(body, str):
@@ -67,6 +83,11 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
     latest = decisive[-1]
     if latest["verdict"] != "keep":
         return f"active rule's latest decision is {latest['verdict']!r}, not 'keep'"
+    if latest["k"] < 1:
+        return f"k = {latest['k']:g}: the keep margin must at least cover the rule's rent (k ≥ 1)"
+    ref_pass, ref_n, rule_pass, rule_n = latest["pass_counts"]
+    if rule_n == 0 or ref_n == 0:
+        return "keep decision rests on no runs of the rule or of the reference"
     low, high = latest["interval"]
     if not low <= latest["estimate"] <= high:
         return "saving estimate lies outside its own interval"
@@ -77,7 +98,6 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
         return f"margin {latest['margin']:g} is below k × rent = {latest['k'] * rule['rent']:g}"
     if latest["n_pairs"] < 1:
         return "keep decision rests on no paired runs"
-    ref_pass, ref_n, rule_pass, rule_n = latest["pass_counts"]
     if ref_pass > ref_n or rule_pass > rule_n:
         return "pass counts exceed run counts"
     if ref_n and rule_n and rule_pass / rule_n < ref_pass / ref_n - 1e-9 and rule_pass < rule_n:
@@ -95,9 +115,12 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     except UnicodeDecodeError as exc:
         return [Problem(name, None, f"not UTF-8 ({exc.reason} at byte {exc.start})")]
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite_float,
+                         parse_constant=_no_constant)
     except ValueError as exc:
         return [Problem(name, None, f"invalid JSON: {exc}")]
+    except RecursionError:
+        return [Problem(name, None, "invalid JSON: nested too deeply")]
     if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and len(doc["rules"]) > MAX_RULES:
         return [Problem(name, None, f"{len(doc['rules'])} rules, over the limit of {MAX_RULES}")]
     validator = jsonschema.Draft202012Validator(_SCHEMA)
@@ -109,6 +132,10 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         problems.append(Problem(name, rule, f"schema: {where + ': ' if where else ''}{error.message[:200]}"))
     if problems:
         return problems
+    try:
+        validate_agent_name(doc["agent"])
+    except UsageError as exc:
+        problems.append(Problem(name, None, str(exc)))
     rules: list[dict[str, Any]] = doc["rules"]
     seen: list[tuple[str, str]] = []
     for index, rule in enumerate(rules):
@@ -120,6 +147,14 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         except RuleTextError as exc:
             problems.append(Problem(name, label, f"rule body rejected: {exc}"))
             body = str(rule["body"])
+        try:
+            if validate_scope(rule["scope"]) != rule["scope"]:
+                problems.append(Problem(name, label, "scope is not in canonical form (NFC, trimmed, null when empty)"))
+        except RuleTextError as exc:
+            problems.append(Problem(name, label, f"scope rejected: {exc}"))
+        if rule["rent"] != rule_rent(MemoryRule(0, body, rule["scope"])):
+            problems.append(Problem(name, label, f"rent {rule['rent']} is not the rule's rent as compiled "
+                                                 f"({rule_rent(MemoryRule(0, body, rule['scope']))} tokens)"))
         if rule_hash(rule) != rule["sha256"]:
             problems.append(Problem(name, label, "sha256 does not match the rule's content (edited after export?)"))
         for other_label, other_body in seen:
@@ -131,6 +166,9 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         why = evidence_supports_keeping(rule)
         if why:
             problems.append(Problem(name, label, why))
+    if [rule_order(r) for r in rules] != sorted(rule_order(r) for r in rules):
+        problems.append(Problem(name, None, "rules are not in canonical order (by body, then scope); "
+                                            "re-export it with `warden share`"))
     if rules_hash(rules) != doc["rules_sha256"]:
         problems.append(Problem(name, None, "rules_sha256 does not match the rule list (a rule added, removed, "
                                             "reordered or edited)"))
