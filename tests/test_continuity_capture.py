@@ -132,6 +132,8 @@ def test_projects_its_paths_touch() -> None:
     ('{"client_secret": "s3cr3t-value-123"}', "s3cr3t-value-123"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA"),
     ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
+    ("mysql -u root --password hunter2secret -h db", "hunter2secret"),
+    ("deploy --api-key 'k3y-value-123'", "k3y-value-123"),
 ])
 def test_secrets_are_redacted(secret: str, leak: str) -> None:
     out = redact_secrets(secret)

@@ -85,6 +85,10 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), REDACTED),
     (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
+    # --password VALUE: a command-line flag naming a secret, its value the next word
+    (re.compile(r"(?i)(?P<pre>(?<![\w\-])--?[\w\-]*(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|"
+                r"private[_\-]?key|client[_\-]?secret)[\w\-]*[ \t]+[\"']?)(?P<val>[^\s\"'-][^\s\"']{3,})"),
+     r"\g<pre>" + REDACTED),
     # key = value / key: value / "key": "value" for names that hold secrets
     (re.compile(r"(?i)(?P<pre>\b[\w\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
                 r"private[_\-]?key|client[_\-]?secret|auth)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"

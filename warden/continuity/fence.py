@@ -114,8 +114,10 @@ def _fmt_time(ts: datetime | None) -> str:
 def render_body(scoped: ScopedCheckpoint) -> str:
     """The checkpoint as plain text lines (not yet defanged or capped)."""
     cp = scoped.checkpoint
-    lines = [f"checkpoint {cp.id if cp.id is not None else '-'} · session {cp.session_id[:12]} · "
-             f"project {cp.project or 'unknown'} · {_fmt_time(cp.captured_at)}",
+    # Paths, projects and sessions are one-line fields: a newline in one must not start a line
+    # of its own inside the fence (a fake heading).
+    lines = [f"checkpoint {cp.id if cp.id is not None else '-'} · session {_one_line(cp.session_id[:12])} · "
+             f"project {_one_line(cp.project or 'unknown')} · {_fmt_time(cp.captured_at)}",
              f"trigger {cp.trigger} · context fill {cp.fill:.0f}% · quality {cp.quality:.0f}"]
     if cp.active_task:
         lines += ["Active task:", _indent(cp.active_task)]
@@ -123,9 +125,9 @@ def render_body(scoped: ScopedCheckpoint) -> str:
         lines.append("Decisions:")
         lines += [_indent(d.get("text", ""), bullet=True) for d in cp.decisions]
     if cp.edited_files:
-        lines.append("Edited files: " + ", ".join(cp.edited_files))
+        lines.append("Edited files: " + ", ".join(_one_line(f, 400) for f in cp.edited_files))
     if cp.read_files:
-        lines.append("Read files: " + ", ".join(cp.read_files))
+        lines.append("Read files: " + ", ".join(_one_line(f, 400) for f in cp.read_files))
     if cp.open_questions:
         lines.append("Open questions:")
         lines += [_indent(q.get("text", ""), bullet=True) for q in cp.open_questions]
@@ -133,7 +135,7 @@ def render_body(scoped: ScopedCheckpoint) -> str:
         lines.append("Errors and fixes:")
         for e in cp.errors:
             fix = f" → fixed by {e['fix']}" if e.get("fix") else " → no fix seen"
-            lines.append(_indent(f"{e.get('tool') or 'tool'}: {e.get('error', '')}{fix}", bullet=True))
+            lines.append(_indent(f"{_one_line(e.get('tool') or 'tool', 80)}: {e.get('error', '')}{fix}", bullet=True))
     if cp.last_state:
         lines += ["Last state:", _indent(cp.last_state)]
     if scoped.disclosure:
