@@ -38,6 +38,8 @@ def test_distill_queued_run_then_nothing_left(tmp_path: Path, capsys) -> None:
     assert "admitted rule 1: Grep for the symbol" in out and "blind_read" in out
     assert main(["distill", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == []
+    assert main(["distill", "--run", "1", "--agent", "backend"]) == 2  # the run is coder's
+    assert "belongs to agent 'coder', not 'backend'" in capsys.readouterr().err
     assert main(["rules", "--agent", "coder", "--json"]) == 0
     rules = json.loads(capsys.readouterr().out)["rules"]
     assert rules and all(r["state"] == "candidate" and r["origin"] == "heuristic" for r in rules)
@@ -54,6 +56,15 @@ def test_usage_errors(tmp_path: Path, capsys) -> None:
     path = write_transcript(tmp_path, naive_session(), session_id="n")
     assert main(["distill", "--distiller", "anthropic", str(path)]) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def test_a_path_that_cannot_be_read_fails_after_the_others_are_shown(tmp_path: Path, capsys) -> None:
+    path = write_transcript(tmp_path, naive_session(), session_id="ok")
+    assert main(["distill", "--dry-run", str(path), "/dev/zero"]) == 2
+    captured = capsys.readouterr()
+    assert "blind_read" in captured.out  # the readable transcript's findings are still shown
+    assert captured.err.strip() == ("warden: 1 of 2 transcript(s) could not be distilled: cannot read "
+                                    "transcript /dev/zero: not a regular file")
 
 
 def test_bad_option_values_are_one_line_usage_errors(capsys) -> None:

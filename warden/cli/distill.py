@@ -11,6 +11,7 @@ from rich.table import Table
 from warden.cli.common import MAX_ID, console, print_json, safe, settings, store
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
+from warden.sanitize import strip_controls
 
 rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, scope, forget).",
                         invoke_without_command=True, no_args_is_help=False)
@@ -48,16 +49,21 @@ def distill_command(
 
         reports = distill_dry_run(list(paths), s, distiller=chosen)
         dry_run = True
+        unreadable = [r for r in reports if r.error and not r.infra_error]
     else:
         from warden.distill.service import distill_runs
 
         reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run)
+        unreadable = []
     if as_json:
         print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports]}))
     else:
         _render_reports(reports, dry_run)
     if any(r.infra_error for r in reports):
         raise WardenError("the model distiller failed for at least one run (see above); those runs stay queued")
+    if unreadable:
+        raise UsageError(f"{len(unreadable)} of {len(reports)} transcript(s) could not be distilled: "
+                         f"{strip_controls(unreadable[0].error or '', keep_newlines=False)[:200]}")
 
 
 def _render_reports(reports: list, dry_run: bool) -> None:  # noqa: ANN001 - service.RunReport

@@ -155,8 +155,11 @@ def select_runs(store: Store, *, agent: str | None = None, run_id: int | None = 
     """The runs to distill: the given one, or the queued ones (oldest first)."""
     with store.session() as session:
         if run_id is not None:
-            if session.get(SessionRun, run_id) is None:
+            run = session.get(SessionRun, run_id)
+            if run is None:
                 raise UsageError(f"no session run with id {run_id}")
+            if agent and run.agent != agent:
+                raise UsageError(f"session run {run_id} belongs to agent {run.agent!r}, not {agent!r}")
             return [run_id]
         query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
         if agent:
