@@ -260,6 +260,44 @@ def test_collector_captures_checkpoints_once_across_appends_and_full_reingest(tm
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == len(triggers_after_append)
 
 
+def test_forgotten_checkpoints_stay_forgotten_when_the_transcript_is_rewritten(tmp_path: Path) -> None:
+    """Forgetting is a tombstone, not just a delete: a rewritten (shortened) transcript parsed
+    again from the start must not bring forgotten checkpoints back, by id or by session."""
+    from collect_support import SESSION, assistant, jsonl, prompt, tool_result, tool_use, usage
+
+    from warden.continuity.service import forget
+    from warden.ingest.collector import collect_paths
+
+    def turn(i: int, fill: float, path: str) -> list[dict]:
+        ts = f"2026-01-01T10:{i:02d}:00.000Z"
+        return [assistant(f"msg_{i}", f"req_{i}", usage(5, 50, cr=int(fill * W)),
+                          [{"type": "text", "text": "Editing."}, tool_use(f"toolu_{i}", "Edit", file_path=path,
+                                                                            old_string="a", new_string="b")],
+                          ts=ts, cwd="/proj"), tool_result(f"toolu_{i}", "edited", ts=ts)]
+
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    lines = [prompt("Make the exporter stream rows")] + turn(1, 0.25, "/proj/a.py") + turn(2, 0.55, "/proj/b.py")
+    transcript.write_bytes(jsonl(lines))
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        fill20 = s.scalar(select(Checkpoint.id).where(Checkpoint.trigger == "fill:20"))
+        assert forget(s, checkpoint_ids=[fill20]) == 1
+    transcript.write_bytes(jsonl(lines[:-2]))  # rewritten shorter: parsed again from the start
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert "fill:20" not in set(s.scalars(select(Checkpoint.trigger)))
+        assert forget(s, session_id=SESSION) >= 0
+    transcript.write_bytes(jsonl(lines))
+    collect_paths(settings, [transcript], store=store)
+    transcript.write_bytes(jsonl(lines[:-2]))
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == 0
+
+
 def _split(run, cut_after_turns: list[int]):
     """The run as consecutive resumed parts, as an incremental parser would hand them over."""
     import copy

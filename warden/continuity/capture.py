@@ -38,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import re
 from bisect import bisect_left
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
 from functools import lru_cache
 from typing import Any
 
-from warden.ingest.records import ParsedRun, ToolCall, Turn
+from warden.ingest.records import ParsedRun, ToolCall
 
 FILL_BANDS = (20, 35, 50, 65, 80)
 QUALITY_BANDS = (80, 70, 50, 40)
@@ -607,6 +608,32 @@ def capture_fresh(run: ParsedRun) -> tuple[list[CheckpointData], CarryState]:
     return capture(run)
 
 
+FORGOTTEN = "forgotten"  # key in a run's capture state: "all", or the triggers a user forgot
+
+
+def forgotten_triggers(state: Any) -> str | frozenset[str]:
+    """What a user forgot of a run (kept in its capture state, so a re-parse of a rewritten
+    transcript does not bring it back): ``"all"`` or a set of triggers."""
+    value = state.get(FORGOTTEN) if isinstance(state, dict) else None
+    if value == "all":
+        return "all"
+    return frozenset(str(t) for t in value) if isinstance(value, list) else frozenset()
+
+
+def with_forgotten(state: Any, triggers: str | Collection[str]) -> dict[str, Any]:
+    """``state`` with ``triggers`` (a collection of triggers, or the string ``"all"``) added to
+    what is forgotten."""
+    if isinstance(triggers, str) and triggers != "all":
+        raise ValueError(f"triggers must be a collection or 'all', not {triggers!r}")
+    out = dict(state) if isinstance(state, dict) else {}
+    before = forgotten_triggers(out)
+    if before == "all" or triggers == "all":
+        out[FORGOTTEN] = "all"
+    else:
+        out[FORGOTTEN] = sorted(set(before) | set(triggers))
+    return out
+
+
 def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
                        precaptured: tuple[list[CheckpointData], CarryState] | None = None) -> int:
     """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
@@ -633,10 +660,12 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
             data.agent = name
     else:
         captured, carry = capture(parsed, agent=agent, carry=prior)
+    forgotten = forgotten_triggers(state_row.state) if state_row is not None else frozenset()
     if state_row is None:
         state_row = CaptureState(run_key=parsed.run_key)
         session.add(state_row)
-    state_row.state = carry.to_json()
+    state_row.state = with_forgotten(carry.to_json(), forgotten) if forgotten else carry.to_json()
+    captured = [] if forgotten == "all" else [c for c in captured if c.trigger not in forgotten]
     if not captured:
         return 0
     existing = {cp.trigger: cp for cp in session.scalars(

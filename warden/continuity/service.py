@@ -16,7 +16,7 @@ from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
-from warden.continuity.capture import CheckpointData
+from warden.continuity.capture import CheckpointData, forgotten_triggers, with_forgotten
 from warden.continuity.fence import fence_checkpoint
 from warden.continuity.pointer import pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
@@ -140,19 +140,42 @@ def _delete_ids(session: Session, ids: list[int]) -> int:
     return len(ids)
 
 
+def _remember_forgotten(session: Session, run_key: str, triggers: str | set[str]) -> None:  # "all" or triggers
+    """A tombstone in the run's capture state: what was forgotten stays forgotten, even when
+    its transcript is rewritten and parsed again from the start."""
+    row = session.get(CaptureState, run_key)
+    if row is None:
+        row = CaptureState(run_key=run_key, state={})
+        session.add(row)
+    row.state = with_forgotten(row.state, triggers)
+
+
 def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session_id: str | None = None) -> int:
-    """Delete checkpoints by id or every checkpoint of a session; returns how many went."""
+    """Delete checkpoints by id or every checkpoint of a session (including any it captures
+    later); returns how many went."""
+    from warden.store.models import SessionRun
+
     if not checkpoint_ids and not session_id:
         raise UsageError("say which checkpoints to forget: ids or --session")
     ids: list[int] = []
     if checkpoint_ids:
-        found = set(session.scalars(select(Checkpoint.id).where(Checkpoint.id.in_(checkpoint_ids))))
-        missing = sorted(set(checkpoint_ids) - found)
+        found = {row.id: row for row in session.execute(
+            select(Checkpoint.id, Checkpoint.run_key, Checkpoint.trigger).where(Checkpoint.id.in_(checkpoint_ids)))}
+        missing = sorted(set(checkpoint_ids) - set(found))
         if missing:
             raise WardenError(f"no checkpoint with id {', '.join(map(str, missing))}")
         ids += sorted(found)
+        by_run: dict[str, set[str]] = {}
+        for row in found.values():
+            by_run.setdefault(row.run_key, set()).add(row.trigger)
+        for run_key, triggers in by_run.items():
+            _remember_forgotten(session, run_key, triggers)
     if session_id:
         ids += list(session.scalars(select(Checkpoint.id).where(Checkpoint.session_id == session_id)))
+        run_keys = set(session.scalars(select(Checkpoint.run_key).where(Checkpoint.session_id == session_id)))
+        run_keys |= set(session.scalars(select(SessionRun.run_key).where(SessionRun.session_id == session_id)))
+        for run_key in sorted(run_keys):
+            _remember_forgotten(session, run_key, "all")
     return _delete_ids(session, sorted(set(ids)))
 
 
@@ -177,8 +200,13 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
     surplus = list(session.scalars(select(Checkpoint.id)
                                    .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).offset(keep)))
     by_count = _delete_ids(session, surplus)
-    # capture states of runs untouched for as long: their sessions are over
-    session.execute(delete(CaptureState).where(CaptureState.updated_at < cutoff))
+    # capture states of runs untouched for as long: their sessions are over (a state that
+    # remembers what a user forgot stays)
+    stale = [row.run_key for row in session.execute(select(CaptureState.run_key, CaptureState.state)
+                                                     .where(CaptureState.updated_at < cutoff))
+             if not forgotten_triggers(row.state)]
+    for start in range(0, len(stale), 500):
+        session.execute(delete(CaptureState).where(CaptureState.run_key.in_(stale[start:start + 500])))
     remaining = session.scalar(select(func.count()).select_from(Checkpoint)) or 0
     return PruneResult(by_age, by_count, remaining)
 
