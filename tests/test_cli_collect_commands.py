@@ -105,6 +105,26 @@ def test_collect_keeps_what_is_stored_when_a_later_run_fails(corpus: Path, tmp_p
     assert json.loads(after) == json.loads(before)
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(jobs: str, corpus: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    tree = tmp_path / "c"
+    shutil.copytree(corpus, tree)
+    small = next(tree.rglob("agent-c8d9b115.jsonl"))
+    bad = os.fsdecode(os.fsencode(str(small.parent)) + b"/zz\xff.jsonl")
+    shutil.copyfile(small, bad)
+    code, out, err = run(capsys, "collect", str(tree), "--jobs", jobs, "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["files_ingested"] == 22 and summary["files_skipped"] == 1
+    assert any("not valid UTF-8" in why and "\\udcff" in why for why in summary["skipped"])
+
+
+def test_control_characters_in_a_bad_path_do_not_reach_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "collect", "/no/such\x1b]0;pwned\x07dir\nsecond line")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "\x1b" not in err and "\x07" not in err and "pwned" in err
+
+
 def test_since_further_back_than_any_date_lists_everything() -> None:
     from datetime import datetime
 

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from warden.cli.common import err_console
+from warden.cli.common import say_error
 from warden.errors import WardenError
 
 app = typer.Typer(
@@ -55,7 +55,7 @@ def _report_click_error(exc: Exception) -> int:
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None and getattr(ctx, "command_path", "") else ""
     message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
-    err_console.print(f"warden: {message}{hint}", markup=False, highlight=False, soft_wrap=True)
+    say_error(f"{message}{hint}")
     return int(getattr(exc, "exit_code", 2) or 2)
 
 
@@ -66,18 +66,18 @@ def main(argv: list[str] | None = None) -> int:
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
             if result == 130:
-                err_console.print("warden: interrupted", markup=False)
+                say_error("interrupted")
             return result
     except WardenError as exc:
-        err_console.print(f"warden: {exc}", markup=False, highlight=False, soft_wrap=True)
+        say_error(exc)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        err_console.print("warden: aborted", markup=False)
+        say_error("aborted")
         return 130
     except KeyboardInterrupt:
-        err_console.print("warden: interrupted", markup=False)
+        say_error("interrupted")
         return 130
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, _CLICK_EXCEPTION):
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("WARDEN_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""
-        err_console.print(f"warden: internal error: {type(exc).__name__}: {first} "
-                          "(set WARDEN_DEBUG=1 for a traceback)", markup=False, highlight=False)
+        say_error(f"internal error: {type(exc).__name__}: {first} (set WARDEN_DEBUG=1 for a traceback)")
         return 70
     return 0
 

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error,
                                settings, store)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
@@ -100,7 +100,7 @@ def _render(report: Any) -> None:
     if report.spend.warning:
         err_console.print(f"warden: warning: {report.spend.warning}", markup=False, highlight=False)
     if o.message:
-        err_console.print(f"warden: {o.message}", markup=False, highlight=False)
+        say_error(o.message)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from warden.cli.common import MAX_ROWS, console, err_console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
+from warden.sanitize import strip_controls
 from warden.ingest import collector as queries
 from warden.ingest.hooks import install_hooks, uninstall_hooks
 from warden.report.figures import learning_overview, render_learning
@@ -60,7 +61,7 @@ def collect(
                   f"{summary.files_unchanged} unchanged, {summary.files_skipped} skipped; "
                   f"{summary.runs_updated} run(s) updated, {summary.bytes_read / 1e6:.1f} MB read")
     for reason in summary.skipped[:20]:
-        err_console.print(f"skipped {safe(reason, 300)}", markup=False)
+        err_console.print(f"skipped {strip_controls(reason, keep_newlines=False)[:300]}", markup=False)
 
 
 def sessions(

@@ -58,6 +58,13 @@ def safe_block(text: object) -> str:
     return strip_controls(str(text), keep_newlines=True)
 
 
+def say_error(message: object) -> None:
+    """``warden: <message>`` on stderr as one line; messages quote untrusted text (paths, agent
+    names from transcripts), so controls and escape sequences are stripped here, once for all."""
+    err_console.print("warden: " + strip_controls(str(message), keep_newlines=False), markup=False,
+                      highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"warden: {message}", markup=False, highlight=False)
+    say_error(message)
     return typer.Exit(code)

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error,
                                safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
@@ -94,7 +94,7 @@ def select_command(
         except LockBusy as exc:
             if not all_agents:
                 raise
-            err_console.print(f"warden: skipped {name}: {exc}", markup=False)
+            say_error(f"skipped {name}: {exc}")
             busy.append(name)
             continue
         reports.append(select_report_json(report))

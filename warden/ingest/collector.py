@@ -389,7 +389,7 @@ class Collector:
                 if progress:
                     progress(done, len(files))
 
-            known = _load_offsets(session, files)  # one query, not one per file
+            known = _load_offsets(session, [f for f in files if not _unstorable_path(f)])  # one query
             for path in files:
                 summary.files_seen += 1
                 plan = self._plan(session, path, summary, agent_type_hint, known)
@@ -411,9 +411,10 @@ class Collector:
         """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged).
         ``known``: the offset rows of a bulk collect, loaded at its start (a row a hook writes
         later is caught when the parse is stored, which re-reads the row)."""
-        if len(path) > MAX_PATH_CHARS:
+        why = _unstorable_path(path)
+        if why:
             summary.files_skipped += 1
-            summary.skipped.append(f"{path[:80]}…: path longer than {MAX_PATH_CHARS} characters")
+            summary.skipped.append(why)
             return None
         try:
             st = os.stat(path)
@@ -608,6 +609,18 @@ class Collector:
         row.source_path = path
         row.source_offset = parsed.bytes_consumed
         row.parser_version = PARSER_VERSION
+
+
+def _unstorable_path(path: str) -> str | None:
+    """Why the store cannot keep ``path`` (it keeps paths as bounded UTF-8 text), or None."""
+    if len(path) > MAX_PATH_CHARS:
+        return f"{path[:80]}…: path longer than {MAX_PATH_CHARS} characters"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a file name that is not UTF-8 (os.fsdecode's surrogate escapes)
+        shown = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        return f"{shown}: file name is not valid UTF-8"
+    return None
 
 
 def _load_runs(session: Session, run_keys: Iterable[str]) -> dict[str, SessionRun]:
