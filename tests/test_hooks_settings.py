@@ -109,3 +109,35 @@ def test_an_event_entry_claude_code_would_not_read_is_left_for_the_user(tmp_path
         with pytest.raises(UsageError, match='"hooks.Stop" is not a list; left untouched'):
             action(claude, command=CMD) if action is install_hooks else action(claude)
     assert (claude / "settings.json").read_text() == '{"hooks": {"Stop": "nope"}}'
+
+
+def test_a_lookalike_command_is_not_taken_for_ours_and_backups_never_overwrite(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    theirs = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/opt/bin/other-warden hook stop"},
+                                            {"type": "command", "command": "warden hook stop --verbose"}]}]}}
+    original = json.dumps(theirs)
+    (claude / "settings.json").write_text(original)
+    first = install_hooks(claude, command="'/my venv/bin/warden'")
+    second = uninstall_hooks(claude)  # within the same second as the install
+    assert first["backup_path"] != second["backup_path"]
+    assert Path(first["backup_path"]).read_text() == original  # the user's original survives
+    assert _settings(claude) == theirs  # their look-alike hooks were never ours to remove
+
+
+@pytest.mark.parametrize("text", ['{"hooks": {}, "a": 1e999}', '{"a": NaN}', '{"a": -Infinity}',
+                                  "[" * 100_000 + "]" * 100_000])
+def test_settings_json_claude_code_cannot_read_is_refused(tmp_path: Path, text: str) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text(text)
+    with pytest.raises(UsageError, match="not valid JSON"):
+        install_hooks(claude, command=CMD)
+    assert (claude / "settings.json").read_text() == text
+
+
+def test_a_claude_home_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    home = tmp_path / "claude"
+    home.write_text("not a directory")
+    with pytest.raises(UsageError, match="cannot write"):
+        install_hooks(home, command=CMD)

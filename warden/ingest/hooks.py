@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import math
 import os
 import select
 import stat
@@ -427,13 +428,32 @@ def warden_command() -> str:
 
 
 def _is_ours(entry: Any) -> bool:
+    """A hook entry warden installed: exactly ``<path>/warden hook <event>`` (any installation's
+    warden, so a stale path is replaced); ``other-warden hook stop`` is someone else's."""
+    import shlex
+
     if not isinstance(entry, dict):
         return False
     command = entry.get("command")
-    if not isinstance(command, str):
+    if not isinstance(command, str) or _MARK not in command:
         return False
-    head, _, tail = command.partition(_MARK)
-    return head.rstrip("'\"").endswith("warden") and tail.strip() in HOOK_EVENTS.values()
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return (len(words) == 3 and os.path.basename(words[0]) == "warden" and words[1] == "hook"
+            and words[2] in HOOK_EVENTS.values())
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _load_settings_json(path: Path) -> dict[str, Any]:
@@ -444,11 +464,15 @@ def _load_settings_json(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # strict JSON: Claude Code cannot read NaN, Infinity or numbers out of a double's range
+        data = json.loads(path.read_text(encoding="utf-8"), parse_float=_finite, parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON (line {exc.lineno}); left untouched") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UsageError(f"{path} is not valid JSON ({why}); left untouched") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a JSON object; left untouched")
     hooks = data.get("hooks", {})
@@ -462,21 +486,30 @@ def _load_settings_json(path: Path) -> dict[str, Any]:
 
 def _write_settings_json(path: Path, data: dict[str, Any]) -> str | None:
     """Back up the current file, then replace it atomically (through a symlink, to its target)."""
+    from warden.errors import UsageError
+
+    try:
+        return _replace_settings_json(path, data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; left untouched") from None
+
+
+def _replace_settings_json(path: Path, data: dict[str, Any]) -> str | None:
     import json
     import shutil
     import tempfile
 
     target = Path(os.path.realpath(path))
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     backup: str | None = None
     if target.exists():
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        backup = str(target.with_name(f"{target.name}.warden-backup-{stamp}"))
+        backup = _unique_backup(target)
         shutil.copy2(target, backup)
     fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".json", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            fh.write(text)
         if target.exists():
             os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         os.replace(tmp, target)
@@ -487,6 +520,20 @@ def _write_settings_json(path: Path, data: dict[str, Any]) -> str | None:
             pass
         raise
     return backup
+
+
+def _unique_backup(target: Path) -> str:
+    """A backup name no earlier backup holds (two edits in one second must not overwrite the
+    first backup, which may be the only copy of the user's original file)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for n in range(1000):
+        name = target.with_name(f"{target.name}.warden-backup-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return str(name)
+        except FileExistsError:
+            continue
+    raise OSError(f"no free backup name beside {target}")
 
 
 def install_hooks(claude_home: Path, command: str | None = None) -> dict[str, Any]:
