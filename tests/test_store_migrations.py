@@ -94,3 +94,49 @@ def test_a_command_that_loses_the_race_to_migrate_a_new_database_goes_on(tmp_pat
     fresh = db.make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     with pytest.raises(OperationalError):
         db._upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    from warden.cli.app import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", ["wq?x", "h%41b", "x#y"])
+def test_a_home_with_url_characters_keeps_its_database_inside(name: str, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    home = tmp_path / "homes" / name
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.delenv("WARDEN_DATABASE_URL", raising=False)
+    assert _cli(capsys, "db", "upgrade")[0] == 0
+    assert (home / "warden.db").is_file() and load_settings().sqlite_path == home / "warden.db"
+    assert sorted(p.name for p in (tmp_path / "homes").iterdir()) == [name]
+
+
+def test_db_commands_say_one_line_for_what_they_cannot_use(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    home = tmp_path / "home"
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.delenv("WARDEN_DATABASE_URL", raising=False)
+    code, _, err = _cli(capsys, "db", "current")
+    assert code == 1 and "no database at" in err and not home.exists()  # looking creates nothing
+    for argv in (("db", "upgrade", "bogus"), ("db", "upgrade", "--", "-1")):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 2 and "unknown revision" in err and err.count("\n") == 1
+    assert _cli(capsys, "db", "upgrade")[0] == 0
+    import sqlite3
+
+    with sqlite3.connect(home / "warden.db") as conn:  # as a newer warden would leave it
+        conn.execute("UPDATE alembic_version SET version_num = '0999'")
+    before = (home / "warden.db").read_bytes()
+    for argv in (("db", "check"), ("db", "upgrade"), ("status",)):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 1 and "newer warden" in err and err.count("\n") == 1, argv
+    assert (home / "warden.db").read_bytes() == before
+    (home / "warden.db").write_bytes(b"garbage" * 100)
+    for argv in (("db", "current"), ("db", "check"), ("db", "upgrade")):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 1 and "file is not a database" in err and "internal error" not in err, argv
+    monkeypatch.setenv("WARDEN_DATABASE_URL", "mysql://nobody@localhost/x")
+    code, _, err = _cli(capsys, "db", "current")
+    assert code == 1 and "driver that is not installed" in err

@@ -55,10 +55,24 @@ class Settings:
 
     @property
     def sqlite_path(self) -> Path | None:
-        prefix = "sqlite:///"
-        if self.database_url.startswith(prefix):
-            return Path(self.database_url[len(prefix):])
-        return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(self.database_url)
+        except ArgumentError:
+            return None
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return None
+        return Path(url.database)
+
+
+def sqlite_url(path: Path) -> str:
+    """The SQLAlchemy URL of a SQLite file; '?', '#' and '%' in the path are escaped, so a home
+    directory named ``a?b`` is not read as ``a`` with a query string."""
+    from sqlalchemy.engine import URL
+
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 
 
 def repo_root() -> Path:
@@ -128,7 +142,7 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
     claude_home = Path(env.get("CLAUDE_CONFIG_DIR", "~/.claude")).expanduser()
     settings = Settings(
         home=home,
-        database_url=f"sqlite:///{home / 'warden.db'}",
+        database_url=sqlite_url(home / "warden.db"),
         claude_home=claude_home,
         memory_dir=claude_home / "agent-memory",
         golden_dir=root / "golden_tasks",

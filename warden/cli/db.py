@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import typer
+from sqlalchemy import Engine
 
 from warden.cli.common import console, print_json, settings
-from warden.errors import WardenError
+from warden.config import Settings
+from warden.errors import UsageError, WardenError
 from warden.store import db
 
 db_app = typer.Typer(help="Database migrations (Alembic, packaged with warden).", no_args_is_help=True)
@@ -15,21 +20,53 @@ def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
 
 
+@contextmanager
+def _database(s: Settings, *, create: bool) -> Iterator[Engine]:
+    """The database's engine; what the database says goes back as one line (corrupt file,
+    unreachable server, missing driver). ``create=False``: a command that only looks never
+    creates a SQLite file."""
+    from sqlalchemy.exc import DatabaseError, OperationalError
+
+    path = s.sqlite_path
+    if not create and path is not None and not path.is_file():
+        raise WardenError(f"no database at {path} yet: any warden command creates it (e.g. `warden db upgrade`)")
+    engine = db.make_engine(s.database_url, create=create)
+    try:
+        yield engine
+    except (OperationalError, DatabaseError) as exc:
+        orig = getattr(exc, "orig", None) or exc
+        reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+        raise db.StoreError(f"cannot open database {db.redact_url(s.database_url)}: {reason}") from None
+    finally:
+        engine.dispose()
+
+
+def _not_newer(engine: Engine) -> str | None:
+    current = db.current_revision(engine)
+    newer = db.newer_than_this_warden(current)
+    if newer is not None:
+        raise newer
+    return current
+
+
 @db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head")) -> None:
     """Migrate the database to REVISION (default: head)."""
+    if revision != "head" and not db.known_revision(revision):
+        raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {db.head_revision()}")
     s = settings()
-    engine = db.make_engine(s.database_url)
-    db.upgrade(engine, revision)
-    console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
+    with _database(s, create=True) as engine:
+        _not_newer(engine)
+        db.upgrade(engine, revision)
+        console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
 
 
 @db_app.command("current")
 def current(as_json: bool = typer.Option(False, "--json")) -> None:
     """Show the database's revision and the packaged head."""
     s = settings()
-    engine = db.make_engine(s.database_url)
-    cur, head = db.current_revision(engine), db.head_revision()
+    with _database(s, create=False) as engine:
+        cur, head = db.current_revision(engine), db.head_revision()
     if as_json:
         print_json({"current": cur, "head": head, "url": db.redact_url(s.database_url)})
     else:
@@ -45,12 +82,12 @@ def check() -> None:
     from warden.store.models import Base
 
     s = settings()
-    engine = db.make_engine(s.database_url)
-    cur, head = db.current_revision(engine), db.head_revision()
-    if cur != head:
-        raise WardenError(f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`")
-    with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    with _database(s, create=False) as engine:
+        cur, head = _not_newer(engine), db.head_revision()
+        if cur != head:
+            raise WardenError(f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`")
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     if diff:
         raise WardenError(f"database schema differs from the models: {diff[0]}")
     console.print(f"ok: at head {head}, schema matches the models")

@@ -33,7 +33,9 @@ _SQLITE_QUERY = ("SELECT id, captured_at FROM checkpoints WHERE project = ? AND 
 
 def _sqlite_pointer(path: str, cwd: str, session_id: str, since: datetime) -> tuple[int, datetime] | None:
     # read-only URI: never creates the file, never takes a write lock; short busy wait
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.3)
+    from urllib.parse import quote
+
+    conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=0.3)
     try:
         row = conn.execute(_SQLITE_QUERY, (cwd, since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id)).fetchone()
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -44,11 +45,13 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     cur.close()
 
 
-def make_engine(url: str, *, busy_timeout_ms: int | None = None) -> Engine:
+def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = True) -> Engine:
+    """An engine for ``url``; ``create=False`` makes no directory for a SQLite file (a command
+    that only looks must not create a database)."""
     try:
         if url.startswith("sqlite"):
-            path = url.split("///", 1)[1] if "///" in url else ""
-            if path and path != ":memory:":
+            path = make_url(url).database or ""
+            if path and path != ":memory:" and create:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000})
             event.listen(engine, "connect", _sqlite_pragmas)
@@ -59,12 +62,14 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None) -> Engine:
         return create_engine(url, pool_pre_ping=True)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
         raise StoreError(f"bad database URL {redact_url(url)!r}: {exc}") from None
+    except ImportError as exc:  # a dialect whose driver is not installed (mysql:// without MySQLdb)
+        raise StoreError(f"database URL {redact_url(url)!r} needs a driver that is not installed: {exc}") from None
     except OSError as exc:
         raise StoreError(f"cannot create the database directory for {redact_url(url)}: {exc}") from None
 
 
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
+    """The URL without its password, for messages (up to the last '@': a password may hold one)."""
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
@@ -147,12 +152,35 @@ def _upgrade_unless_raced(engine: Engine) -> None:
         raise
 
 
+def known_revision(revision: str) -> bool:
+    """Whether this warden's migrations know ``revision`` (a newer warden's do not)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        return ScriptDirectory.from_config(alembic_config("sqlite://")).get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
+def newer_than_this_warden(revision: str | None) -> StoreError | None:
+    if revision is None or known_revision(revision):
+        return None
+    return StoreError(f"the database is at revision {revision!r}, which this warden (head {HEAD_REVISION}) does "
+                      "not know: a newer warden wrote it; upgrade warden (pip install -U) to use it")
+
+
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
     """Open the settings' database, migrating it to head first (every command does this)."""
     engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
     if migrate:
         try:
-            if current_revision(engine) != HEAD_REVISION:
+            current = current_revision(engine)
+            if current != HEAD_REVISION:
+                newer = newer_than_this_warden(current)
+                if newer is not None:
+                    engine.dispose()
+                    raise newer
                 _upgrade_unless_raced(engine)
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
