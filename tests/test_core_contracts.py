@@ -110,3 +110,18 @@ def test_numeric_settings_out_of_range_are_refused(monkeypatch, name: str, value
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=message):
         load_settings()
+
+
+@pytest.mark.parametrize("line, message", [
+    ("input = 0.0", "must be above 0"), ("input = nan", "must be above 0"), ('input = "abc"', "expected a number"),
+    ("inptu = 3.0", "unknown price"), ("output = -3.0", "must be at least 0"), ("input = true", "expected a number"),
+])
+def test_pricing_overrides_are_checked(tmp_path, monkeypatch, line: str, message: str) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(f'[warden.pricing."claude-opus-4-6"]\n{line}\n')
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+    (home / "warden.toml").write_text('[warden.pricing."claude-opus-4-6"]\ninput = 4.0\n')
+    assert load_settings().pricing == {"claude-opus-4-6": {"input": 4.0}}

@@ -129,10 +129,38 @@ def _coerce(key: str, value: Any) -> Any:
     except (TypeError, ValueError):
         raise ConfigError(f"setting {key}={value!r} is not a valid value") from None
     if key == "pricing":
-        if not isinstance(value, dict):
-            raise ConfigError("setting pricing must be a table of model -> prices")
-        return value
+        return _pricing(value)
     raise ConfigError(f"unknown setting {key!r}")
+
+
+PRICE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+MAX_PRICE_PER_MTOK = 100_000.0
+
+
+def _pricing(value: Any) -> dict[str, dict[str, float]]:
+    """Pricing overrides, checked: known fields, finite dollars per million tokens, input > 0
+    (the weighted-tokens metric divides by it)."""
+    if not isinstance(value, dict):
+        raise ConfigError("setting pricing must be a table of model -> prices")
+    out: dict[str, dict[str, float]] = {}
+    for model, prices in value.items():
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("setting pricing: a model name must be a non-empty string")
+        if not isinstance(prices, dict):
+            raise ConfigError(f"setting pricing.{model!r} must be a table of prices, e.g. input = 3.0")
+        checked: dict[str, float] = {}
+        for name, price in prices.items():
+            where = f"setting pricing.{model!r}.{name}"
+            if name not in PRICE_FIELDS:
+                raise ConfigError(f"{where}: unknown price (known: {', '.join(PRICE_FIELDS)})")
+            if isinstance(price, bool) or not isinstance(price, (int, float)):
+                raise ConfigError(f"{where}={price!r}: expected a number of dollars per million tokens")
+            if not (0.0 <= float(price) <= MAX_PRICE_PER_MTOK) or (name == "input" and float(price) == 0.0):
+                low = "above 0" if name == "input" else "at least 0"
+                raise ConfigError(f"{where}={price!r}: must be {low} and at most {MAX_PRICE_PER_MTOK:g}")
+            checked[name] = float(price)
+        out[model] = checked
+    return out
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
