@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from warden.cli.app import main
+from warden.errors import UsageError
 
 REQUIRED = {"session_id", "agent_id", "agent", "project", "models", "input_tokens", "output_tokens",
             "cache_creation_tokens", "cache_read_tokens", "cost_usd", "weighted_tokens", "tool_calls", "rereads",
@@ -131,6 +132,11 @@ def test_since_further_back_than_any_date_lists_everything() -> None:
     from warden.ingest.collector import parse_since
 
     assert parse_since("9999999999d") == datetime.min
+    assert parse_since("9" * 5000 + "d") == datetime.min
+    assert parse_since("0001-01-01T00:00:00+01:00") == datetime.min
+    assert parse_since("9999-12-31T23:59:59-01:00") == datetime.max
+    with pytest.raises(UsageError, match="expected an ISO date"):
+        parse_since("\u00b2d")  # a superscript two is a digit to str.isdigit, not to int()
 
 
 def test_version(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -753,9 +753,12 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     text = value.strip()
     now = now or datetime.now(timezone.utc).replace(tzinfo=None)
     units = {"d": 86400, "h": 3600, "m": 60, "w": 7 * 86400}
-    if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
+    digits = text[:-1]
+    if len(text) >= 2 and text[-1] in units and digits.isascii() and digits.isdigit():
+        if len(digits) > 12:  # more than any calendar holds: everything is since then
+            return datetime.min
         try:
-            return now - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+            return now - timedelta(seconds=int(digits) * units[text[-1]])
         except OverflowError:  # before year 1: everything is since then
             return datetime.min
     try:
@@ -763,7 +766,10 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     except ValueError:
         raise UsageError(f"--since {value!r}: expected an ISO date/time or an age like 7d, 12h") from None
     if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # the UTC time of 0001-01-01+01:00 (or 9999-12-31-01:00) is off the calendar
+            return datetime.min if dt.year == 1 else datetime.max
     return dt
 
 
