@@ -145,3 +145,22 @@ def test_version(capsys) -> None:  # type: ignore[no-untyped-def]
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"warden {__version__}"
+
+
+def test_a_database_locked_past_the_busy_timeout_is_one_line(corpus: Path, warden_home: Path, monkeypatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from warden.store import db
+
+    assert run(capsys, "status", "--json")[0] == 0  # the database exists, migrated
+    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    holder = sqlite3.connect(warden_home / "warden.db")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code, out, err = run(capsys, "collect", str(next(corpus.rglob("agent-c8d9b115.jsonl"))))
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 1 and err.count("\n") == 1 and "database is locked" in err and "internal error" not in err
+    assert run(capsys, "collect", str(next(corpus.rglob("agent-c8d9b115.jsonl"))))[0] == 0

@@ -59,6 +59,18 @@ def _report_click_error(exc: Exception) -> int:
     return int(getattr(exc, "exit_code", 2) or 2)
 
 
+def _database_error(exc: Exception) -> str | None:
+    """A database that refused mid-command (locked past the busy timeout, disk full, server
+    gone): one line naming what the database said; the transaction rolled back whole."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is None or not isinstance(exc, sa_exc.OperationalError):
+        return None
+    orig = getattr(exc, "orig", None) or exc
+    reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    hint = ": another warden process is writing; run again when it ends" if "locked" in reason else ""
+    return f"database error: {reason}{hint} (its open transaction was rolled back)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     try:
@@ -82,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, _CLICK_EXCEPTION):
             return _report_click_error(exc)
+        database_error = _database_error(exc)
+        if database_error:
+            say_error(database_error)
+            return 1
         if os.environ.get("WARDEN_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""
