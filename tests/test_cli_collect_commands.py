@@ -164,3 +164,13 @@ def test_a_database_locked_past_the_busy_timeout_is_one_line(corpus: Path, warde
         holder.close()
     assert code == 1 and err.count("\n") == 1 and "database is locked" in err and "internal error" not in err
     assert run(capsys, "collect", str(next(corpus.rglob("agent-c8d9b115.jsonl"))))[0] == 0
+
+
+def test_a_subagent_collected_before_its_parent_gets_its_type_from_the_parent(
+        corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sub = next(corpus.rglob("agent-c8d9b115.jsonl"))
+    parent = next(sub.parent.glob("a7da6a22-*.jsonl"))
+    assert run(capsys, "collect", str(sub))[0] == 0
+    assert run(capsys, "collect", str(parent))[0] == 0
+    rows = json.loads(run(capsys, "sessions", "--json")[1])
+    assert {(r["agent_id"], r["agent"]) for r in rows} == {("c8d9b115", "Explore"), (None, "main")}

@@ -540,7 +540,13 @@ class Collector:
         own_keys = {run_key for _, _, run_key in runs}
         affected = _upsert_usage(session, rows) | own_keys | set(embedded_owners)
         totals = _totals(session, affected)
-        rows_by_key = _load_runs(session, affected | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
+        # A parent's Task calls name its subagents' types: load those rows too, whichever file
+        # was ingested first (a subagent collected before its parent knows no type yet).
+        named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
+                           for _, parsed, run_key in runs if parsed.agent_id is None
+                           for agent_id in parsed.subagent_types}
+        rows_by_key = _load_runs(session, affected | named_subagents
+                                 | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
 
         for path, parsed, run_key in runs:
             row = rows_by_key.get(run_key)
