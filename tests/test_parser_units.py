@@ -154,6 +154,20 @@ def test_invalid_utf8_only_in_a_field_the_ledger_never_reads_is_not_a_finding() 
     assert run.usage.input_tokens == 7
 
 
+def test_a_lone_surrogate_escape_keeps_the_line_and_its_usage() -> None:
+    """Node writes half an emoji as a lone \\ud83d escape: valid JSON, not Unicode text. The
+    line still counts (as non-UTF-8), its usage too, and no surrogate reaches a stored string."""
+    record = assistant("m1", "r1", usage(7, 3), [{"type": "text", "text": "cut \ud83d here, pair \ud83d\ude00"}],
+                       cwd="/proj\ud83d")
+    line = json.dumps(record).encode()
+    assert b"\\ud83d" in line
+    run = parse_bytes(line + b"\n")
+    assert (run.stats.malformed, run.stats.non_utf8) == (0, 1)
+    assert run.usage.input_tokens == 7 and run.usage.output_tokens == 3
+    assert run.cwd == "/proj\ufffd"
+    run.cwd.encode("utf-8")  # storable
+
+
 def test_resumed_parse_equals_full_parse() -> None:
     lines = [prompt("go"),
              assistant("m1", "r1", usage(1, 1, 10, 5), [tool_use("t1", "Read", file_path="/a.py")]),

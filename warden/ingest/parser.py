@@ -25,7 +25,9 @@ Usage (the ledger's numbers):
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -38,7 +40,7 @@ from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall,
 from warden.names import valid_id
 from warden.tokens import BYTES_PER_TOKEN
 
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -152,6 +154,20 @@ def _decode(line: bytes) -> Any:
     except orjson.JSONDecodeError:
         return _BAD
     return _reshape(value) if isinstance(value, dict) else value
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with lone surrogates replaced by U+FFFD (pairs are kept as the character)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _reshape(record: dict[str, Any]) -> _Line:
@@ -419,12 +435,24 @@ class TranscriptParser:
         return True
 
     def _decode_lenient(self, line: bytes) -> Any:
-        """Invalid UTF-8 gets a second chance with replacement characters (counted)."""
+        """Invalid UTF-8, or a lone UTF-16 surrogate escape (valid JSON that Node writes when it
+        cuts an emoji in half, but no Unicode text), gets a second chance with replacement
+        characters (counted as non-UTF-8)."""
         try:
             line.decode("utf-8")
-            return _BAD  # valid UTF-8, so the JSON itself is broken
         except UnicodeDecodeError:
             pass
+        else:
+            if _SURROGATE_ESCAPE.search(line) is None:
+                return _BAD  # valid UTF-8, so the JSON itself is broken
+            try:
+                value = json.loads(line)
+            except (ValueError, RecursionError):
+                return _BAD
+            if not isinstance(value, dict):
+                return _BAD
+            self.stats.non_utf8 += 1
+            return _reshape(_without_surrogates(value))
         record = _decode(line.decode("utf-8", "replace").encode("utf-8"))
         if record is not _BAD:
             self.stats.non_utf8 += 1
