@@ -127,6 +127,15 @@ def test_garbage_never_fails_and_never_hangs(case: str, tmp_path: Path, warden_h
         assert _log(warden_home), "a drop is logged"
 
 
+def test_unexpected_arguments_still_exit_zero_in_budget(tmp_path: Path, warden_home: Path) -> None:
+    path = _transcript(tmp_path, "sess-x")
+    start = time.monotonic()
+    proc = subprocess.run([WARDEN, "hook", "stop", "--foo", "bar"], input=_payload(path, "sess-x"),
+                          capture_output=True, timeout=30, env=os.environ.copy())
+    assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S
+    assert _wait_rows({"sess-x:main"})["sess-x:main"].input_tokens == 3
+
+
 def test_locked_database_exits_zero_in_budget_and_nothing_is_lost(tmp_path: Path, warden_home: Path) -> None:
     open_store(load_settings()).engine.dispose()  # migrate first
     path = _transcript(tmp_path, "sess-l")
