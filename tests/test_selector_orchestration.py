@@ -3,6 +3,7 @@ receipts, MEMORY.md compiled in the same transaction, evidence pooling, infra ab
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,12 @@ def _rule(store, body: str, state: str = "candidate") -> int:
         return rule.id
 
 
+# What a bench would have recorded of each task: prices a first round under a partial budget.
+HINTS = {t.task_id: t.mean_cost for t in TASKS}
+
+
 def _selector(settings, store, runner, **kw) -> Selector:
+    kw.setdefault("cost_hints", HINTS)
     return Selector(store, settings, "backend", runner, backend="synthetic", model="synthetic",
                     tasks=WEIGHTS, params=DecisionParams.from_settings(settings), **kw)
 
@@ -132,9 +138,10 @@ def test_shared_reference_runs_are_not_charged_twice(env, tmp_path: Path) -> Non
                      "Say thanks at the end of every reply you write."):
             s.add(Rule(agent=AGENT, body=body))
         compile_memory(s, settings, AGENT)  # the active set (empty) has a compiled version
+    settings = replace(settings, evidence_budget_tokens=2_000_000)  # a fresh agent: nothing priced yet
     runner = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=make_workbench(tmp_path, FakeBackend),
                               model_id=MODEL, concurrency=2)
-    report = Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run(2_000_000)
+    report = Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run()
     assert len(report.decisions) == 2 and runner.runs_reused > 0
     with store.session() as s:
         charged = sum(r.tokens_spent for r in s.query(Receipt))
@@ -191,13 +198,14 @@ def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp
     from warden.bench.suite_runner import BenchSuiteRunner
 
     settings, store = env
+    settings = replace(settings, evidence_budget_tokens=2_000_000)
     bench = make_workbench(tmp_path, FakeBackend)
 
     def night(body: str) -> BenchSuiteRunner:
         with store.session() as s:
             s.add(Rule(agent=AGENT, body=body))
         runner = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=bench, model_id=MODEL, concurrency=2)
-        Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run(2_000_000)
+        Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run()
         return runner
 
     first = night("Say thanks at the end of every reply you write.")
@@ -207,3 +215,30 @@ def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp
     assert first.runs_reused == 0
     second = night("Mention the weather in every reply you write today.")
     assert second.runs_reused > 0
+
+
+def test_a_partial_budget_never_starts_an_unpriced_round(env, tmp_path: Path) -> None:
+    """A fresh agent (no bench run recorded) under an invocation budget below the evidence
+    budget: nothing prices a first round, so none starts — no spend, no receipt. Once runs are
+    recorded they price the first round, and the budget holds from the first pair on."""
+    from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
+    from warden.bench.suite_runner import BenchSuiteRunner
+
+    settings, store = env
+    with store.session() as s:
+        s.add(Rule(agent=AGENT, body="Say thanks at the end of every reply you write."))
+    bench = make_workbench(tmp_path, FakeBackend)
+    runner = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=bench, model_id=MODEL, concurrency=2)
+    report = Selector(store, settings, AGENT, runner, backend="fake", model=MODEL).run(1_000)
+    assert report.decisions == [] and runner.tokens_spent == 0 and "prices a round" in report.skipped[0]
+    with store.session() as s:
+        assert s.query(Receipt).count() == 0
+    Selector(store, replace(settings, evidence_budget_tokens=1_000_000_000), AGENT, runner, backend="fake",
+             model=MODEL).run()  # records runs (and decides the rule)
+    with store.session() as s:
+        s.add(Rule(agent=AGENT, body="Mention the weather in every reply you write today."))
+    fresh = BenchSuiteRunner(store, settings, AGENT, backend="fake", bench=bench, model_id=MODEL, concurrency=2)
+    selector = Selector(store, settings, AGENT, fresh, backend="fake", model=MODEL)
+    assert selector.cost_hints()  # priced now
+    report = selector.run(1_000)
+    assert report.decisions == [] and fresh.tokens_spent <= 1_000

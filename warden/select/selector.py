@@ -150,7 +150,7 @@ class Selector:
                  *, backend: str, model: str, params: DecisionParams | None = None,
                  log: Callable[[str], None] | None = None,
                  memory_sections: Callable[[Session, str], tuple[list[str], dict[str, str]]] | None = None,
-                 tasks: dict[str, float] | None = None) -> None:
+                 tasks: dict[str, float] | None = None, cost_hints: dict[str, float] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.agent = agent
@@ -164,6 +164,8 @@ class Selector:
             tasks = {t.id: float(t.weight) for t in runner.bench.suite.tasks}
         self.tasks = tasks
         self.memory_drifted = False  # a compile of this invocation found a drifted MEMORY.md
+        self._cost_hints: dict[str, float] | None = cost_hints
+        self.skip_reason = ""  # why the last decide() returned None
 
     def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | None:
         """Decide one rule and commit it; None when the invocation's budget (smaller than the
@@ -181,13 +183,43 @@ class Selector:
                 rule.rent_tokens = rent
             prior = prior_evidence(session, rule, reference, measured)
             body, state_before = rule.body, rule.state
+        hints = self.cost_hints()
+        partial_budget = budget < float(self.settings.evidence_budget_tokens)
+        if partial_budget and not hints and prior is None:
+            # Nothing prices a run yet: an unpriced first round could cost many times what is left.
+            self.skip_reason = ("no recorded bench run prices a round yet and the invocation budget is below the "
+                                "rule's evidence budget (run `warden bench` first, or give a larger --budget)")
+            return None
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
-                                           self.params, budget, prior, kind)
-        if (result.rounds == 0 and result.decision.verdict is Verdict.INCONCLUSIVE
-                and budget < float(self.settings.evidence_budget_tokens)):
+                                           self.params, budget, prior, kind, cost_hints=hints)
+        # The invocation's budget ran out before every task had a pair: no verdict and no
+        # inconclusive strike; the runs made are stored and reused when the rule is measured again.
+        uncovered = any(not t.log_ratios for t in result.decision.tasks)
+        if result.decision.verdict is Verdict.INCONCLUSIVE and (uncovered or result.rounds == 0) and partial_budget:
+            self.skip_reason = "the invocation budget left does not buy a pair of every golden task"
             return None
         return self._commit(rule_id, kind, result, body, state_before)
+
+    def cost_hints(self) -> dict[str, float]:
+        """Expected weighted tokens per run of each golden task, from this agent's recorded bench
+        runs on the same backend and model (any configuration): they price a first round, so a
+        budget is respected from the first pair on. Tasks never run take the others' mean."""
+        if not self._cost_hints:  # none yet: the invocation's own runs may price the next decision
+            from sqlalchemy import func
+
+            from warden.store.models import BenchRun
+
+            with self.store.session() as session:
+                rows = session.execute(
+                    select(BenchRun.task_id, func.avg(BenchRun.weighted_tokens))
+                    .where(BenchRun.agent == self.agent, BenchRun.backend == self.backend,
+                           BenchRun.model == self.model, BenchRun.outcome != "infra_error")
+                    .group_by(BenchRun.task_id)).all()
+            known = {str(task): float(cost) for task, cost in rows if str(task) in self.tasks and cost}
+            mean = sum(known.values()) / len(known) if known else 0.0
+            self._cost_hints = {t: known.get(t, mean) for t in self.tasks} if known else {}
+        return self._cost_hints
 
     def _commit(self, rule_id: int, kind: str, result: RuleDecision, body: str, state_before: str) -> DecisionSummary:
         d = result.decision
@@ -259,7 +291,7 @@ class Selector:
                     break
                 raise
             if summary is None:
-                report.skipped.append(f"rule {rule_id}: the invocation budget left does not buy a round")
+                report.skipped.append(f"rule {rule_id}: {self.skip_reason}")
                 continue
             report.decisions.append(summary)
             report.tokens_spent += summary.tokens_spent
