@@ -72,14 +72,41 @@ def test_protect_unprotect_scope_forget(capsys) -> None:
     assert "no rule with id 999" in capsys.readouterr().err
 
 
-def test_unprotect_a_measured_rule_returns_it_to_active(capsys) -> None:
+def _decided(verdict: str, state_after: str, strikes: int = 0) -> int:
+    """A protected rule whose latest measured decision was ``verdict`` → ``state_after``."""
+    from warden.select.receipts import write_receipt
+
     store = open_store(load_settings())
     with store.session() as session:
-        rule = Rule(agent="coder", body=BODY, state="protected", measured_saving=1500.0, rent_tokens=16)
+        rule = Rule(agent="coder", body=BODY, state="protected", measured_saving=1500.0, rent_tokens=16,
+                    strikes=strikes)
         session.add(rule)
         session.flush()
-        rule_id = rule.id
-    assert run_json(capsys, "rules", "unprotect", str(rule_id))["state"] == "active"
+        write_receipt(session, rule, kind="admission", verdict=verdict, reason="r", state_after=state_after,
+                      estimate=1500.0, ci_low=100.0, ci_high=2000.0, margin=32.0, k=2.0, n_per_side={},
+                      paired_diffs={}, pass_counts={}, tokens_spent=1.0, model="m", backend="sim",
+                      suite_hash="s", fixture_hash="f", method={})
+        return rule.id
+
+
+@pytest.mark.parametrize("verdict, state_after, strikes, expected", [
+    ("keep", "active", 0, ("active", None)),
+    ("refute", "probation", 1, ("probation", None)),
+    ("refute", "evicted", 0, ("evicted", "refuted")),  # protect + unprotect is no way back in
+])
+def test_unprotect_returns_a_rule_to_where_its_latest_decision_left_it(capsys, verdict, state_after, strikes,
+                                                                       expected) -> None:
+    rule_id = _decided(verdict, state_after, strikes)
+    row = run_json(capsys, "rules", "unprotect", str(rule_id))
+    assert (row["state"], row["evict_reason"]) == expected
+    assert row["strikes"] == strikes  # a strike survives protect and unprotect
+
+
+def test_a_forgotten_rule_cannot_be_protected_back(capsys) -> None:
+    rule_id = run_json(capsys, "rules", "add", "--agent", "coder", BODY)["id"]
+    run_json(capsys, "rules", "forget", str(rule_id))
+    assert main(["rules", "protect", str(rule_id)]) == 2
+    assert "forgotten" in capsys.readouterr().err
 
 
 def test_bad_status_is_a_usage_error(capsys) -> None:

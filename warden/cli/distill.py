@@ -177,7 +177,8 @@ def rules_protect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MA
 
 @rules_app.command("unprotect")
 def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX_ID), as_json: bool = typer.Option(False, "--json")) -> None:
-    """Unprotect a rule: back to active if it was ever measured to pay, else a candidate."""
+    """Unprotect a rule: back to where its latest measured decision left it (active, probation or
+    evicted); never measured → a candidate."""
     with store().session() as session:
         row = rules_admin.unprotect(session, rule_id)
         hint = _recompile(session, row["agent"])

@@ -78,17 +78,32 @@ def add_rule(session: Session, agent: str, body: str, *, protected: bool, scope:
 
 
 def protect(session: Session, rule_id: int) -> dict[str, Any]:
+    """A person vouches for the rule: in memory, never token-evicted. Its strikes are kept for
+    when it is unprotected. A forgotten rule stays forgotten."""
     rule = _get(session, rule_id)
-    rule.state, rule.evict_reason, rule.strikes, rule.decided_at = "protected", None, 0, utcnow()
+    if rule.state == "evicted" and rule.evict_reason == "manual":
+        raise UsageError(f"rule {rule_id} was forgotten (`rules forget`); a forgotten rule stays out of memory")
+    rule.state, rule.evict_reason, rule.decided_at = "protected", None, utcnow()
     session.flush()
     return rule_dict(rule)
 
 
 def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
+    """Back to the state its latest measured decision left it in (active, probation, evicted);
+    a rule never decided is a candidate, measured by the next `warden select`."""
+    from warden.store.models import Receipt
+
     rule = _get(session, rule_id)
     if rule.state != "protected":
         raise UsageError(f"rule {rule_id} is {rule.state}, not protected")
-    rule.state = "active" if rule.measured_saving is not None else "candidate"
+    latest = session.scalars(select(Receipt).where(Receipt.rule_id == rule_id, Receipt.verdict != "inconclusive")
+                             .order_by(Receipt.id.desc()).limit(1)).first()
+    if latest is None:
+        rule.state = "candidate"
+    elif latest.state_after == "evicted":
+        rule.state, rule.evict_reason = "evicted", "regression" if latest.verdict == "regression" else "refuted"
+    else:
+        rule.state = latest.state_after if latest.state_after in ("active", "probation") else "candidate"
     session.flush()
     return rule_dict(rule)
 
