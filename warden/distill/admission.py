@@ -56,6 +56,8 @@ def validate_scope(scope: str | None) -> str | None:
     if scope is None or not scope.strip():
         return None
     text = scope.strip()
+    if "(" in text or ")" in text:
+        raise RuleTextError("scope must not contain parentheses: it is rendered inside \"(when …)\"")
     if len(text) > MAX_SCOPE_CHARS:
         raise RuleTextError(f"scope is longer than {MAX_SCOPE_CHARS} characters ({len(text)})")
     # The rule-body validator's character rules apply; pad to its minimum length for the check.

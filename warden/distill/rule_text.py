@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 
 from warden.errors import UsageError
+from warden.sanitize import markup_problem
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -46,6 +47,9 @@ def validate_rule_body(body: object) -> str:
         raise RuleTextError(f"rule body is longer than {MAX_RULE_CHARS} characters ({len(text)})")
     if not any(ch.isalpha() for ch in text):
         raise RuleTextError("rule body has no words")
+    problem = markup_problem(text)
+    if problem:
+        raise RuleTextError(f"rule body {problem}: a rule is one plain line of MEMORY.md")
     return text
 
 
