@@ -37,6 +37,21 @@ def test_unknown_agent_is_usage_error(warden_home: Path) -> None:
     assert proc.returncode == 2 and "unknown agent 'nobody'" in err and len(err.strip().splitlines()) == 1
 
 
+def test_bad_usage_is_refused_before_the_night_starts(warden_home: Path, capsys) -> None:
+    from warden.cli.app import main
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
+    for argv, message in ((["--backend", "bogus"], "unknown backend"), (["--distiller", "bogus"], "unknown distiller"),
+                          (["--agents", ",,,"], "names no agent")):
+        assert main(["nightly", *argv]) == 2, argv
+        assert message in capsys.readouterr().err
+    proc = _warden(["nightly", "--backend", "anthropic"], env)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "ANTHROPIC_API_KEY" in err
+    with sqlite3.connect(warden_home / "warden.db") as conn:  # no night was opened, so none resumes
+        assert conn.execute("SELECT count(*) FROM nightly_runs").fetchone()[0] == 0
+
+
 def test_killed_night_resumes_without_repeating_runs(warden_home: Path) -> None:
     env = _env(warden_home)
     add = subprocess.run([sys.executable, "-m", "warden", "rules", "add", "--agent", AGENT,

@@ -272,7 +272,9 @@ def nightly_command(
     from warden.select.nightly import run_nightly
 
     s = settings()
-    names = [a for item in (agents or []) for a in item.split(",") if a]
+    names = [a.strip() for item in (agents or []) for a in item.split(",") if a.strip()]
+    if agents is not None and not names:
+        raise UsageError("--agents names no agent (give e.g. --agents backend,sql, or leave it out for all)")
     summary = run_nightly(store(s), s, agents=names or None, budget_tokens=budget, backend=backend, model=model,
                           concurrency=concurrency, distiller=distiller, log=None if as_json else _say)
     payload = summary.to_json()

@@ -112,6 +112,20 @@ def _set_stage(store: Store, night_id: int, stage: str, **updates: Any) -> None:
             setattr(night, key, value)
 
 
+def _check_usage(settings: Settings, backend: str | None, distiller: str | None) -> None:
+    """Raise UsageError for a backend or distiller that cannot run here (unknown, no API key,
+    no ``claude`` CLI), so a night never starts to fail at its select stage."""
+    from warden.bench.agents import get_backend
+    from warden.distill.service import check_distiller
+
+    chosen = check_distiller(distiller or settings.distiller)
+    if chosen == "anthropic":
+        from warden.distill.model_distiller import make_client
+
+        make_client(settings)
+    get_backend(backend or settings.backend, settings)
+
+
 def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | None = None,
                 budget_tokens: int | None = None, backend: str | None = None, model: str | None = None,
                 concurrency: int | None = None, distiller: str | None = None, collect: bool = True,
@@ -122,6 +136,7 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
 
     say = log or (lambda _m: None)
     chosen = resolve_agents(settings, agents)
+    _check_usage(settings, backend, distiller)  # before the night starts: bad usage does no work
     night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
     summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before)
     if resumed:
