@@ -33,6 +33,11 @@ def test_memory_compile_show_and_drift(warden_home: Path, capsys) -> None:
     assert main(["memory", "compile", "--agent", "backend"]) == 0
     out = capsys.readouterr()
     assert "had drifted" in out.err and "hand-written" not in path.read_text()
+    # a change by hand recompiles too, and says so when it overwrites a hand edit
+    path.write_text(path.read_text() + "- another hand-written line\n")
+    assert main(["rules", "scope", "1", "editing code"]) == 0
+    out = capsys.readouterr()
+    assert "had drifted" in out.err and "another hand-written" not in path.read_text()
 
 
 def test_memory_compile_refuses_an_unknown_agent(warden_home: Path, capsys) -> None:

@@ -68,3 +68,11 @@ def say_error(message: object) -> None:
 def fail(message: str, code: int = 1) -> typer.Exit:
     say_error(message)
     return typer.Exit(code)
+
+
+def warn_if_drifted(result: Any) -> None:
+    """A compile that found MEMORY.md edited by hand (or stale) says so: the edit is gone."""
+    if getattr(result, "drifted", False):
+        err_console.print(f"warning: {strip_controls(str(result.path), keep_newlines=False)} had drifted from the "
+                          "last compile (edited by hand or stale): recompiled, the edit is gone", markup=False,
+                          highlight=False, soft_wrap=True)

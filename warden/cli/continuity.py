@@ -23,7 +23,10 @@ def _recompile_memories(db: Any, s: Any) -> None:
     stack, is imported only by the commands that change checkpoints.)"""
     from warden.select.selector import recompile_compiled_memories
 
-    recompile_compiled_memories(db, s)
+    from warden.cli.common import warn_if_drifted
+
+    for result in recompile_compiled_memories(db, s):
+        warn_if_drifted(result)
 
 
 checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune.", no_args_is_help=True)

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import MAX_ID, console, print_json, safe, settings, store
+from warden.cli.common import MAX_ID, console, print_json, safe, settings, store, warn_if_drifted
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 from warden.sanitize import strip_controls
@@ -137,6 +137,7 @@ def _recompile(session: Any, agent: str) -> str:
     from warden.select.selector import recompile_memory
 
     result = recompile_memory(session, settings(), agent)
+    warn_if_drifted(result)
     return f" — MEMORY.md v{result.version} {'recompiled' if result.changed else 'unchanged'}"
 
 

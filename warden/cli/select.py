@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error, warn_if_drifted,
                                safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
@@ -224,9 +224,7 @@ def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = ty
         if agent not in known_agents(s) and session.query(Rule.id).filter(Rule.agent == agent).first() is None:
             raise UsageError(f"unknown agent {agent!r}: no golden suite and no rules")
         result = recompile_memory(session, s, agent)
-    if result.drifted:
-        err_console.print("warning: MEMORY.md had drifted from the last compile (edited by hand or stale): recompiled",
-                          markup=False)
+    warn_if_drifted(result)
     payload = {"agent": agent, "path": str(result.path), "version": result.version, "changed": result.changed,
                "drifted": result.drifted, "rule_ids": result.rule_ids}
     if as_json:
