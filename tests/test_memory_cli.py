@@ -92,3 +92,22 @@ def test_numbers_beyond_what_the_database_holds_are_usage_errors(warden_home, ca
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("warden: Invalid value"), (argv, err)
+
+
+def test_rules_past_the_cap_are_named_and_pay_no_rent(warden_home: Path, capsys) -> None:
+    from warden.config import load_settings
+    from warden.store.db import open_store
+    from warden.store.models import Rule
+
+    with open_store(load_settings()).session() as s:
+        for i in range(150):
+            s.add(Rule(agent="backend", state="protected", rent_tokens=50,
+                       body=f"Rule number {i:03d}: " + "keep every reply short and avoid narration. " * 4))
+    assert main(["memory", "compile", "--agent", "backend"]) == 0
+    err = capsys.readouterr().err
+    assert "do not fit MEMORY.md's 200-line / 25 KB cap" in err
+    assert main(["rules", "--agent", "backend", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    path = memory_path(load_settings(), "backend")
+    in_file = sum(1 for line in path.read_text().splitlines() if line.startswith("- Rule number"))
+    assert 0 < in_file < 150 and listing["memory_rent_tokens"]["backend"] == 50 * in_file

@@ -71,7 +71,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def warn_if_drifted(result: Any) -> None:
-    """A compile that found MEMORY.md edited by hand (or stale) says so: the edit is gone."""
+    """A compile that found MEMORY.md edited by hand (or stale) says so: the edit is gone; and
+    one that had to leave rules out (past the 200-line / 25 KB cap) names them."""
+    left_out = getattr(result, "left_out", [])
+    if left_out:
+        err_console.print(f"warning: {len(left_out)} rule(s) do not fit MEMORY.md's 200-line / 25 KB cap and are "
+                          f"not in it: {', '.join(map(str, left_out[:20]))}{' …' if len(left_out) > 20 else ''}",
+                          markup=False, highlight=False, soft_wrap=True)
     if getattr(result, "drifted", False):
         err_console.print(f"warning: {strip_controls(str(result.path), keep_newlines=False)} had drifted from the "
                           "last compile (edited by hand or stale): recompiled, the edit is gone", markup=False,

@@ -51,13 +51,21 @@ def list_rules(session: Session, *, agent: str | None = None, status: str | None
 
 
 def memory_rent(session: Session, *, agent: str | None = None) -> dict[str, int]:
-    """Rent per agent of the rules that sit in memory (protected ones included)."""
-    query = select(Rule.agent, Rule.rent_tokens).where(Rule.state.in_(IN_MEMORY_STATES))
+    """Rent per agent of the rules that sit in its compiled MEMORY.md (protected ones included;
+    rules past the file's cap pay none). Before a first compile: every in-memory rule."""
+    from warden.select.compile import latest_version
+
+    query = select(Rule.id, Rule.agent, Rule.rent_tokens).where(Rule.state.in_(IN_MEMORY_STATES))
     if agent:
         query = query.where(Rule.agent == agent)
     totals: dict[str, int] = {}
-    for name, rent in session.execute(query):
-        totals[name] = totals.get(name, 0) + int(rent or 0)
+    compiled: dict[str, set[int] | None] = {}
+    for rule_id, name, rent in session.execute(query):
+        if name not in compiled:
+            version = latest_version(session, name)
+            compiled[name] = set(version.rule_ids) if version else None
+        if compiled[name] is None or rule_id in compiled[name]:
+            totals[name] = totals.get(name, 0) + int(rent or 0)
     return totals
 
 

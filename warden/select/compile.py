@@ -41,6 +41,7 @@ class CompileResult:
     added: list[int] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
     text: str = ""
+    left_out: list[int] = field(default_factory=list)  # in-memory rules past the line/byte cap
 
 
 def memory_path(settings: Settings, agent: str) -> Path:
@@ -132,6 +133,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     rules = memory_rules(session, agent)
     # Rules beyond the 200-line / 25 KB cap are not in the file, so not in the ruleset version.
     fitted = render_memory(agent, rules, 0).splitlines()
+    left_out = [r.id for r in rules if rule_line(r) not in fitted]
     rules = [r for r in rules if rule_line(r) in fitted]
     rule_ids = [r.id for r in rules]
     previous = latest_version(session, agent)
@@ -168,7 +170,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     before = set(previous.rule_ids) if previous else set()
     return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
-                         removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"))
+                         removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"), left_out=left_out)
 
 
 def check_drift(session: Session, settings: Settings, agent: str) -> str | None:
