@@ -179,3 +179,16 @@ def test_a_memory_directory_that_cannot_be_written_is_one_line_and_no_version(en
             compile_memory(s, replace(settings, memory_dir=blocker), "backend")
     with store.session() as s:
         assert s.query(RulesetVersion).count() == 0  # the transaction rolled back whole
+
+
+def test_memory_md_gets_the_mode_of_any_new_file(env) -> None:
+    import os
+    import stat as st
+
+    settings, store = env
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    mode = st.S_IMODE(memory_path(settings, "backend").stat().st_mode)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask

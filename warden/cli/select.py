@@ -171,8 +171,11 @@ def _render_claimed(claimed: Any) -> None:
 def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
                      as_json: bool = typer.Option(False, "--json")) -> None:
     """The latest receipt of every rule."""
+    from warden.names import validate_agent_name
     from warden.select.receipts import latest_receipts
 
+    if agent is not None:
+        validate_agent_name(agent)
     with store().session() as session:
         rows = latest_receipts(session, agent)
     if as_json:

@@ -83,9 +83,9 @@ def read_existing(path: Path) -> bytes | None:
     except OSError as exc:  # e.g. a file where a directory of the path should be
         raise WardenError(f"cannot read {path}: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise WardenError(f"refusing to write {path}: it is a symlink")
+        raise WardenError(f"refusing to use {path}: it is a symlink (warden never reads or writes through one)")
     if not stat.S_ISREG(st.st_mode):
-        raise WardenError(f"refusing to write {path}: not a regular file")
+        raise WardenError(f"refusing to use {path}: not a regular file")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -101,6 +101,20 @@ def write_atomic(path: Path, data: bytes, root: Path) -> None:
         raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (os.umask can only set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(path: Path, data: bytes, root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path.parent, root)
@@ -110,6 +124,7 @@ def _write_atomic(path: Path, data: bytes, root: Path) -> None:
         raise WardenError(f"refusing to write {path}: {'it is a directory' if path.is_dir() else 'not a regular file'}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets any new file's mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
