@@ -140,3 +140,36 @@ def test_db_commands_say_one_line_for_what_they_cannot_use(tmp_path, monkeypatch
     monkeypatch.setenv("WARDEN_DATABASE_URL", "mysql://nobody@localhost/x")
     code, _, err = _cli(capsys, "db", "current")
     assert code == 1 and "driver that is not installed" in err
+
+
+def _checkpoint(s, run_key: str):  # type: ignore[no-untyped-def]
+    from datetime import datetime
+
+    from warden.store.models import Checkpoint, CheckpointTerm
+
+    row = Checkpoint(run_key=run_key, session_id="s", agent="main", trigger="fill:20", projects=[],
+                     captured_at=datetime(2026, 1, 1), active_task="t", decisions=[], edited_files=[],
+                     read_files=[], open_questions=[], errors=[], last_state="")
+    s.add(row)
+    s.flush()
+    s.add(CheckpointTerm(checkpoint_id=row.id, term="exporter", captured_at=row.captured_at, session_id="s"))
+    s.flush()
+    return row.id
+
+
+def test_a_deleted_checkpoints_id_is_never_handed_out_again(engine: Engine) -> None:
+    """0001 → head keeps every checkpoint and its recall index; afterwards the highest id, once
+    deleted, is not reused (a session-start pointer names checkpoints by id)."""
+    from warden.continuity.service import forget
+    from warden.store.models import Checkpoint, CheckpointTerm
+
+    db.upgrade(engine, "0001")
+    store = db.Store(engine)
+    with store.session() as s:
+        ids = [_checkpoint(s, f"r{i}:main") for i in range(3)]
+    db.upgrade(engine)
+    with store.session() as s:
+        assert s.query(Checkpoint).count() == 3 and s.query(CheckpointTerm).count() == 3
+        forget(s, checkpoint_ids=[ids[-1]])
+    with store.session() as s:
+        assert _checkpoint(s, "r9:main") > ids[-1]

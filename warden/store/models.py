@@ -284,8 +284,9 @@ class Baseline(Base):
 
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
+    # AUTOINCREMENT on SQLite: a deleted checkpoint's id is never reused (pointers name ids)
     __table_args__ = (UniqueConstraint("run_key", "trigger"), Index("ix_checkpoints_agent_time", "agent", "captured_at"),
-                      Index("ix_checkpoints_captured_at", "captured_at"))
+                      Index("ix_checkpoints_captured_at", "captured_at"), {"sqlite_autoincrement": True})
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(300))
     session_id: Mapped[str] = mapped_column(String(200), index=True)
