@@ -35,6 +35,9 @@ def test_plan_from_replicates_and_budget_fit(warden_home) -> None:
     assert rule["kind"] == "admission" and rule["fits_budget"] and not rule["sigma_assumed"]
     assert rule["tokens_if_dead"] > 0 and rule["worst_case_tokens"] >= rule["tokens_if_effective"]
     assert not tight["rules"][0]["fits_budget"]
+    # a tight budget caps the spend, not what deciding needs
+    assert tight["rules"][0]["expected_tokens"] == pytest.approx(rule["expected_tokens"])
+    assert tight["rules"][0]["expected_spend_tokens"] == 10_000 < tight["rules"][0]["expected_tokens"]
 
 
 def test_plan_refuses_unknown_agent(warden_home) -> None:

@@ -72,7 +72,9 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
                     else (estimate.tokens_if_dead + estimate.tokens_if_effective) / 2)
         total += min(estimate.tokens_worst, per_rule_budget)
         rules.append({"rule_id": rule.id, "kind": kind, "body": rule.body, "rent": rent,
-                      "expected_tokens": min(expected, per_rule_budget), "shown_saving": estimate.shown_saving,
+                      # to decide, whatever the budget; the spend itself stops at the budget
+                      "expected_tokens": expected, "expected_spend_tokens": min(expected, per_rule_budget),
+                      "shown_saving": estimate.shown_saving,
                       "tokens_if_as_shown": estimate.tokens_if_as_shown, "tokens_if_dead": estimate.tokens_if_dead,
                       "tokens_if_effective": estimate.tokens_if_effective,
                       "worst_case_tokens": estimate.tokens_worst, "fits_budget": estimate.fits_budget,
