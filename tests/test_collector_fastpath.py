@@ -82,3 +82,22 @@ def test_capture_in_parser_processes_stores_what_the_writer_would(corpus: Path, 
     one, two = (_checkpoint_rows(h) for h in homes)
     assert one[0] and one[1]  # the corpus does produce checkpoints
     assert one == two
+
+
+def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:
+    """The limit holds for a line that ends in the block after the one where it started."""
+    import os
+
+    from warden.ingest.collector import READ_CHUNK, iter_lines
+
+    limit = READ_CHUNK + 10
+    path = tmp_path / "t.jsonl"
+    # first line: ends 5 bytes into the second block, so carry + block holds all of it
+    big = b"x" * (READ_CHUNK + 20)
+    path.write_bytes(b"ok1\n" + big + b"\nok2\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lines = [(line, complete) for line, _, complete in iter_lines(fd, 0, max_line=limit)]
+    finally:
+        os.close(fd)
+    assert lines == [(b"ok1", True), (None, True), (b"ok2", True)]

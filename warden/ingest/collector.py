@@ -139,7 +139,8 @@ def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[
             carry = data[last_nl + 1:]
             for line in lines:
                 offset += len(line) + 1
-                yield line, offset, True
+                # a line that ends in this block may still be over the limit (carry + block)
+                yield (line if len(line) <= max_line else None), offset, True
         if len(carry) > max_line:
             offset += len(carry)
             carry = b""
