@@ -257,3 +257,14 @@ def test_a_forgotten_checkpoint_leaves_no_detail_file_after_the_next_compile(sto
         compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
     assert sorted(p.name for p in folder.iterdir()) == sorted([Path(r).name for r in section.files] + ["notes.txt"])
     assert f"cp-{gone}.md" not in {p.name for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("name", ["h#x", "h?x", "h%41x"])
+def test_the_pointer_reads_a_home_whose_name_has_url_characters(name: str, tmp_path: Path, monkeypatch) -> None:
+    from warden.continuity.pointer import session_start_hook_line
+
+    monkeypatch.setenv("WARDEN_HOME", str(tmp_path / name))
+    store = open_store(load_settings())
+    _record(store, "sess-old", "Port the exporter", cwd="/w/app")
+    line = session_start_hook_line("/w/app", "sess-new", load_settings())
+    assert line is not None and "warden checkpoints show" in line
