@@ -73,3 +73,27 @@ def test_one_process_distills_at_a_time_and_nightly_goes_on_without(warden_home)
         summary = run_nightly(store, load_settings(), agents=["docs"], collect=False, log=logged.append)
     assert any(line.startswith("distill: skipped, another warden process is distilling") for line in logged)
     assert summary.exit_code == 0
+
+
+def test_a_second_nightly_says_busy_instead_of_sharing_the_night(warden_home) -> None:  # type: ignore[no-untyped-def]
+    from warden.config import load_settings
+    from warden.select.nightly import run_nightly
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun
+
+    store = open_store(load_settings())
+    with exclusive(store, "nightly", "held by the test"):
+        with pytest.raises(LockBusy, match="another `warden nightly` is running"):
+            run_nightly(store, load_settings(), agents=["docs"], collect=False)
+    with store.session() as s:
+        assert s.query(NightlyRun).count() == 0  # no night opened, none claimed
+
+
+def test_select_all_skips_a_busy_agent_and_exits_0(warden_home) -> None:  # type: ignore[no-untyped-def]
+    from warden.cli.app import main
+    from warden.config import load_settings
+    from warden.store.db import open_store
+
+    store = open_store(load_settings())
+    with exclusive(store, "select-docs", "held by the test"):
+        assert main(["select", "--all", "--budget", "1", "--json"]) == 0

@@ -131,12 +131,23 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
                 concurrency: int | None = None, distiller: str | None = None, collect: bool = True,
                 log: Callable[[str], None] | None = None, progress: Any = None,
                 base_seed: int = 0) -> NightlySummary:
+    from warden.store.locks import exclusive
+
+    chosen = resolve_agents(settings, agents)
+    _check_usage(settings, backend, distiller)  # before the night starts: bad usage does no work
+    # One night at a time: a second nightly would take the first's open night for one to resume.
+    with exclusive(store, "nightly", "another `warden nightly` is running; run again when it ends"):
+        return _run_night(store, settings, chosen, budget_tokens=budget_tokens, backend=backend, model=model,
+                          concurrency=concurrency, distiller=distiller, collect=collect,
+                          say=log or (lambda _m: None), progress=progress, base_seed=base_seed)
+
+
+def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_tokens: int | None,
+               backend: str | None, model: str | None, concurrency: int | None, distiller: str | None,
+               collect: bool, say: Callable[[str], None], progress: Any, base_seed: int) -> NightlySummary:
     from warden.distill.service import distill_runs
     from warden.ingest.collector import collect_paths
 
-    say = log or (lambda _m: None)
-    chosen = resolve_agents(settings, agents)
-    _check_usage(settings, backend, distiller)  # before the night starts: bad usage does no work
     night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
     summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before)
     if resumed:
