@@ -6,7 +6,7 @@ import pytest
 
 from warden.bench.tasks import load_suite
 from warden.config import load_settings
-from warden.errors import UsageError
+from warden.errors import UsageError, WardenError
 from warden.select.plan import plan_agent
 from warden.store.db import open_store
 from warden.store.models import BenchRun, Rule
@@ -27,7 +27,7 @@ def test_plan_from_replicates_and_budget_fit(warden_home) -> None:
             for k in range(3):
                 s.add(_run(task, 40_000 * (1 + i) * (1 + 0.2 * k)))
     with store.session() as s:
-        with pytest.raises(UsageError, match="no recorded bench runs"):
+        with pytest.raises(WardenError, match="no recorded bench runs"):
             plan_agent(s, load_settings(backend="anthropic"), "backend")
         roomy = plan_agent(s, settings, "backend", 10**10)
         tight = plan_agent(s, settings, "backend", 10_000)

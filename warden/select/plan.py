@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
-from warden.errors import UsageError
+from warden.errors import WardenError
 from warden.select.compile import IN_MEMORY_STATES
 from warden.select.decision import ADMISSION, REAUDIT, DecisionParams
 from warden.select.memory import MemoryRule, rule_rent
@@ -40,7 +40,7 @@ def _replicates(session: Session, agent: str, key: str, backend: str, tasks: lis
     anyset = load(None)
     if any(anyset.values()):
         return anyset, f"{sum(map(len, anyset.values()))} runs of other rule sets (no run of the current set yet)"
-    raise UsageError(f"no recorded bench runs for agent {agent!r} on backend {backend!r}: "
+    raise WardenError(f"no recorded bench runs for agent {agent!r} on backend {backend!r}: "
                      f"run `warden bench --agent {agent} --runs 3` first")
 
 
