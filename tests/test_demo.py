@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,22 @@ def test_demo_runs_the_whole_loop(tmp_path) -> None:
     active = [r["body"] for r in result["receipts"] if r["state"] == "active"]
     assert all(f"- {body}" in memory for body in active)
     assert (keep / "claude" / "agent-memory" / "backend" / "MEMORY.md").read_text() == memory
+
+
+@pytest.mark.parametrize("keep, message", [("", "needs a directory"), ("FILE", "is not a directory")])
+def test_demo_keep_that_cannot_be_a_home_is_one_line(keep: str, message: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from warden.cli.app import main
+
+    if keep == "FILE":
+        keep = str(tmp_path / "a-file")
+        Path(keep).write_text("x")
+    assert main(["demo", "--keep", keep]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_sim_sessions_refuses_an_empty_out(capsys) -> None:  # type: ignore[no-untyped-def]
+    from warden.cli.app import main
+
+    assert main(["sim", "sessions", "--out", "", "--sessions", "1"]) == 2
+    assert "--out is empty" in capsys.readouterr().err

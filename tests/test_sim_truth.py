@@ -50,5 +50,8 @@ def test_truth_refuses_empty_seeds(shop) -> None:
 def test_cli_refuses_a_bad_rule_and_an_unknown_agent(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "truth", "--agent", "backend", "--rules", "short"]) == 2
     assert "rule body" in capsys.readouterr().err
-    assert main(["sim", "truth", "--agent", "no-such-agent", "--seeds", "1"]) == 2
+    rule = ["--rules", "Grep for the symbol or text you need before opening any file."]
+    assert main(["sim", "truth", "--agent", "no-such-agent", "--seeds", "1", *rule]) == 2
     assert "unknown agent" in capsys.readouterr().err
+    assert main(["sim", "truth", "--agent", "backend", "--seeds", "1"]) == 2  # nothing to measure
+    assert "--rules BODY" in capsys.readouterr().err

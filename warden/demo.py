@@ -32,10 +32,15 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
     from warden.select.receipts import latest_receipts
 
     say = log or (lambda _m: None)
+    if keep is not None and not keep.strip():
+        raise UsageError("--keep needs a directory (leave it out to use a temporary one)")
     home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix="warden-demo-"))
-    if keep and home.exists() and any(home.iterdir()):
-        raise UsageError(f"--keep directory {home} is not empty")
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        if keep and home.exists() and (not home.is_dir() or any(home.iterdir())):
+            raise UsageError(f"--keep {home}: {'is not empty' if home.is_dir() else 'is not a directory'}")
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--keep {home}: {exc.strerror or exc}") from None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "ANTHROPIC_"))}
     env.update(WARDEN_HOME=str(home / "warden"), CLAUDE_CONFIG_DIR=str(home / "claude"))
     if "WARDEN_REPO" in os.environ:

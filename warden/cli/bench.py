@@ -15,9 +15,12 @@ from warden.errors import UsageError
 
 
 def parse_rule_set(text: str) -> tuple[int, ...]:
-    """``"3,7"`` → (3, 7); ``"none"`` or ``""`` → () (the agent with no rules)."""
+    """``"3,7"`` → (3, 7); ``"none"`` → () (the agent with no rules). An empty value is a
+    usage error: it is more likely a shell variable that was not set than a choice."""
     cleaned = text.strip()
-    if cleaned.lower() in ("", "none"):
+    if not cleaned:
+        raise UsageError("--rules is empty: give rule ids like 3,7, or 'none' for the agent without rules")
+    if cleaned.lower() == "none":
         return ()
     ids = []
     for part in cleaned.split(","):

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     def truth(
         agent: str = typer.Option(..., "--agent", help="agent whose golden suite to play"),
         rules: list[str] = typer.Option([], "--rules", "--rule",
-                                        help="a rule body (repeat for a rule set); none = the bare agent"),
+                                        help="a rule body (repeat for a rule set), measured against the bare agent"),
         seeds: int = typer.Option(10, "--seeds", min=1, max=10_000, help="seeds averaged per task and arm"),
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
         exact: bool = typer.Option(False, "--exact", help="run the real success checks (slower)"),
@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
         from warden.bench.tasks import load_suite
         from warden.distill.rule_text import validate_rule_body
 
+        if not rules:
+            raise UsageError("give the rule set to measure: --rules BODY (repeat for several rules)")
         s = settings()
         rules = [validate_rule_body(body) for body in rules]  # RuleTextError is a UsageError
         suite = load_suite(s.golden_dir, agent, s.fixture_dir)
@@ -79,7 +81,7 @@ def register(app: typer.Typer) -> None:
 
     @sim.command("sessions")
     def sessions(
-        out: Path = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
+        out_dir: str = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
         count: int = typer.Option(12, "--sessions", min=1, max=10_000, help="sessions to play"),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="session sequence seed"),
         agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeatable)"),
@@ -94,6 +96,9 @@ def register(app: typer.Typer) -> None:
         from warden.bench.agents.sim_sessions import play_sessions
         from warden.bench.tasks import load_all_suites
 
+        if not out_dir.strip():
+            raise UsageError("--out is empty: give the directory to write the transcripts into")
+        out = Path(out_dir)
         s = settings()
         suites = load_all_suites(s.golden_dir, s.fixture_dir)
         if agent:
