@@ -88,6 +88,6 @@ def report_command(html_out: Path = typer.Option(..., "--html", help="Write a se
         if unknown:
             raise UsageError(f"unknown agent {unknown[0]!r}: the store knows {', '.join(known) or 'no agents'}")
         data = report_data(session, PriceTable(s.pricing), agent or None)
-    page = render_report(data)
-    write_atomic(target, page.encode("utf-8"), target.parent)
+    page = render_report(data).encode("utf-8")
+    write_atomic(target, page, target.parent)
     console.print(f"wrote {safe(target)} ({len(page):,} bytes, {len(data['agents'])} agent(s))")

@@ -8,6 +8,8 @@ price and are advisory.
 
 from __future__ import annotations
 
+import math
+
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -144,7 +146,8 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
             "saving_usd_per_session": saving * input_price / 1e6 if saving is not None else None,
             "net_tokens_per_session": net, "bench_tokens_spent": spent,
             "bench_usd_spent": spent * input_price / 1e6,
-            "break_even_sessions": (spent / net) if net and net > 0 else None,
+            # sessions until the rule has paid back its bench spend: a whole number, rounded up
+            "break_even_sessions": math.ceil(spent / net) if net and net > 0 else None,
             "receipt_id": latest.id if latest else None,
             "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
             "margin_tokens": latest.margin if latest else None})
