@@ -236,9 +236,11 @@ def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = ty
         console.print(f"MEMORY.md v{result.version} ({'written' if result.changed else 'unchanged'}) → {safe(result.path)}")
 
 
-def plan_command(agent: str = typer.Option(..., "--agent"),
-                 budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS),
-                 as_json: bool = typer.Option(False, "--json")) -> None:
+def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
+                 budget: Optional[int] = typer.Option(
+                     None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
+                     help="Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
+                 as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent
 
