@@ -59,3 +59,36 @@ def test_plan_command_prints_each_pending_rule(warden_home, capsys) -> None:
     assert main(["plan", "--agent", "backend"]) == 0
     out = capsys.readouterr().out
     assert "rule 1 (admission)" in out and "worst case" in out and "Grep for the symbol" in out
+
+
+def test_pairs_observed_by_earlier_decisions_price_a_new_rule(warden_home) -> None:
+    """Seed-sharing pairs are far less noisy than two independent runs: once earlier decisions
+    observed them, a new rule's plan uses their spread (minus each rule's own effect)."""
+    from warden.select.receipts import write_receipt
+
+    settings = load_settings(evidence_budget_tokens=10**10)
+    tasks = [t.id for t in load_suite(settings.golden_dir, "backend").tasks]
+    store = open_store(settings)
+    with store.session() as s:
+        for i, task in enumerate(tasks):
+            for k in range(3):
+                s.add(_run(task, 40_000 * (1 + i) * (1 + 0.3 * k)))  # replicates: a wide spread
+        s.add(Rule(agent="backend", body="Grep for the symbol or text you need before opening any file."))
+    with store.session() as s:
+        before = plan_agent(s, settings, "backend")["rules"][0]["expected_tokens"]
+        old = Rule(agent="backend", body="Never re-read a file you have already read.", state="evicted")
+        s.add(old)
+        s.flush()
+        rows = []
+        for i, task in enumerate(tasks):
+            for r in range(4):  # pairs within 1% of each other around a 10% effect
+                ref = 40_000 * (1 + i) * (1 + 0.3 * (r % 3))
+                rows += [["ref", task, r, ref, int(ref), True, "completed", None],
+                         ["rule", task, r, ref * 0.9 * (1 + 0.01 * (-1) ** r), int(ref), True, "completed", None]]
+        write_receipt(s, old, kind="admission", verdict="refute", reason="r", state_after="evicted", estimate=0.0,
+                      ci_low=0.0, ci_high=0.0, margin=1.0, k=2.0, n_per_side={}, paired_diffs={}, pass_counts={},
+                      tokens_spent=1.0, model="sim-naive-1", backend="sim", suite_hash="s", fixture_hash="f",
+                      method={}, evidence=rows)
+    with store.session() as s:
+        after = plan_agent(s, settings, "backend")["rules"][0]
+    assert after["expected_tokens"] < before / 5 and not after["sigma_assumed"]

@@ -251,7 +251,8 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
         print_json(plan)
         return
     console.print(f"[bold]{safe(agent)}[/]: reference cost {_fmt(plan['reference_cost'])} weighted tokens per run "
-                  f"({plan['basis']}); budget {_fmt(plan['budget'])}")
+                  f"({plan['basis']}); budget per rule {_fmt(plan['budget'])}"
+                  + (" (the evidence budget caps --budget)" if budget and budget > plan["budget"] else ""))
     for r in plan["rules"]:
         fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
         shown = ("" if r["shown_saving"] is None
@@ -260,6 +261,8 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
                       f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 60)}")
     if not plan["rules"]:
         console.print("  nothing pending")
+    else:
+        console.print(f"  at most {_fmt(plan['total_worst_case_tokens'])} in all: each decision stops at its budget")
 
 
 def nightly_command(

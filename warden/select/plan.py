@@ -6,6 +6,8 @@ backend) and each rule's pooled evidence, then asks the pure planner (``select/p
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from sqlalchemy import select
@@ -22,26 +24,50 @@ from warden.select.selector import pending_candidates, prior_evidence, reaudit_t
 from warden.store.models import BenchRun, Rule
 
 
-def _replicates(session: Session, agent: str, key: str, backend: str, tasks: list[str]) -> tuple[dict[str, list[float]], str]:
-    def load(config: str | None) -> dict[str, list[float]]:
-        query = select(BenchRun.task_id, BenchRun.weighted_tokens).where(
-            BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.outcome != "infra_error")
-        if config is not None:
-            query = query.where(BenchRun.config_key == config)
-        out: dict[str, list[float]] = {t: [] for t in tasks}
-        for task_id, weighted in session.execute(query):
-            if task_id in out:
-                out[task_id].append(float(weighted))
-        return out
-
-    exact = load(key)
+def _replicates(session: Session, agent: str, key: str, backend: str,
+                tasks: list[str]) -> tuple[dict[str, list[float]], str]:
+    """Task → recorded run costs to estimate spread from: the current rule set's runs, else, per
+    task, the runs of the rule set run most often (one set per task: mixing sets that cost
+    differently would pass their difference off as noise)."""
+    by_config: dict[str, dict[str, list[float]]] = {t: {} for t in tasks}
+    query = select(BenchRun.task_id, BenchRun.config_key, BenchRun.weighted_tokens).where(
+        BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.outcome != "infra_error")
+    for task_id, config, weighted in session.execute(query):
+        if task_id in by_config:
+            by_config[task_id].setdefault(config, []).append(float(weighted))
+    exact = {t: groups.get(key, []) for t, groups in by_config.items()}
     if any(exact.values()):
         return exact, f"{sum(map(len, exact.values()))} reference runs of the current rule set"
-    anyset = load(None)
-    if any(anyset.values()):
-        return anyset, f"{sum(map(len, anyset.values()))} runs of other rule sets (no run of the current set yet)"
+    other = {t: max(groups.values(), key=len) if groups else [] for t, groups in by_config.items()}
+    if any(other.values()):
+        return other, f"{sum(map(len, other.values()))} runs of another rule set; none of the current one yet"
     raise WardenError(f"no recorded bench runs for agent {agent!r} on backend {backend!r}: "
                      f"run `warden bench --agent {agent} --runs 3` first")
+
+
+def _paired_residuals(session: Session, agent: str, backend: str, weights: dict[str, float],
+                      max_rules: int = 20) -> list[float]:
+    """The pair noise earlier decisions of this agent observed on this backend: each rule's
+    paired log ratios on a task minus their mean there (its effect), scaled to unbiased spread.
+    Pairs share a seed on the bench, so they are far less noisy than two independent runs —
+    replicates alone would overstate what a decision costs."""
+    from warden.select.decision import summarize
+    from warden.select.selector import evidence_from_json
+    from warden.store.models import Receipt
+
+    latest: dict[int, Receipt] = {}
+    for receipt in session.scalars(select(Receipt).where(Receipt.agent == agent, Receipt.backend == backend)
+                                   .order_by(Receipt.id.desc()).limit(20 * max_rules)):
+        if receipt.rule_id not in latest and receipt.evidence and len(latest) < max_rules:
+            latest[receipt.rule_id] = receipt  # evidence pools across a rule's receipts: the last holds all
+    out: list[float] = []
+    for receipt in latest.values():
+        for task in summarize(evidence_from_json(receipt.evidence, "reference", "rule"), weights):
+            n = len(task.log_ratios)
+            if n >= 2:
+                mean = sum(task.log_ratios) / n
+                out.extend((x - mean) * math.sqrt(n / (n - 1)) for x in task.log_ratios)
+    return out
 
 
 def plan_agent(session: Session, settings: Settings, agent: str, budget: int | None = None) -> dict[str, Any]:
@@ -58,6 +84,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
     target = reaudit_target(session, agent)
     if target is not None:
         todo.append((target, REAUDIT))
+    residuals = _paired_residuals(session, agent, settings.backend, weights)
     rules, total = [], 0.0
     for rule, kind in todo:
         rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
@@ -66,7 +93,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
         if prior is not None and prior.reference:
             estimate = plan_from_evidence(prior, weights, rent, per_rule_budget, params, kind)
         else:
-            estimate = plan_rule(replicates, rent, per_rule_budget, params, weights, kind=kind)
+            estimate = plan_rule(replicates, rent, per_rule_budget, params, weights, residuals, kind=kind)
         # What the rule's own evidence shows beats the average of the two hypotheses.
         expected = (estimate.tokens_if_as_shown if estimate.tokens_if_as_shown is not None
                     else (estimate.tokens_if_dead + estimate.tokens_if_effective) / 2)
