@@ -65,8 +65,9 @@ def plan_rule(replicates: Mapping[str, Sequence[float]], rent_tokens: float, bud
     """Estimate the tokens to decide one rule.
 
     ``replicates``: task id → weighted tokens of recorded reference runs (completed or failed,
-    not infra errors). ``paired_log_ratios``: the rule's own paired log ratios so far, if any
-    (they measure the pair spread directly and win over replicates). ``shown``: (θ̂, its
+    not infra errors). ``paired_log_ratios``: the rule's own paired log ratios so far, or the
+    effect-free pair residuals earlier decisions observed (they measure the pair spread directly
+    and win over replicates). ``shown``: (θ̂, its
     variance) of the rule's pooled evidence, if it has any.
     """
     params = params or DecisionParams()
