@@ -367,3 +367,23 @@ def test_an_abort_message_never_carries_terminal_escapes_from_the_backend(store,
     message = str(caught.value)
     assert "529 [2J]0;pwnedoverloaded second line" in message
     assert not any(ord(c) < 32 or c == "\u202e" for c in message)
+
+
+def test_an_unpriced_first_pass_at_concurrency_runs_one_probe_before_more(store, tmp_path):
+    """No earlier run prices any task: with a budget, one run goes first and prices the rest,
+    so a budget smaller than two runs is not spent twice over by parallel workers."""
+    bench = make_workbench(tmp_path, FakeBackend)
+    request = standard_request(bench)
+    probe_bench = make_workbench(tmp_path / "probe", FakeBackend)
+    first = BenchScheduler(store, probe_bench, concurrency=1).run_request(
+        BenchRequest(AGENT, request.jobs[:1], request.seed, request.backend, request.model))
+    per_run = first.runs[0].weighted_tokens
+    with store.session() as s:  # forget it: the real pass must start unpriced
+        s.execute(BenchJob.__table__.delete())
+        s.execute(Baseline.__table__.delete())
+        s.execute(BenchRun.__table__.delete())
+    limited = BenchRequest(request.agent, request.jobs, request.seed, request.backend, request.model,
+                           budget_tokens=int(per_run * 1.5))
+    outcome = BenchScheduler(store, bench, concurrency=4).run_request(limited)
+    assert outcome.status == "partial" and outcome.executed == 1
+    assert "reached" in outcome.message and f"{outcome.spent_weighted:,.0f} spent" in outcome.message

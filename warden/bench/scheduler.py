@@ -545,6 +545,7 @@ class BenchScheduler:
         consecutive_infra = 0
         status, message = "done", ""
         budget_stop = False
+        left_pending = 0
         blocks_seen: set[tuple[str, int]] = set()
         try:
             for thread in threads:
@@ -557,14 +558,14 @@ class BenchScheduler:
                     if budget is not None and block not in blocks_seen:
                         block_jobs = [j for j in pending[queue_pos:] if (j.task_id, j.seed) == block]
                         cost = sum(self._estimate(j.task_id, estimates, state) for j in block_jobs)
+                        if cost <= 0 and in_flight:
+                            break  # nothing prices this block yet: the runs in flight will
                         committed = sum(self._estimate(j.task_id, estimates, state) for j in in_flight.values())
                         spent = state.spent_before + state.spent_weighted
                         if spent + committed + cost > budget or spent >= budget:
                             budget_stop = True
                             status = "partial"
-                            message = (f"budget of {budget:,} weighted tokens reached after "
-                                       f"{spent:,.0f}; {len(pending) - queue_pos} run(s) left "
-                                       "pending (re-run with a larger --budget to continue)")
+                            left_pending = len(pending) - queue_pos
                             break
                     blocks_seen.add(block)
                     queue_pos += 1
@@ -594,6 +595,11 @@ class BenchScheduler:
                             "this is the backend, not the agent — fix it and re-run the same command to resume")
                 else:
                     consecutive_infra = 0
+            if budget_stop:  # said once the runs in flight at the stop have finished and counted
+                message = (f"budget of {budget:,} weighted tokens reached: "
+                           f"{state.spent_before + state.spent_weighted:,.0f} spent (estimates price the "
+                           f"next block; runs in flight finish); {left_pending} run(s) left pending "
+                           "(re-run with a larger --budget to continue)")
         except BaseException:
             stop.set()
             with self.store.session() as session:  # jobs that were in flight go back to pending
