@@ -99,7 +99,7 @@ def _render(report: Any) -> None:
     if share is None:
         console.print("bench spend share: no real-work sessions collected in the last 7 days")
     else:
-        console.print(f"bench spend over the last 7 days: {share:.1%} of real-work tokens")
+        console.print(f"bench spend over the last 7 days (all agents): {share:.1%} of all real-work tokens")
     if report.spend.warning:
         err_console.print(f"warden: warning: {report.spend.warning}", markup=False, highlight=False)
     if o.message:

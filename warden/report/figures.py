@@ -208,6 +208,6 @@ def render_learning(overview: list[dict[str, Any]]) -> None:
             "golden suite not benched yet"
         rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
         spend = a["spend_this_week"]
-        share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of real work)"
+        share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"
         console.print(f"[bold]{safe(a['agent'])}[/]: cost/session by ruleset {safe(curve)} · {golden} · {rules} · "
                       f"bench this week {spend['bench_weighted_tokens']:,.0f}{share}")
