@@ -16,9 +16,13 @@ the reference. ``--per-night 1`` charges every decision for its whole reference.
 In the same run, on the same draws (the k-th run of a task under a configuration is the same
 number for both policies), a faithful re-implementation of the anchor's fixed policy
 (DESIGN.md §4): 3 runs per side per task, unpaired, the baseline re-run on every decision; keep
-iff saving ≥ margin + 2·SE with the within-task SE; when the saving is within 2·SE of that
-line, one Neyman top-up (another 3 runs per task per side, allocated across tasks ∝ their
-within-task SD); evict when still uncertain.
+iff saving ≥ margin + 2·SE with the within-task SE; evict at once when it is clearly below
+(saving < margin − 2·SE); when it is within 2·SE of the margin (uncertain either way), one
+Neyman top-up (another 3 runs per task per side, allocated across tasks ∝ their within-task
+SD), then keep iff saving ≥ margin + 2·SE, else evict ("evict when still uncertain"). Reading
+"within 2·SE" as only the band just under the keep line [margin, margin + 2·SE) would evict
+uncertain rules before any top-up, against "evict when *still* uncertain"; it would also make
+the anchor cheaper (fewer top-ups): 0.88× / 0.79× tokens instead of 0.70× / 0.53× (seed 1).
 
 Re-audits: a rule truly saving 5% starts active and is re-audited on 12 nights. Two strikes:
 a miss puts it on probation, a second consecutive miss evicts, a pass clears probation. Ours
