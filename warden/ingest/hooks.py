@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import math
 import os
 import select
 import stat
@@ -447,17 +446,6 @@ def _is_ours(entry: Any) -> bool:
             and words[2] in HOOK_EVENTS.values())
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _load_settings_json(path: Path) -> dict[str, Any]:
     import json
 
@@ -465,16 +453,16 @@ def _load_settings_json(path: Path) -> dict[str, Any]:
 
     if not path.exists():
         return {}
+    from warden.strict_json import loads_strict
+
     try:
-        # strict JSON: Claude Code cannot read NaN, Infinity or numbers out of a double's range
-        data = json.loads(path.read_text(encoding="utf-8"), parse_float=_finite, parse_constant=_no_constant)
+        data = loads_strict(path.read_text(encoding="utf-8"))  # Claude Code reads it back
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON (line {exc.lineno}); left untouched") from None
-    except (ValueError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise UsageError(f"{path} is not valid JSON ({why}); left untouched") from None
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}); left untouched") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a JSON object; left untouched")
     hooks = data.get("hooks", {})

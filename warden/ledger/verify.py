@@ -8,7 +8,6 @@ reason, so a pull-request review can act on it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rul
 from warden.names import validate_agent_name
 from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, rule_rent
+from warden.strict_json import loads_strict
 
 
 @dataclass(frozen=True)
@@ -51,17 +51,6 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         dup = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"duplicate key {dup!r}")
     return dict(pairs)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number a ledger may hold")
 
 
 def _label(index: int, rule: Any) -> str:
@@ -115,12 +104,9 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     except UnicodeDecodeError as exc:
         return [Problem(name, None, f"not UTF-8 ({exc.reason} at byte {exc.start})")]
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite_float,
-                         parse_constant=_no_constant)
+        doc = loads_strict(text, object_pairs_hook=_no_duplicate_keys)
     except ValueError as exc:
         return [Problem(name, None, f"invalid JSON: {exc}")]
-    except RecursionError:
-        return [Problem(name, None, "invalid JSON: nested too deeply")]
     if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and len(doc["rules"]) > MAX_RULES:
         return [Problem(name, None, f"{len(doc['rules'])} rules, over the limit of {MAX_RULES}")]
     validator = jsonschema.Draft202012Validator(_SCHEMA)
