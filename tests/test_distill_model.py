@@ -190,3 +190,26 @@ def test_digest_lines_from_the_parser(tmp_path: Path) -> None:
     assert lines[0].startswith("#0 list") and "ERROR" not in lines[0]
     prompt = md.build_prompt(detect_waste(parsed), lines, md.DistillContext(agent="coder"), fence_id="abcd")
     assert "<<<warden-recovered-data id=abcd" in prompt and "(none)" in prompt  # no rules yet
+
+
+def test_secrets_in_commands_never_reach_the_model_nor_the_stored_provenance(tmp_path: Path) -> None:
+    from distill_fixtures import Step, cmd
+
+    secret_steps = naive_session() + [
+        Step("", [cmd("export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz01234 && make", "ok")]),
+        Step("", [cmd("curl -H 'x-api-key: ghp_abcdefghijklmnopqrstuvwxyz0123456789' https://x", "ok")])]
+    store = open_store(load_settings())
+    path = write_transcript(tmp_path, secret_steps, session_id="sess-secret")
+    with store.session() as session:
+        row = SessionRun(run_key="sess-secret:main", session_id="sess-secret", agent="coder",
+                         weighted_tokens=90_000, completed=True, source_path=str(path), distill_state="queued")
+        session.add(row)
+        session.flush()
+        run_id = row.id
+    api = FakeMessagesAPI(json.dumps(GOOD))
+    _distill(store, run_id, api)
+    sent = json.dumps(api.requests)
+    assert "abcdefghijklmnopqrstuvwxyz01234" not in sent and "ghp_abcdefghij" not in sent
+    assert "[REDACTED]" in sent
+    stored = json.dumps([r.provenance_digest for r in _rules(store)])
+    assert "abcdefghijklmnopqrstuvwxyz01234" not in stored and "ghp_abcdefghij" not in stored

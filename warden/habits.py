@@ -91,6 +91,12 @@ FALSE_ECONOMY_PATTERNS: tuple[str, ...] = (
     r"\b(don'?t|do not|never)\b.*\b(verify|double-?check|check your)\b",
     r"\bstop (as soon|early|right after)\b",
     r"\bwithout (testing|verifying|running tests)\b",
+    r"\bwithout (re-?running|running|executing)\b.*\b(tests?|pytest|suite|checks?|linters?)\b",
+    r"\b(avoid|omit|forgo)\b.*\b(run|running|rerun|re-?running|execute|executing)\b.*\b(tests?|suite|pytest|checks?)\b",
+    r"\b(tests?|testing|test suite|pytest|verification|checks?)\b.*\b(unnecessary|not needed|needless|optional|"
+    r"superfluous|a waste)\b",
+    r"\btrust (your|the) (edit|change|code|fix)\b",
+    r"\b(declare|mark|call|consider)\b.*\b(done|finished|complete)\b.*\bwithout\b",
 )
 
 

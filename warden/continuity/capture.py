@@ -46,6 +46,7 @@ from functools import lru_cache
 from typing import Any
 
 from warden.ingest.records import ParsedRun, ToolCall
+from warden.sanitize import redact_secrets
 
 FILL_BANDS = (20, 35, 50, 65, 80)
 QUALITY_BANDS = (80, 70, 50, 40)
@@ -67,42 +68,7 @@ MAX_ERRORS = 5
 
 # ---------------------------------------------------------------- secrets
 
-REDACTED = "[REDACTED]"
-
-# Order matters: whole private-key blocks first, then structured credentials, then key=value.
-_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
-     "[REDACTED PRIVATE KEY]"),
-    # scheme://user:password@host → keep user and host
-    (re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@'\"]+:)(?P<pw>[^\s@/'\"]+)(?=@)"), r"\g<pre>" + REDACTED),
-    (re.compile(r"(?i)\b(?P<pre>(?:authorization|proxy-authorization)\s*[:=]\s*)(?:bearer|basic|token)?\s*[A-Za-z0-9._~+/=\-]{8,}"),
-     r"\g<pre>" + REDACTED),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"), REDACTED),
-    (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"), REDACTED),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), REDACTED),
-    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
-    # --password VALUE: a command-line flag naming a secret, its value the next word
-    (re.compile(r"(?i)(?P<pre>(?<![\w\-])--?[\w\-]*(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|"
-                r"private[_\-]?key|client[_\-]?secret)[\w\-]*[ \t]+[\"']?)(?P<val>[^\s\"'-][^\s\"']{3,})"),
-     r"\g<pre>" + REDACTED),
-    # key = value / key: value / "key": "value" for names that hold secrets
-    (re.compile(r"(?i)(?P<pre>\b[\w\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
-                r"private[_\-]?key|client[_\-]?secret|auth)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"
-                r"(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
-]
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers and
-    connection-string passwords replaced by ``[REDACTED]``."""
-    for pattern, repl in _SECRET_PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
+# Redaction lives in warden.sanitize (the distiller redacts what it sends and stores too).
 
 
 # Pure text helpers below are memoised: a run's checkpoints re-read the same turns, errors and

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from warden.distill.rule_text import MIN_RULE_CHARS, RuleTextError, find_near_duplicate, validate_rule_body
+from warden.distill.rule_text import (MIN_RULE_CHARS, RuleTextError, find_near_duplicate, untrusted_rule_problem,
+                                      validate_rule_body)
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.names import validate_agent_name
@@ -95,6 +96,10 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
             continue
         if origin in DISTILLED_ORIGINS and is_false_economy(body):
             result.refused.append(Refusal(body, "false economy: trades verification or testing for tokens"))
+            continue
+        untrusted = untrusted_rule_problem(body) if origin in DISTILLED_ORIGINS else None
+        if untrusted:
+            result.refused.append(Refusal(body, untrusted))
             continue
         dup = find_near_duplicate(body, existing)
         if dup is not None:

@@ -6,6 +6,7 @@ Pure: every writer of a rule body (distillers, ``rules add``, ``adopt``, ``verif
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from warden.errors import UsageError
@@ -77,4 +78,28 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
         score = trigram_jaccard(body, other_body)
         if score > NEAR_DUPLICATE_JACCARD:
             return other_id, score
+    return None
+
+
+# What an efficiency rule never needs, but an injected one does: a rule from an untrusted source
+# (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
+_UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.", "a URL"),
+    (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
+    (r"\b(curl|wget|netcat|nc|scp|ssh|rsync|ftp)\b", "a network command"),
+    (r"\b(ignore|disregard|forget|override|bypass)\b.{0,60}\b(instructions?|rules?|prompts?|guidelines?|"
+     r"system|polic(y|ies))\b", "an instruction override"),
+    (r"(^|[\s(\[])(system|assistant|user|developer|human)\s*:", "a role label"),
+    (r"\b(developer|god|jailbreak|dan|admin) mode\b", "a mode switch"),
+    (r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws/|\.netrc\b|\bexfiltrat|\b(api[_ \-]?keys?|passwords?|"
+     r"credentials?|secrets?|private keys?|tokens?)\b", "secrets or credentials"),
+)
+
+
+def untrusted_rule_problem(body: str) -> str | None:
+    """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None."""
+    for pattern, what in _UNTRUSTED_PATTERNS:
+        if re.search(pattern, body, re.IGNORECASE):
+            return (f"mentions {what}: not something an efficiency rule needs "
+                    "(rules from models and ledgers are screened)")
     return None

@@ -26,7 +26,7 @@ from warden.distill.admission import Refusal, admit
 from warden.distill.detectors import Finding, detect_waste
 from warden.distill.model_distiller import (DistillContext, ModelReply, digest_lines, distill_with_model,
                                             make_client)
-from warden.distill.rule_text import RuleTextError, validate_rule_body
+from warden.distill.rule_text import RuleTextError, untrusted_rule_problem, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.ingest.collector import parse_file, read_meta_sidecar
@@ -95,6 +95,16 @@ def transcript_files(paths: list[Path]) -> list[Path]:
 # ---------------------------------------------------------------- distillers
 
 
+def _redacted_step(step: Any) -> Any:
+    """A trace step with secrets in its target (a command line or path) redacted: provenance is
+    stored on the rule and shown on receipts."""
+    from warden.sanitize import redact_secrets
+
+    if isinstance(step, (list, tuple)) and len(step) >= 2 and isinstance(step[1], str):
+        return [step[0], redact_secrets(step[1]), *step[2:]]
+    return step
+
+
 def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Finding], distiller: str,
                 model: str | None) -> dict[str, Any]:
     trace = parsed.trace_digest or {}
@@ -104,7 +114,7 @@ def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Findin
         "findings": [{"waste_kind": f.waste_kind, "occurrences": f.occurrences,
                       "saving_tokens": round(f.saving_tokens, 1)} for f in findings],
         "trace_sha256": hashlib.sha256(json.dumps(trace, sort_keys=True, default=str).encode()).hexdigest(),
-        "trace": (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS],
+        "trace": [_redacted_step(step) for step in (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS]],
     }
 
 
@@ -139,6 +149,8 @@ def _screen(bodies: list[str], distiller: str) -> list[Refusal]:
             continue
         if is_false_economy(clean):
             refused.append(Refusal(clean, "false economy: trades verification or testing for tokens"))
+        elif untrusted_rule_problem(clean):
+            refused.append(Refusal(clean, untrusted_rule_problem(clean) or ""))
     return refused
 
 

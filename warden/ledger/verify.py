@@ -18,7 +18,8 @@ from typing import Any
 import jsonschema
 
 from warden.distill.admission import validate_scope
-from warden.distill.rule_text import NEAR_DUPLICATE_JACCARD, RuleTextError, trigram_jaccard, validate_rule_body
+from warden.distill.rule_text import (NEAR_DUPLICATE_JACCARD, RuleTextError, trigram_jaccard, untrusted_rule_problem,
+                                      validate_rule_body)
 from warden.errors import UsageError
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
@@ -133,6 +134,9 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         except RuleTextError as exc:
             problems.append(Problem(name, label, f"rule body rejected: {exc}"))
             body = str(rule["body"])
+        untrusted = untrusted_rule_problem(body)
+        if untrusted:
+            problems.append(Problem(name, label, f"rule body rejected: {untrusted}"))
         try:
             if validate_scope(rule["scope"]) != rule["scope"]:
                 problems.append(Problem(name, label, "scope is not in canonical form (NFC, trimmed, null when empty)"))
