@@ -91,8 +91,9 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"system|polic(y|ies))\b", "an instruction override"),
     (r"(^|[\s(\[])(system|assistant|user|developer|human)\s*:", "a role label"),
     (r"\b(developer|god|jailbreak|dan|admin) mode\b", "a mode switch"),
-    (r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws/|\.netrc\b|\bexfiltrat|\b(api[_ \-]?keys?|passwords?|"
-     r"credentials?|secrets?|private keys?|tokens?)\b", "secrets or credentials"),
+    (r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws/|\.netrc\b|\bexfiltrat|\b(print|show|send|post|upload|share|"
+     r"reveal|echo|cat|copy|leak|output|display)\b.{0,40}\b(api[_ \-]?keys?|passwords?|credentials?|secrets?|"
+     r"private keys?|tokens?|env(ironment)? var)", "handling secrets or credentials"),
 )
 
 
