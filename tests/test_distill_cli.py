@@ -79,3 +79,19 @@ def test_bad_option_values_are_one_line_usage_errors(capsys) -> None:
     assert len(err) == len(argvs) and all(line.startswith("warden: ") for line in err)
     assert "Invalid value for '--run'" in err[0] and "Missing option '--agent'" in err[3]
     assert "Traceback" not in "\n".join(err)
+
+
+def test_a_run_of_a_plugin_subagent_type_is_skipped_and_does_not_block_the_queue(tmp_path: Path, capsys) -> None:
+    first = write_transcript(tmp_path, naive_session(), session_id="plug")
+    second = write_transcript(tmp_path, naive_session(), session_id="real")
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="plug:a1", session_id="plug", agent_id="a1", agent="feature-dev:code-reviewer",
+                               weighted_tokens=120_000, completed=True, source_path=str(first), distill_state="queued"))
+        session.add(SessionRun(run_key="real:a2", session_id="real", agent_id="a2", agent="coder",
+                               weighted_tokens=120_000, completed=True, source_path=str(second),
+                               distill_state="queued"))
+    assert main(["distill", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["state_after"] for r in runs] == ["skipped", "done"]
+    assert "cannot hold rules" in runs[0]["error"] and runs[1]["admitted"]

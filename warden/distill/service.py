@@ -29,6 +29,7 @@ from warden.distill.model_distiller import (DistillContext, ModelReply, digest_l
 from warden.distill.rule_text import RuleTextError, untrusted_rule_problem, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
+from warden.names import validate_agent_name
 from warden.ingest.collector import parse_file, read_meta_sidecar
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.ingest.records import ParsedRun
@@ -192,13 +193,22 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
         report = RunReport(source_path=run.source_path, run_id=run.id, run_key=run.run_key, agent=run.agent,
                            weighted_tokens=run.weighted_tokens)
         path = Path(run.source_path) if run.source_path else None
-        if path is None or not path.is_file():
-            report.error = f"transcript not found: {run.source_path or '(no source path)'}"
+        try:
+            validate_agent_name(run.agent)
+        except UsageError:
+            unusable = (f"agent {run.agent!r} cannot hold rules (a plugin subagent type such as 'plugin:name' "
+                        "is not an agent name warden manages); run skipped")
+        else:
+            unusable = None if path is not None and path.is_file() else \
+                f"transcript not found: {run.source_path or '(no source path)'}"
+        if unusable:  # before any model call: one run never blocks the queue behind it
+            report.error = unusable
             report.state_after = "skipped"
             if not dry_run:
                 run.distill_state, run.distilled_at = "skipped", utcnow()
                 session.commit()
             return report
+        assert path is not None
         try:
             parsed = parse_transcript(path)
         except UsageError as exc:
