@@ -213,3 +213,59 @@ def test_secrets_in_commands_never_reach_the_model_nor_the_stored_provenance(tmp
     assert "[REDACTED]" in sent
     stored = json.dumps([r.provenance_digest for r in _rules(store)])
     assert "abcdefghijklmnopqrstuvwxyz01234" not in stored and "ghp_abcdefghij" not in stored
+
+
+class _Malformed(FakeMessagesAPI):
+    """A 200 whose body is not a Messages reply (a gateway page, a null text, bad usage)."""
+
+    def __init__(self, body: object) -> None:
+        super().__init__()
+        self.body = body
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(json.loads(request.content))
+        if isinstance(self.body, str):
+            return httpx2.Response(200, text=self.body, headers={"content-type": "text/html"})
+        return httpx2.Response(200, json=self.body)
+
+
+@pytest.mark.parametrize("body", [
+    "<html>502 Bad Gateway</html>",
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": None}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": "[]"}], "usage": {"input_tokens": "lots", "output_tokens": 1}},
+    {"id": "m", "type": "message"},
+])
+def test_a_malformed_200_reply_is_an_infra_error_and_the_run_stays_queued(distilled_run, body) -> None:
+    store, run_id = distilled_run
+    report = _distill(store, run_id, _Malformed(body))
+    assert report.infra_error and _rules(store) == []
+    with store.session() as session:
+        assert session.get(SessionRun, run_id).distill_state == "queued"
+
+
+def test_three_failed_calls_in_a_row_leave_the_rest_of_the_queue_for_later(tmp_path: Path) -> None:
+    from warden.distill.service import distill_runs
+
+    store = open_store(load_settings())
+    with store.session() as session:
+        for i in range(5):
+            path = write_transcript(tmp_path, naive_session(), session_id=f"sess-{i}")
+            session.add(SessionRun(run_key=f"sess-{i}:main", session_id=f"sess-{i}", agent="coder",
+                                   weighted_tokens=90_000, completed=True, source_path=str(path),
+                                   distill_state="queued"))
+    api = FakeMessagesAPI(status=529)
+    reports = distill_runs(store, load_settings(), distiller="anthropic", client=api.client())
+    assert len(api.requests) == 3 and len(reports) == 3 and all(r.infra_error for r in reports)
+    with store.session() as session:
+        assert session.query(SessionRun).filter(SessionRun.distill_state == "queued").count() == 5
+
+
+def test_a_malformed_base_url_is_a_usage_error(monkeypatch) -> None:
+    from warden.errors import UsageError
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://[::1")
+    with pytest.raises(UsageError, match="is not an http"):
+        md.make_client(load_settings())

@@ -42,6 +42,8 @@ MAX_BODIES = 2
 MAX_REPLY_TOKENS = 600
 MAX_DIGEST_LINES = 120
 MAX_EVICTED_SHOWN = 12
+REQUEST_TIMEOUT_S = 60.0  # one distillation call; a hung gateway costs a night this much per run
+MAX_CONSECUTIVE_FAILURES = 3  # calls in a row that fail at the API: the rest of the queue waits
 MAX_FENCED_CHARS = 16_000  # per block; the digest is already capped by lines
 _FENCED = re.compile(r"\A```(?:json|JSON)?[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
 
@@ -89,7 +91,19 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
     """The real SDK client; ``ANTHROPIC_BASE_URL`` is honoured by the SDK itself."""
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         raise UsageError("--distiller anthropic needs ANTHROPIC_API_KEY (or use --distiller heuristic)")
-    return anthropic.Anthropic(max_retries=0, timeout=120.0)
+    base_url = os.environ.get("ANTHROPIC_BASE_URL")
+    if base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(base_url)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            valid = False
+        if not valid:
+            raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(base_url, keep_newlines=False)[:200]!r} is not an "
+                             "http(s) URL")
+    return anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S)
 
 
 def fence(label: str, lines: list[str], fence_id: str) -> str:
@@ -176,15 +190,24 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
         reply.error = f"Messages API error {exc.status_code}: {type(exc).__name__}"
         log.warning("model distiller: %s; nothing admitted", reply.error)
         return reply
-    except anthropic.APIError as exc:  # connection errors, timeouts
+    except anthropic.APIError as exc:  # connection errors, timeouts, bodies the SDK cannot read
         reply.error = f"Messages API unreachable: {type(exc).__name__}"
         log.warning("model distiller: %s; nothing admitted", reply.error)
         return reply
-    usage = getattr(response, "usage", None)
-    if usage is not None:
-        reply.usage = {"input_tokens": int(usage.input_tokens or 0), "output_tokens": int(usage.output_tokens or 0)}
-    reply.raw_text = "".join(getattr(block, "text", "") for block in response.content
-                             if getattr(block, "type", "") == "text")
+    try:
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            reply.usage = {"input_tokens": int(usage.input_tokens or 0), "output_tokens": int(usage.output_tokens or 0)}
+        if not isinstance(response.content, list):
+            raise TypeError("no content list")
+        texts = [getattr(block, "text", None) for block in response.content if getattr(block, "type", "") == "text"]
+        if any(not isinstance(text, str) for text in texts):
+            raise TypeError("a text block without text")
+        reply.raw_text = "".join(texts)
+    except (AttributeError, TypeError, ValueError) as exc:  # a 200 whose body is not a Messages reply
+        reply.error = f"malformed Messages API reply: {type(exc).__name__}"
+        log.warning("model distiller: %s; nothing admitted", reply.error)
+        return reply
     bodies, why = parse_reply(reply.raw_text)
     if why is not None:
         reply.dropped.append(why)

@@ -24,8 +24,8 @@ from warden.config import Settings
 from warden.distill import heuristic
 from warden.distill.admission import Refusal, admit
 from warden.distill.detectors import Finding, detect_waste
-from warden.distill.model_distiller import (DistillContext, ModelReply, digest_lines, distill_with_model,
-                                            make_client)
+from warden.distill.model_distiller import (MAX_CONSECUTIVE_FAILURES, DistillContext, ModelReply, digest_lines,
+                                            distill_with_model, make_client)
 from warden.distill.rule_text import RuleTextError, untrusted_rule_problem, validate_rule_body
 from warden.errors import UsageError
 from warden.habits import is_false_economy
@@ -265,8 +265,17 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
         run_ids = select_runs(store, agent=agent, run_id=run_id)
         if distiller == "anthropic" and client is None and run_ids:
             client = make_client(settings)
-        return [distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
-                for rid in run_ids]
+        reports: list[RunReport] = []
+        failures = 0
+        for rid in run_ids:
+            if failures >= MAX_CONSECUTIVE_FAILURES:  # the API is down: the rest stay queued
+                log.warning("model distiller: %d calls in a row failed; %d run(s) left queued",
+                            failures, len(run_ids) - len(reports))
+                break
+            report = distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
+            failures = failures + 1 if report.infra_error else 0
+            reports.append(report)
+        return reports
 
 
 def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "heuristic",
