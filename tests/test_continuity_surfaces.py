@@ -268,3 +268,12 @@ def test_the_pointer_reads_a_home_whose_name_has_url_characters(name: str, tmp_p
     _record(store, "sess-old", "Port the exporter", cwd="/w/app")
     line = session_start_hook_line("/w/app", "sess-new", load_settings())
     assert line is not None and "warden checkpoints show" in line
+
+
+def test_a_checkpoint_dated_in_the_future_is_stored_as_now(store) -> None:
+    _record(store, "sess-future", "Port the exporter", when=datetime(2099, 1, 1))
+    with store.session() as s:
+        captured = s.scalar(select(Checkpoint.captured_at).where(Checkpoint.session_id == "sess-future"))
+    assert captured <= utcnow()
+    with store.session() as s:
+        assert prune(s, max_age_days=0.0, keep=100).remaining == 0  # retention reaches it like any other

@@ -649,7 +649,9 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
             continue
         if row is None and family == "quality" and any(b <= int(band) for b in stored_quality):
             continue
-        when = data.captured_at or utcnow()
+        # a transcript dated in the future (a wrong clock, a forged file) is as recent as now: it
+        # must not hold the "recent" pointer slots or escape retention forever
+        when = min(data.captured_at or utcnow(), utcnow())
         if row is None:
             row = Checkpoint(run_key=data.run_key, trigger=data.trigger)
             session.add(row)
