@@ -174,3 +174,12 @@ def test_a_subagent_collected_before_its_parent_gets_its_type_from_the_parent(
     assert run(capsys, "collect", str(parent))[0] == 0
     rows = json.loads(run(capsys, "sessions", "--json")[1])
     assert {(r["agent_id"], r["agent"]) for r in rows} == {("c8d9b115", "Explore"), (None, "main")}
+
+
+def test_json_output_escapes_bidi_and_zero_width_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    from warden.cli.common import print_json
+
+    print_json({"cwd": "/w/a\u202eb\u200bc", "name": "caf\u00e9"})
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\u200b" not in out and "caf\u00e9" in out
+    assert json.loads(out) == {"cwd": "/w/a\u202eb\u200bc", "name": "caf\u00e9"}  # the same data

@@ -11,6 +11,13 @@ _UNSAFE = re.compile(
 )
 
 
+def escape_unsafe_in_json(text: str) -> str:
+    """JSON text with bidi, zero-width and control characters written as \\uXXXX escapes: the
+    same data for a program, nothing that reorders or hides text on a terminal. (They can only
+    occur inside JSON strings, where an escape means the same character.)"""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def strip_controls(text: str, *, keep_newlines: bool = True) -> str:
     """Remove control, bidi and zero-width characters; optionally flatten newlines and tabs."""
     clean = _UNSAFE.sub("", text)

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from warden.config import Settings, load_settings
-from warden.sanitize import strip_controls
+from warden.sanitize import escape_unsafe_in_json, strip_controls
 from warden.store.db import Store, open_store
 
 # soft_wrap: a message line is never broken at the console width (piped output is 80 columns);
@@ -40,7 +40,7 @@ def wide_console() -> Console:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(escape_unsafe_in_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
 def safe(text: object, limit: int | None = None) -> str:
