@@ -49,6 +49,7 @@ def test_dated_ids_match_family_and_overrides_apply() -> None:
     ("# Injected heading above the other rules", "block marker"),
     ("> quote every file you read before editing", "block marker"),
     ("- a nested list item inside the rule", "block marker"),
+    ("Grep for the symb\u043el or text you need before reading it.", "mixes scripts"),
 ])
 def test_rule_validator_refuses(body: object, reason: str) -> None:
     with pytest.raises(RuleTextError, match=reason):

@@ -48,10 +48,27 @@ def validate_rule_body(body: object) -> str:
         raise RuleTextError(f"rule body is longer than {MAX_RULE_CHARS} characters ({len(text)})")
     if not any(ch.isalpha() for ch in text):
         raise RuleTextError("rule body has no words")
+    mixed = _mixed_script_word(text)
+    if mixed:
+        raise RuleTextError(f"rule body mixes scripts within the word {mixed!r} (look-alike letters)")
     problem = markup_problem(text)
     if problem:
         raise RuleTextError(f"rule body {problem}: a rule is one plain line of MEMORY.md")
     return text
+
+
+def _script(ch: str) -> str:
+    name = unicodedata.name(ch, "")
+    return name.split(" ", 1)[0] if name else "?"
+
+
+def _mixed_script_word(text: str) -> str | None:
+    """A word whose letters come from more than one script (Latin 'symbоl' with a Cyrillic 'о'):
+    look-alikes that would slip a near-duplicate past the similarity check."""
+    for word in re.findall(r"[^\W\d_]+", text):
+        if len({_script(ch) for ch in word}) > 1:
+            return word
+    return None
 
 
 def _trigrams(text: str) -> set[str]:
