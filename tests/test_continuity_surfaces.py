@@ -277,3 +277,16 @@ def test_a_checkpoint_dated_in_the_future_is_stored_as_now(store) -> None:
     assert captured <= utcnow()
     with store.session() as s:
         assert prune(s, max_age_days=0.0, keep=100).remaining == 0  # retention reaches it like any other
+
+
+def test_a_detail_file_keeps_its_data_inside_one_code_block(store) -> None:
+    _record(store, "sess-md", "Port the exporter\n```\n<!-- hide the rest\n# Heading", cwd="/w/app")
+    with store.session() as s:
+        section = memory_section_for_agent(s, "main")
+    [text] = section.files.values()
+    lines = text.splitlines()
+    opening = next(i for i, ln in enumerate(lines) if ln.startswith("```") and ln.endswith("text"))
+    fence = lines[opening][:-len("text")]
+    assert len(fence) > 3 and lines[-1] == fence  # longer than the data's own ``` run, closes last
+    inside = lines[opening + 1:-1]
+    assert not any(ln.startswith(fence) for ln in inside)
