@@ -191,3 +191,39 @@ def test_sandbox_env_disables_plugin_autoload_and_takes_a_run_tmpdir(tmp_path: P
     with run_tmpdir() as first, run_tmpdir() as second:
         assert first != second and Path(first).is_dir() and Path(second).is_dir()
     assert not Path(first).exists() and not Path(second).exists()
+
+
+def test_grep_and_pytest_options_that_reach_outside_the_copy_are_refused(box: Toolbox, outside: Path) -> None:
+    secret = outside / "secret.txt"
+    for sneaky in [f"grep -eTOP {secret}", f"grep -neTOP {secret}", "grep -R TOP .", f"grep -e TOP {secret}"]:
+        assert "not -e, -f or -R" in err(box, "run_command", command=sneaky), sneaky
+    for option in [f"--basetemp={outside}", f"--junitxml={outside}/j.xml", "-o cache_dir=/tmp/x", "-c /dev/null",
+                   f"--rootdir={outside}", "-p evil_plugin"]:
+        assert "is not allowed" in err(box, "run_command", command=f"pytest -q {option}"), option
+    assert "outside the project" in err(box, "run_command", command=f"pytest -q {secret}")
+    for fine in ["pytest -q -x test_calc.py", "pytest -q -k add", "python -m pytest --maxfail=1 -p no:cacheprovider",
+                 "pytest -rA --tb=short test_calc.py::test_add"]:
+        assert ok(box, "run_command", command=fine).startswith("exit code"), fine
+
+
+def test_a_backtracking_grep_pattern_gives_up_within_its_limit(box: Toolbox, monkeypatch) -> None:
+    import time
+
+    from warden.bench.agents import tools
+
+    monkeypatch.setattr(tools, "GREP_TIMEOUT_S", 1.0)
+    ok(box, "write_file", path="redos.txt", content="a" * 40 + "!\n")
+    started = time.monotonic()
+    assert "gave up" in err(box, "grep", pattern="(a+)+$", path="redos.txt")
+    assert time.monotonic() - started < 5
+
+
+def test_a_detached_child_cannot_hold_a_command_past_its_timeout(tmp_path: Path) -> None:
+    import time
+
+    holder = ("python -c \"import subprocess, sys, time; subprocess.Popen(['sleep', '30'], start_new_session=True, "
+              "stdout=sys.stdout); time.sleep(30)\"")
+    box = Toolbox(make_project(tmp_path / "copy"), check_command=holder, command_timeout_s=0.5)
+    started = time.monotonic()
+    assert "timed out" in err(box, "run_command", command=holder)
+    assert time.monotonic() - started < 5

@@ -17,6 +17,7 @@ in the copy (its tests) runs with the user's privileges, as it would for a real 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shlex
@@ -211,24 +212,65 @@ def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict
         timed_out = False
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, _ = proc.communicate()
         timed_out = True
+        try:  # a process outside the group (a new session) may still hold the pipe: bounded wait
+            out, _ = proc.communicate(timeout=_DRAIN_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = b""
+            if proc.stdout is not None:
+                proc.stdout.close()
+            proc.wait()
+    # background processes the command left in its group do not outlive it
+    _kill_group(proc, quiet=True)
     text = cap_text(out.decode("utf-8", errors="replace"))
     return CommandResult(None if timed_out else proc.returncode, text, timed_out,
                          time.monotonic() - started)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+_DRAIN_S = 2.0  # after a kill, how long the output pipe may stay open
+GREP_TIMEOUT_S = 20.0
+
+# The grep tool's search, run by a child interpreter (isolated: no site, no warden import).
+_GREP_WORKER = """
+import json, re, sys
+job = json.loads(sys.stdin.buffer.read())
+regex = re.compile(job["pattern"])
+matches, total = [], 0
+for rel, path in job["files"]:
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        continue
+    if b"\\x00" in data[:8192]:
+        continue
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if regex.search(line):
+            total += 1
+            if len(matches) < job["max"]:
+                clipped = line if len(line) <= job["width"] else line[:job["width"]] + "\u2026"
+                matches.append(f"{rel}:{number}:{clipped}")
+json.dump({"matches": matches, "total": total}, sys.stdout)
+"""
+
+
+def _kill_group(proc: subprocess.Popen, quiet: bool = False) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        if not quiet:
+            proc.kill()
 
 
 _SHELL_OPERATORS = re.compile(r"[|;&<>`]|\$\(")
 _PYTHONS = ("python", "python3", Path(sys.executable).name)
 _READ_ONLY_HELPERS = {"ls", "cat", "head", "tail", "wc", "grep"}
 _SHORT_FLAGS = re.compile(r"^-[A-Za-z0-9]+$")
+_PYTEST_FLAGS = frozenset({"--lf", "--ff", "--nf", "--co", "--collect-only", "--no-header", "--disable-warnings",
+                           "--strict-markers", "--last-failed", "--failed-first", "--new-first", "--quiet",
+                           "--verbose", "--exitfirst", "--showlocals"})
+_PYTEST_SHORT_CLUSTER = re.compile(r"^-(?:[qvxsl]+|r[a-zA-Z]+)$")
+_PYTEST_VALUE_OPTIONS = frozenset({"-k", "-m", "--maxfail", "--tb", "--durations"})
 
 
 def split_check_commands(check: str) -> list[str]:
@@ -378,10 +420,10 @@ class Toolbox:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"bad regular expression: {exc}") from None
+        del regex  # compiled here only to report a bad pattern; the search runs in a child process
         base = self.resolve(path or ".")
         files = [base] if base.is_file() else self._walk_files(base)
-        matches: list[str] = []
-        total = 0
+        chosen: list[tuple[str, str]] = []
         for file in files:
             rel = self.relative(file)
             if glob and not (fnmatch.fnmatch(file.name, glob) or fnmatch.fnmatch(rel, glob)):
@@ -389,16 +431,25 @@ class Toolbox:
             try:
                 if file.stat().st_size > MAX_GREP_FILE_BYTES:
                     continue
-                data = file.read_bytes()
             except OSError:
                 continue
-            if b"\x00" in data[:8192]:
-                continue
-            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
-                    total += 1
-                    if len(matches) < MAX_GREP_MATCHES:
-                        matches.append(f"{rel}:{number}:{_clip(line, MAX_GREP_LINE_CHARS)}")
+            chosen.append((rel, str(file)))
+        # A pattern can backtrack for ever ("(a+)+$"): in a child process the search has a time
+        # limit and a kill, which no regex call inside warden's own process has.
+        timeout = min(self._command_timeout(), GREP_TIMEOUT_S)
+        payload = json.dumps({"pattern": pattern, "files": chosen, "max": MAX_GREP_MATCHES,
+                              "width": MAX_GREP_LINE_CHARS}).encode()
+        try:
+            done = subprocess.run([sys.executable, "-I", "-S", "-c", _GREP_WORKER], input=payload, capture_output=True,
+                                  timeout=timeout, env={"PATH": os.environ.get("PATH", "")})
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"grep gave up after {timeout:.0f}s: the pattern backtracks too much; simplify it") \
+                from None
+        try:
+            result = json.loads(done.stdout)
+            matches, total = [str(m) for m in result["matches"]], int(result["total"])
+        except (ValueError, KeyError, TypeError):
+            raise ToolError("grep failed") from None
         if not matches:
             return "(no matches)"
         if total > len(matches):
@@ -465,14 +516,18 @@ class Toolbox:
             raise ToolError("shell operators (| ; & < > ` $()) are not allowed; run one command")
         program = argv[0]
         if program in _PYTHONS and argv[1:3] == ["-m", "pytest"]:
+            self._vet_pytest_args(argv[3:])
             return self._python_argv(argv)
         if program == "pytest":
+            self._vet_pytest_args(argv[1:])
             return [sys.executable, "-m", "pytest", *argv[1:]]
         if program in _READ_ONLY_HELPERS:
             options = [a for a in argv[1:] if a.startswith("-")]
-            # Short flag clusters only: long options and grep -f can name files to read.
-            if any(not _SHORT_FLAGS.match(o) or (program == "grep" and "f" in o) for o in options):
-                raise ToolError(f"{program}: only short flags are allowed (e.g. -n), not {' '.join(options)}")
+            # Short flag clusters only: long options and grep -f can name files to read; grep -e
+            # would make the first operand a file (unchecked); -R follows symlinks out of the copy.
+            if any(not _SHORT_FLAGS.match(o) or (program == "grep" and set(o) & set("efR")) for o in options):
+                raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f or -R), "
+                                f"not {' '.join(options)}")
             operands = [a for a in argv[1:] if not a.startswith("-") and not a.isdigit()]
             if program == "grep" and operands:
                 operands = operands[1:]  # the first operand is the pattern
@@ -481,6 +536,26 @@ class Toolbox:
             return argv
         raise ToolError("command not allowed; allowed: python -m pytest …, pytest …, the task's "
                         "check command, ls, cat, head, tail, wc, grep")
+
+    def _vet_pytest_args(self, args: list[str]) -> None:
+        """pytest options that only select and report (a path may not leave the copy): options
+        such as --basetemp, --junitxml, -o, -c, --rootdir or -p plugin write or load elsewhere."""
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            name, _, value = arg.partition("=")
+            if arg in _PYTEST_FLAGS or _PYTEST_SHORT_CLUSTER.match(arg):
+                i += 1
+            elif name in _PYTEST_VALUE_OPTIONS:
+                i += 1 if value or "=" in arg else 2
+            elif arg == "-p" and args[i + 1:i + 2] == ["no:cacheprovider"]:
+                i += 2
+            elif arg.startswith("-"):
+                raise ToolError(f"pytest option {arg!r} is not allowed (allowed: -q -v -x -s -l -r…, -k, -m, "
+                                "--maxfail, --tb, --durations, -p no:cacheprovider, --lf, --ff, --co)")
+            else:
+                self.resolve(arg.split("::", 1)[0])  # a test path or node id inside the copy
+                i += 1
 
     @staticmethod
     def _python_argv(argv: list[str]) -> list[str]:
