@@ -154,3 +154,28 @@ def test_retry_policy_delay_is_bounded() -> None:
     policy = RetryPolicy(base_delay_s=1.0, max_delay_s=8.0, jitter=0.0)
     assert [policy.delay(n) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
     assert policy.delay(1, retry_after=100.0) == 8.0  # never beyond the cap
+
+
+@pytest.mark.parametrize("bad", [{"input_tokens": -5_000_000, "output_tokens": -1_000_000},
+                                 {"input_tokens": 10, "output_tokens": 1.5}])
+def test_usage_that_is_not_a_token_count_is_an_unusable_response(tmp_path: Path, bad: dict) -> None:
+    from harness_scripted import message
+
+    model = ScriptedModel([message(0, [{"type": "text", "text": "done"}], usage_override=bad)])
+    result = run(backend(model), make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and "not a token count" in result.error
+
+
+def test_an_api_that_never_answers_is_infra_even_when_the_wall_cap_ends_the_wait(tmp_path: Path) -> None:
+    import httpx2 as httpx
+
+    import time
+
+    class Hanging(ScriptedModel):
+        def __call__(self, request):  # type: ignore[no-untyped-def]
+            time.sleep(0.15)  # the wait the wall cap ends
+            raise httpx.ReadTimeout("read timed out")
+
+    result = backend(Hanging([]), attempts=6).run(make_task(), make_project(tmp_path / "copy"), "system prompt", 3,
+                                                  RunCaps(max_wall_s=0.2))
+    assert result.outcome is Outcome.INFRA_ERROR and result.turns == 0

@@ -46,6 +46,7 @@ Outcomes — the run ends with exactly one :class:`Outcome`:
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -173,19 +174,31 @@ def classify_error(exc: BaseException) -> Outcome:
     return Outcome.INFRA_ERROR
 
 
+def _token_count(value: Any) -> int:
+    """A usage field: a whole number of tokens, ≥ 0 (a negative or infinite count would let a
+    run slip under its token caps and pay into the ledger backwards)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or value != int(value):
+        raise ValueError(f"usage count {value!r} is not a token count")
+    return int(value)
+
+
 def usage_of(response_usage: Any) -> Usage:
-    """Messages API ``usage`` → :class:`Usage`, with the cache-write split by TTL."""
-    creation = int(getattr(response_usage, "cache_creation_input_tokens", None) or 0)
+    """Messages API ``usage`` → :class:`Usage`, with the cache-write split by TTL. ValueError for
+    a count that is not a whole number ≥ 0."""
+    creation = _token_count(getattr(response_usage, "cache_creation_input_tokens", None))
     split = getattr(response_usage, "cache_creation", None)
     write_5m = write_1h = 0
     if split is not None:
-        write_5m = int(getattr(split, "ephemeral_5m_input_tokens", 0) or 0)
-        write_1h = int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0)
+        write_5m = _token_count(getattr(split, "ephemeral_5m_input_tokens", 0))
+        write_1h = _token_count(getattr(split, "ephemeral_1h_input_tokens", 0))
     write_5m += max(0, creation - write_5m - write_1h)  # unsplit remainder: the default TTL
-    return Usage(input_tokens=int(response_usage.input_tokens or 0),
-                 output_tokens=int(response_usage.output_tokens or 0),
+    return Usage(input_tokens=_token_count(response_usage.input_tokens),
+                 output_tokens=_token_count(response_usage.output_tokens),
                  cache_write_5m=write_5m, cache_write_1h=write_1h,
-                 cache_read=int(getattr(response_usage, "cache_read_input_tokens", None) or 0))
+                 cache_read=_token_count(getattr(response_usage, "cache_read_input_tokens", None)))
 
 
 def run_success_check(task: GoldenTask, workdir: Path,
@@ -264,7 +277,10 @@ class _Loop:
                 response = call_with_retries(lambda: self._create(output_left), self.retry,
                                              time_left=self.time_left)
             except Exception as exc:  # any failure of the model call ends the run, typed
-                if isinstance(exc, (anthropic.APITimeoutError, RetriesExhausted)) and self.time_left() <= 0:
+                # The wall cap cut a call short after the agent had used its time: its budget.
+                # An API that never answered (no turn yet) is infrastructure, not the agent.
+                if isinstance(exc, (anthropic.APITimeoutError, RetriesExhausted)) and self.time_left() <= 0 \
+                        and self.turns > 0:
                     return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
                 return classify_error(exc), describe_error(exc)
             self.turns += 1
@@ -273,7 +289,7 @@ class _Loop:
                                             usage=usage_of(response.usage),
                                             duration_s=self._last_call_s))
                 assistant = [_block_param(b) for b in response.content]
-            except (AttributeError, TypeError, ValueError) as exc:
+            except (AttributeError, TypeError, ValueError, OverflowError) as exc:
                 return Outcome.INFRA_ERROR, _one_line(f"unusable model response: {exc}")
             cap = self._token_cap_reached()
             if cap:
