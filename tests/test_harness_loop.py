@@ -259,3 +259,12 @@ def test_each_run_has_a_private_tmpdir_and_no_pytest_plugins(tmp_path: Path) -> 
         assert not tmp.exists()  # removed with the run
         seen.append(dumps)
     assert seen[0][0]["TMPDIR"] != seen[1][0]["TMPDIR"]
+
+
+def test_a_secret_in_a_tool_result_is_redacted_before_it_leaves(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    (project / "leak.txt").write_text("ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123\n")
+    model = ScriptedModel([[tool_use("t1", "read_file", path="leak.txt")], [text("done")]])
+    play(model, project)
+    sent = model.tool_results(1)[0]["content"]
+    assert "abcdefghijklmnopqrstuvwxyz0123" not in sent and "[REDACTED]" in sent

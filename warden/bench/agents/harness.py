@@ -61,6 +61,7 @@ from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox,
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
+from warden.sanitize import redact_secrets
 
 DEFAULT_MAX_TOKENS_PER_CALL = 8_192
 DEFAULT_CALL_TIMEOUT_S = 600.0
@@ -312,7 +313,7 @@ class _Loop:
                     return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
                 result = toolbox.execute(str(block.get("name")), block.get("input"))
                 entry: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"),
-                                         "content": result.text}
+                                         "content": redact_secrets(result.text)}  # what leaves the machine
                 if result.is_error:
                     entry["is_error"] = True
                 results.append(entry)
@@ -362,7 +363,7 @@ class _Loop:
             return Outcome.COMPLETED, True, ""
         if result.timed_out:
             return Outcome.TASK_FAILED, False, f"success check timed out after {self.task.timeout_s:g}s"
-        tail = result.output.strip()[-_ERROR_CHARS:]
+        tail = redact_secrets(result.output.strip()[-_ERROR_CHARS:])  # stored on the run
         return Outcome.TASK_FAILED, False, f"success check failed (exit {result.exit_code}): {tail}"
 
 
