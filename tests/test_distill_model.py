@@ -45,18 +45,22 @@ GOOD = [{"body": "Search with grep for the code you need before opening files."}
         {"body": "Read only the lines around the match instead of whole files."}]
 
 
-@pytest.fixture
-def distilled_run(tmp_path: Path):
-    """A queued session run of a naive agent whose transcript is on disk."""
+def queue_run(tmp_path: Path, steps: list, session_id: str):  # noqa: ANN201
+    """(store, run id) of a queued session run whose transcript ``steps`` are on disk."""
     store = open_store(load_settings())
-    path = write_transcript(tmp_path, naive_session(), session_id="sess-model")
+    path = write_transcript(tmp_path, steps, session_id=session_id)
     with store.session() as session:
-        row = SessionRun(run_key="sess-model:main", session_id="sess-model", agent="coder",
+        row = SessionRun(run_key=f"{session_id}:main", session_id=session_id, agent="coder",
                          weighted_tokens=90_000, completed=True, source_path=str(path), distill_state="queued")
         session.add(row)
         session.flush()
-        run_id = row.id
-    return store, run_id
+        return store, row.id
+
+
+@pytest.fixture
+def distilled_run(tmp_path: Path):
+    """A queued session run of a naive agent whose transcript is on disk."""
+    return queue_run(tmp_path, naive_session(), "sess-model")
 
 
 def _distill(store, run_id: int, api: FakeMessagesAPI):  # noqa: ANN001
@@ -198,14 +202,7 @@ def test_secrets_in_commands_never_reach_the_model_nor_the_stored_provenance(tmp
     secret_steps = naive_session() + [
         Step("", [cmd("export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz01234 && make", "ok")]),
         Step("", [cmd("curl -H 'x-api-key: ghp_abcdefghijklmnopqrstuvwxyz0123456789' https://x", "ok")])]
-    store = open_store(load_settings())
-    path = write_transcript(tmp_path, secret_steps, session_id="sess-secret")
-    with store.session() as session:
-        row = SessionRun(run_key="sess-secret:main", session_id="sess-secret", agent="coder",
-                         weighted_tokens=90_000, completed=True, source_path=str(path), distill_state="queued")
-        session.add(row)
-        session.flush()
-        run_id = row.id
+    store, run_id = queue_run(tmp_path, secret_steps, "sess-secret")
     api = FakeMessagesAPI(json.dumps(GOOD))
     _distill(store, run_id, api)
     sent = json.dumps(api.requests)
@@ -248,13 +245,8 @@ def test_a_malformed_200_reply_is_an_infra_error_and_the_run_stays_queued(distil
 def test_three_failed_calls_in_a_row_leave_the_rest_of_the_queue_for_later(tmp_path: Path) -> None:
     from warden.distill.service import distill_runs
 
-    store = open_store(load_settings())
-    with store.session() as session:
-        for i in range(5):
-            path = write_transcript(tmp_path, naive_session(), session_id=f"sess-{i}")
-            session.add(SessionRun(run_key=f"sess-{i}:main", session_id=f"sess-{i}", agent="coder",
-                                   weighted_tokens=90_000, completed=True, source_path=str(path),
-                                   distill_state="queued"))
+    for i in range(5):
+        store, _ = queue_run(tmp_path, naive_session(), f"sess-{i}")
     api = FakeMessagesAPI(status=529)
     reports = distill_runs(store, load_settings(), distiller="anthropic", client=api.client())
     assert len(api.requests) == 3 and len(reports) == 3 and all(r.infra_error for r in reports)
