@@ -179,3 +179,9 @@ def test_an_api_that_never_answers_is_infra_even_when_the_wall_cap_ends_the_wait
     result = backend(Hanging([]), attempts=6).run(make_task(), make_project(tmp_path / "copy"), "system prompt", 3,
                                                   RunCaps(max_wall_s=0.2))
     assert result.outcome is Outcome.INFRA_ERROR and result.turns == 0
+
+
+def test_a_tool_use_without_an_id_is_an_unusable_response(tmp_path: Path) -> None:
+    model = ScriptedModel([[{"type": "tool_use", "name": "list_dir", "input": {"path": "."}}]])
+    result = run(backend(model), make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and "without an id" in result.error

@@ -227,3 +227,14 @@ def test_a_detached_child_cannot_hold_a_command_past_its_timeout(tmp_path: Path)
     started = time.monotonic()
     assert "timed out" in err(box, "run_command", command=holder)
     assert time.monotonic() - started < 5
+
+
+def test_list_dir_output_is_capped(box: Toolbox) -> None:
+    from warden.bench.agents.tools import MAX_GLOB_RESULTS
+
+    crowd = box.root / "crowd"
+    crowd.mkdir()
+    for i in range(MAX_GLOB_RESULTS + 50):
+        (crowd / f"f{i:04d}.txt").write_text("x")
+    lines = ok(box, "list_dir", path="crowd").splitlines()
+    assert len(lines) == MAX_GLOB_RESULTS + 1 and lines[-1].startswith(f"… ({MAX_GLOB_RESULTS + 50} entries")

@@ -301,6 +301,8 @@ class _Loop:
                 return None, ""
             self.messages.append({"role": "assistant", "content": assistant})
             tool_uses = [b for b in assistant if b.get("type") == "tool_use"]
+            if any(not isinstance(b.get("id"), str) or not b.get("id") for b in tool_uses):
+                return Outcome.INFRA_ERROR, "unusable model response: a tool_use block without an id"
             if not tool_uses:
                 if response.stop_reason == "max_tokens":
                     self.messages.append({"role": "user", "content": [

@@ -395,7 +395,10 @@ class Toolbox:
             if child.name in SKIPPED_DIRS:
                 continue
             entries.append(child.name + ("/" if child.is_dir() else ""))
-        return "\n".join(entries) if entries else "(empty directory)"
+        if len(entries) > MAX_GLOB_RESULTS:  # the model pays for every line it reads
+            entries = entries[:MAX_GLOB_RESULTS] + [f"… ({len(entries)} entries; showing the first "
+                                                    f"{MAX_GLOB_RESULTS})"]
+        return cap_text("\n".join(entries)) if entries else "(empty directory)"
 
     def _tool_glob(self, pattern: str) -> str:
         if not isinstance(pattern, str) or not pattern.strip():
