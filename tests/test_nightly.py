@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 
+import pytest
+
 from tests.conftest import REPO
 from warden.select.memory import GENERATED_HEADER
 
@@ -165,3 +167,26 @@ def test_a_resumed_night_is_charged_for_what_its_interrupted_part_spent(warden_h
     assert summary.spent_before_resume == 300_000.0 and summary.tokens_spent == 400_000.0
     with store.session() as s:
         assert [(n.status, n.budget_tokens) for n in s.query(NightlyRun)] == [("done", 1_000_000)]
+
+
+def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(warden_home: Path,
+                                                                               monkeypatch) -> None:
+    import warden.select.nightly as nightly
+    from warden.config import load_settings
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+
+    store = open_store(load_settings())
+    calls: list[str] = []
+
+    def fake_select(store, settings, agent, **kw):  # type: ignore[no-untyped-def]
+        calls.append(agent)
+        if agent == "sql" and calls.count("sql") == 1:
+            raise KeyboardInterrupt  # killed while deciding sql's rules
+        return SelectReport(agent=agent, backend="sim", model="m")
+
+    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    with pytest.raises(KeyboardInterrupt):
+        nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
+    summary = nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
+    assert summary.resumed and calls == ["docs", "sql", "sql"]  # docs is not decided twice

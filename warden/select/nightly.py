@@ -103,6 +103,22 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
         return night.id, False, budget, 0.0
 
 
+def _selected_agents(store: Store, night_id: int) -> set[str]:
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        return set((night.summary or {}).get("selected_agents", [])) if night is not None else set()
+
+
+def _mark_selected(store: Store, night_id: int, agent: str) -> None:
+    """Recorded as each agent's select ends, so a killed night resumes after it."""
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        assert night is not None
+        summary = dict(night.summary or {})
+        summary["selected_agents"] = sorted(set(summary.get("selected_agents", [])) | {agent})
+        night.summary = summary
+
+
 def _set_stage(store: Store, night_id: int, stage: str, **updates: Any) -> None:
     with store.session() as session:
         night = session.get(NightlyRun, night_id)
@@ -174,7 +190,11 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     if not chosen:
         say(f"select: nothing to select, no golden suites under {settings.golden_dir}")
     remaining = None if budget_tokens is None else float(budget_tokens) - spent_before
+    finished = _selected_agents(store, night_id)  # a resumed night does not decide them twice
     for agent in chosen:
+        if agent in finished:
+            say(f"select {agent}: done earlier this night")
+            continue
         if remaining is not None and remaining <= 0:
             say(f"select {agent}: skipped, budget spent")
             continue
@@ -193,11 +213,12 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         if report.aborted:
             summary.aborted = f"{agent}: {report.aborted}"
             break
+        _mark_selected(store, night_id, agent)
     status = "aborted" if summary.aborted else "done"
     with store.session() as session:
         night = session.get(NightlyRun, night_id)
         assert night is not None
         night.status, night.stage = status, ("select" if summary.aborted else "done")
-        night.summary = summary.to_json()
+        night.summary = {**summary.to_json(), "selected_agents": (night.summary or {}).get("selected_agents", [])}
         night.finished_at = utcnow()
     return summary
