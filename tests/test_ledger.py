@@ -204,3 +204,19 @@ def test_adopt_cli_refuses_an_agent_without_a_golden_suite(shared: Path, tmp_pat
                         capture_output=True, text=True, env=env, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert len(json.loads(ok.stdout)["imported"]) == 2
+
+
+def test_share_refuses_what_verify_would_reject(tmp_path: Path, monkeypatch) -> None:
+    """A scope added after the keep raises the rule's rent past its recorded margin: share says
+    so instead of writing a ledger the reviewers' CI gate rejects."""
+    from warden.errors import UsageError
+
+    settings, store = _home(tmp_path, "team-d", monkeypatch)
+    _seed_rules(store)
+    with store.session() as s:
+        kept = s.query(Rule).filter(Rule.state == "active").one()
+        kept.scope = "editing SQL migrations in the very large legacy billing schema"
+    out = tmp_path / "ledgers" / "backend.json"
+    with store.session() as s, pytest.raises(UsageError, match="cannot share backend: .*k × rent"):
+        share(s, settings, "backend", out)
+    assert not out.exists()

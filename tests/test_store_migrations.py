@@ -124,6 +124,8 @@ def test_db_commands_say_one_line_for_what_they_cannot_use(tmp_path, monkeypatch
         code, _, err = _cli(capsys, *argv)
         assert code == 2 and "unknown revision" in err and err.count("\n") == 1
     assert _cli(capsys, "db", "upgrade")[0] == 0
+    code, _, err = _cli(capsys, "db", "upgrade", "0001")
+    assert code == 2 and "does not downgrade" in err
     import sqlite3
 
     with sqlite3.connect(home / "warden.db") as conn:  # as a newer warden would leave it

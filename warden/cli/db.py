@@ -56,7 +56,10 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
         raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {db.head_revision()}")
     s = settings()
     with _database(s, create=True) as engine:
-        _not_newer(engine)
+        current = _not_newer(engine)
+        if current is not None and revision != "head" and db.is_older(revision, current):
+            raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
+                             "downgrade a database (restore a backup taken before the upgrade instead)")
         db.upgrade(engine, revision)
         console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
 

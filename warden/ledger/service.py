@@ -21,7 +21,7 @@ from warden.distill.admission import validate_scope
 from warden.distill.rule_text import RuleTextError, find_near_duplicate, validate_rule_body
 from warden.errors import UsageError
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
-from warden.ledger.verify import load_verified
+from warden.ledger.verify import load_verified, verify_bytes
 from warden.names import validate_agent_name
 from warden.select.compile import write_atomic
 from warden.select.memory import MemoryRule, rule_rent
@@ -77,6 +77,13 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     data = canonical_bytes(doc)
     if len(data) > MAX_FILE_BYTES:
         raise UsageError(f"ledger for {agent} would be {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
+    # What share writes, verify-ledger (the reviewers' CI gate) must accept: a rule whose evidence
+    # no longer supports it (its scope raised its rent since, a borderline keep) is named here.
+    problems = verify_bytes(data, f"{agent}.json")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"cannot share {agent}: {problems[0]}{more}; re-measure the rule "
+                         "(`warden select`) or forget it, then share again")
     target = out or settings.ledgers_dir / f"{agent}.json"
     write_atomic(target, data, target.parent)
     return target, len(doc["rules"])

@@ -163,6 +163,14 @@ def known_revision(revision: str) -> bool:
         return False
 
 
+def is_older(revision: str, than: str) -> bool:
+    """Whether ``revision`` comes before ``than`` in this warden's migration history."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return any(rev.revision == revision for rev in script.iterate_revisions(than, "base") if rev.revision != than)
+
+
 def newer_than_this_warden(revision: str | None) -> StoreError | None:
     if revision is None or known_revision(revision):
         return None
