@@ -51,3 +51,18 @@ def test_sim_sessions_refuses_an_empty_out(capsys) -> None:  # type: ignore[no-u
 
     assert main(["sim", "sessions", "--out", "", "--sessions", "1"]) == 2
     assert "--out is empty" in capsys.readouterr().err
+
+
+def test_sim_sessions_are_dated_yesterday_unless_told(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from datetime import datetime, timedelta, timezone
+
+    from warden.cli.app import main
+
+    assert main(["sim", "sessions", "--out", str(tmp_path / "a"), "--sessions", "1", "--json"]) == 0
+    yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d")
+    first = next((tmp_path / "a").rglob("*.jsonl")).read_text()
+    assert f'"timestamp":"{yesterday}T' in first.replace(" ", "")
+    assert main(["sim", "sessions", "--out", str(tmp_path / "b"), "--sessions", "1", "--start", "2026-11-01"]) == 0
+    assert '"timestamp":"2026-11-01T' in next((tmp_path / "b").rglob("*.jsonl")).read_text().replace(" ", "")
+    assert main(["sim", "sessions", "--out", str(tmp_path / "c"), "--start", "soon"]) == 2
+    capsys.readouterr()

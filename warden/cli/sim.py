@@ -6,6 +6,7 @@ never a real model's result — the output says so.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -79,6 +80,15 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         console.print(f"costs in cost-weighted tokens per run; {result['label']}")
 
+    def _start(text: str | None) -> datetime:
+        if text is None:  # yesterday 09:00 UTC: the same transcripts all day, inside every window
+            return datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=1)
+        try:
+            day = datetime.strptime(text.strip(), "%Y-%m-%d")
+        except ValueError:
+            raise UsageError(f"--start {text!r}: expected a date like 2026-11-29") from None
+        return day.replace(hour=9, tzinfo=timezone.utc)
+
     @sim.command("sessions")
     def sessions(
         out_dir: str = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
@@ -90,6 +100,9 @@ def register(app: typer.Typer) -> None:
         delegate_share: float = typer.Option(0.75, "--delegate-share", min=0.0, max=1.0,
                                              help="share of sessions delegated to a subagent"),
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
+        start_date: Optional[str] = typer.Option(
+            None, "--start", metavar="YYYY-MM-DD",
+            help="date of the first session (default: yesterday, so retention and recall windows see them)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Play simulated work sessions and write them as Claude Code transcripts (demo input)."""
@@ -117,7 +130,7 @@ def register(app: typer.Typer) -> None:
             try:
                 played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
                                        memory_by_agent=memories, delegate_share=delegate_share,
-                                       persona=_persona(persona))
+                                       persona=_persona(persona), start=_start(start_date))
             except OSError as exc:
                 raise WardenError(f"cannot write the sessions under {out}: {exc.strerror or exc}") from None
         rows = [p.__dict__ for p in played]
