@@ -148,3 +148,22 @@ def test_pricing_overrides_are_checked(tmp_path, monkeypatch, line: str, message
         load_settings()
     (home / "warden.toml").write_text('[warden.pricing."claude-opus-4-6"]\ninput = 4.0\n')
     assert load_settings().pricing == {"claude-opus-4-6": {"input": 4.0}}
+
+
+@pytest.mark.parametrize("toml, message", [("[warden]\nconcurrency = inf\n", "not a valid value"),
+                                           ("warden = 5\n", "must be a table")])
+def test_a_settings_file_of_the_wrong_shape_is_one_line(tmp_path, monkeypatch, toml: str, message: str) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(toml)
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_empty_homes_mean_the_defaults_and_a_missing_repo_is_refused(tmp_path, monkeypatch) -> None:
+    settings = load_settings({"WARDEN_HOME": "", "CLAUDE_CONFIG_DIR": "", "HOME": str(tmp_path)})
+    assert settings.home.name == ".warden" and settings.claude_home.name == ".claude"
+    monkeypatch.setenv("WARDEN_REPO", str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="WARDEN_REPO"):
+        load_settings()

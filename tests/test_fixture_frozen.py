@@ -233,3 +233,20 @@ def test_module_cli_verifies_and_writes(fixture_copy: Path) -> None:
     written = run("--write-manifest")
     assert written.returncode == 0 and "fixture hash" in written.stdout
     assert run("--verify").returncode == 0
+
+
+def test_a_fifo_or_an_odd_manifest_is_one_clear_refusal(fixture_copy: Path) -> None:
+    import os
+
+    os.mkfifo(fixture_copy / "pipe")
+    with pytest.raises(FixtureError, match="non-regular file: pipe"):
+        verify_fixture(fixture_copy)  # used to block reading the FIFO for ever
+    (fixture_copy / "pipe").unlink()
+    manifest = fixture_copy / "MANIFEST.sha256"
+    manifest.write_bytes(manifest.read_bytes() + b"\xff")
+    with pytest.raises(FixtureError, match="not UTF-8"):
+        verify_fixture(fixture_copy)
+    manifest.unlink()
+    manifest.mkdir()
+    with pytest.raises(FixtureError, match="not a regular file"):
+        verify_fixture(fixture_copy)

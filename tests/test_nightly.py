@@ -189,3 +189,21 @@ def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(wa
         nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
     summary = nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
     assert summary.resumed and calls == ["docs", "sql", "sql"]  # docs is not decided twice
+
+
+def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: Path, monkeypatch) -> None:
+    import warden.select.nightly as nightly
+    from warden.config import load_settings
+    from warden.errors import UsageError
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+
+    def fake_select(store, settings, agent, **kw):  # type: ignore[no-untyped-def]
+        if agent == "docs":
+            raise UsageError("agent docs has no golden tasks")
+        return SelectReport(agent=agent, backend="sim", model="m")
+
+    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs", "sql"], collect=False)
+    assert [r.agent for r in summary.selects] == ["sql"] and "docs" in summary.unusable_agents
+    assert summary.exit_code == 2

@@ -79,7 +79,10 @@ def repo_root() -> Path:
     """The checkout warden runs from (golden tasks, fixture, ledgers), or the cwd."""
     env = os.environ.get("WARDEN_REPO")
     if env:
-        return Path(env).expanduser().resolve()
+        root = Path(env).expanduser().resolve()
+        if not root.is_dir():  # a typo in a cron job must not pass as "no golden suites"
+            raise ConfigError(f"WARDEN_REPO={env!r} is not a directory")
+        return root
     here = Path(__file__).resolve().parent.parent
     if (here / "golden_tasks").is_dir():
         return here
@@ -126,8 +129,8 @@ def _coerce(key: str, value: Any) -> Any:
             return Path(str(value)).expanduser()
         if key in _STR_KEYS:
             return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"setting {key}={value!r} is not a valid value") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a valid value") from None
     if key == "pricing":
         return _pricing(value)
     raise ConfigError(f"unknown setting {key!r}")
@@ -165,9 +168,10 @@ def _pricing(value: Any) -> dict[str, dict[str, float]]:
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
     env = dict(os.environ if env is None else env)
-    home = Path(env.get("WARDEN_HOME", "~/.warden")).expanduser()
+    # An empty value is unset: "" would otherwise be the current directory.
+    home = Path(env.get("WARDEN_HOME") or "~/.warden").expanduser()
     root = repo_root()
-    claude_home = Path(env.get("CLAUDE_CONFIG_DIR", "~/.claude")).expanduser()
+    claude_home = Path(env.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser()
     settings = Settings(
         home=home,
         database_url=sqlite_url(home / "warden.db"),
@@ -185,6 +189,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
         section = data.get("warden", data)
+        if not isinstance(section, dict):
+            raise ConfigError(f"{toml_path}: [warden] must be a table of settings")
         for key, value in section.items():
             if key == "database_url":
                 values[key] = str(value)

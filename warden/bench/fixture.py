@@ -67,6 +67,8 @@ def fixture_files(fixture_dir: Path) -> list[str]:
                 continue
             if path.is_symlink():
                 raise FixtureError(f"fixture contains a symlink: {rel}")
+            if not path.is_file():  # a FIFO or device would block or never end a read
+                raise FixtureError(f"fixture contains a non-regular file: {rel}")
             found.append(rel)
     return sorted(found)
 
@@ -96,9 +98,15 @@ def read_manifest(fixture_dir: Path) -> dict[str, str]:
     if not Path(fixture_dir).is_dir():
         raise FixtureError(f"fixture directory not found: {fixture_dir}")
     try:
+        if path.exists() and not path.is_file():
+            raise FixtureError(f"{MANIFEST_NAME} is not a regular file")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FixtureError(f"fixture has no manifest ({path}); the fixture is not frozen") from None
+    except UnicodeDecodeError:
+        raise FixtureError(f"{MANIFEST_NAME} is not UTF-8 text") from None
+    except OSError as exc:
+        raise FixtureError(f"cannot read {MANIFEST_NAME}: {exc.strerror or exc}") from None
     manifest: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

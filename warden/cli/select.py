@@ -86,6 +86,7 @@ def select_command(
     st = store(s)
     reports = []
     busy: list[str] = []
+    unusable: list[str] = []
     remaining = budget
     for name in agents:
         try:
@@ -96,6 +97,12 @@ def select_command(
                 raise
             say_error(f"skipped {name}: {exc}")
             busy.append(name)
+            continue
+        except UsageError as exc:  # a broken golden suite or fixture: with --all, the others go on
+            if not all_agents:
+                raise
+            say_error(f"skipped {name}: {exc}")
+            unusable.append(name)
             continue
         reports.append(select_report_json(report))
         if remaining is not None:
@@ -109,6 +116,8 @@ def select_command(
             render_select_report(r)
     if any(r["aborted"] for r in reports):  # a busy agent was skipped (said above), as nightly does
         raise typer.Exit(1)
+    if unusable:  # said above, after every usable agent was done
+        raise typer.Exit(2)
 
 
 def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, max=MAX_ID),
@@ -292,6 +301,8 @@ def nightly_command(
                       f"{payload['candidates_added']} new candidates, {_fmt(payload['tokens_spent'])} bench tokens")
         for report in payload["agents"]:
             render_select_report(report)
+    for name, why in summary.unusable_agents.items():
+        say_error(f"skipped {name}: {why}")
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 

@@ -37,10 +37,13 @@ class NightlySummary:
     tokens_spent: float = 0.0  # the whole night's, an interrupted earlier part included
     spent_before_resume: float = 0.0
     busy_agents: list[str] = field(default_factory=list)  # skipped: another process was deciding them
+    unusable_agents: dict[str, str] = field(default_factory=dict)  # skipped: a broken suite (why)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.aborted else 0
+        """1 on an infrastructure abort; 2 when an agent's golden suite (or the fixture) could not
+        be used, after every other agent was done; 0 otherwise."""
+        return 1 if self.aborted else (2 if self.unusable_agents else 0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,7 +51,7 @@ class NightlySummary:
             "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
             "tokens_spent": round(self.tokens_spent, 1),
             "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
-            "busy_agents": list(self.busy_agents),
+            "busy_agents": list(self.busy_agents), "unusable_agents": dict(self.unusable_agents),
             "agents": [select_report_json(r) for r in self.selects],
         }
 
@@ -205,6 +208,10 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         except LockBusy as exc:  # its rules are being decided right now; the next night takes it up
             say(f"select {agent}: skipped, {exc}")
             summary.busy_agents.append(agent)
+            continue
+        except UsageError as exc:  # its golden suite or the fixture is broken: the others go on
+            say(f"select {agent}: skipped, {exc}")
+            summary.unusable_agents[agent] = str(exc)
             continue
         summary.selects.append(report)
         summary.tokens_spent += report.tokens_spent
