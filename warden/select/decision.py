@@ -379,7 +379,6 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
         raise ValueError(f"unknown decision kind {kind!r}")
     weights = _task_weights(tasks)
     summaries = summarize(evidence, weights)
-    total_w = sum(weights.values())
     reasons: list[str] = []
 
     ref_means = [(t.weight, t.mean_reference) for t in summaries if not math.isnan(t.mean_reference)]
