@@ -92,3 +92,10 @@ def test_pairs_observed_by_earlier_decisions_price_a_new_rule(warden_home) -> No
     with store.session() as s:
         after = plan_agent(s, settings, "backend")["rules"][0]
     assert after["expected_tokens"] < before / 5 and not after["sigma_assumed"]
+
+
+def test_the_reference_cost_is_a_weighted_mean_whatever_the_weights_scale() -> None:
+    from warden.select.plan import _weighted_mean_cost
+
+    assert _weighted_mean_cost({"a": [40_000.0], "b": [39_000.0]}, {"a": 1e-300, "b": 1e-300}) == 39_500.0
+    assert _weighted_mean_cost({"a": [10.0, 30.0], "b": []}, {"a": 2.0, "b": 5.0}) == 20.0

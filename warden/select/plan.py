@@ -70,6 +70,13 @@ def _paired_residuals(session: Session, agent: str, backend: str, weights: dict[
     return out
 
 
+def _weighted_mean_cost(replicates: dict[str, list[float]], weights: dict[str, float]) -> float:
+    """The task-weighted mean cost per run (weights of any scale, however small)."""
+    measured = [(weights[t], sum(v) / len(v)) for t, v in replicates.items() if v]
+    total = sum(w for w, _ in measured)
+    return sum(w * m for w, m in measured) / total if total > 0 else 0.0
+
+
 def plan_agent(session: Session, settings: Settings, agent: str, budget: int | None = None) -> dict[str, Any]:
     from warden.bench.tasks import load_suite
 
@@ -108,7 +115,6 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
                       "pair_sigma": estimate.pair_sigma, "sigma_assumed": estimate.sigma_assumed,
                       "reason": estimate.reason})
     return {"agent": agent, "backend": settings.backend, "basis": basis, "budget": per_rule_budget,
-            "reference_cost": sum(weights[t] * (sum(v) / len(v)) for t, v in replicates.items() if v)
-            / max(sum(weights[t] for t, v in replicates.items() if v), 1e-9),
+            "reference_cost": _weighted_mean_cost(replicates, weights),
             "alpha": params.alpha, "beta": params.beta, "design_effect": params.design_effect,
             "rules": rules, "total_worst_case_tokens": total}
