@@ -242,3 +242,25 @@ def test_a_partial_budget_never_starts_an_unpriced_round(env, tmp_path: Path) ->
     assert selector.cost_hints()  # priced now
     report = selector.run(1_000)
     assert report.decisions == [] and fresh.tokens_spent <= 1_000
+
+
+def test_runs_of_a_decision_the_invocation_budget_cut_off_are_charged_to_it(env) -> None:
+    """No verdict when the budget ends before every task has a pair (here one task's runs died
+    of infra errors and the budget cannot buy them again) — but the runs it did buy were spent,
+    and the invocation (a night's budget) pays for them."""
+    from dataclasses import replace as with_
+
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    inner = SyntheticRunner(TASKS, savings={str(rid): 0.05}, seed=8)
+    lost = TASKS[-1].task_id
+
+    class LosesOneTask:
+        def run(self, configs, slots):  # type: ignore[no-untyped-def]
+            return [with_(r, outcome="infra_error", completed=False) if r.task_id == lost else r
+                    for r in inner.run(configs, slots)]
+
+    first_round = sum(HINTS.values()) * 2
+    report = _selector(settings, store, LosesOneTask()).run(budget_tokens=int(first_round * 1.1))
+    assert report.decisions == [] and "does not buy a pair of every golden task" in report.skipped[0]
+    assert inner.tokens_spent > 0 and report.tokens_spent == pytest.approx(inner.tokens_spent)

@@ -57,6 +57,14 @@ class DecisionSummary:
     memory_version: int | None = None
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A decision that did not happen this invocation: why, and what its runs cost meanwhile."""
+
+    reason: str
+    tokens_spent: float = 0.0
+
+
 @dataclass
 class SelectReport:
     agent: str
@@ -165,11 +173,11 @@ class Selector:
         self.tasks = tasks
         self.memory_drifted = False  # a compile of this invocation found a drifted MEMORY.md
         self._cost_hints: dict[str, float] | None = cost_hints
-        self.skip_reason = ""  # why the last decide() returned None
 
-    def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | None:
-        """Decide one rule and commit it; None when the invocation's budget (smaller than the
-        rule's evidence budget) did not buy a single round: nothing is written, the rule waits."""
+    def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | Skipped:
+        """Decide one rule and commit it; :class:`Skipped` when the invocation's budget (smaller
+        than the rule's evidence budget) could not give every task a pair: nothing is written, the
+        rule waits, and the runs it made are reused next time."""
         with self.store.session() as session:
             rule = session.get(Rule, rule_id)
             assert rule is not None
@@ -187,9 +195,8 @@ class Selector:
         partial_budget = budget < float(self.settings.evidence_budget_tokens)
         if partial_budget and not hints and prior is None:
             # Nothing prices a run yet: an unpriced first round could cost many times what is left.
-            self.skip_reason = ("no recorded bench run prices a round yet and the invocation budget is below the "
-                                "rule's evidence budget (run `warden bench` first, or give a larger --budget)")
-            return None
+            return Skipped("no recorded bench run prices a round yet and the invocation budget is below the "
+                           "rule's evidence budget (run `warden bench` first, or give a larger --budget)")
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind, cost_hints=hints)
@@ -197,8 +204,8 @@ class Selector:
         # inconclusive strike; the runs made are stored and reused when the rule is measured again.
         uncovered = any(not t.log_ratios for t in result.decision.tasks)
         if result.decision.verdict is Verdict.INCONCLUSIVE and (uncovered or result.rounds == 0) and partial_budget:
-            self.skip_reason = "the invocation budget left does not buy a pair of every golden task"
-            return None
+            return Skipped("the invocation budget left does not buy a pair of every golden task",
+                           result.tokens_spent)
         return self._commit(rule_id, kind, result, body, state_before)
 
     def cost_hints(self) -> dict[str, float]:
@@ -290,8 +297,10 @@ class Selector:
                     report.aborted = str(exc)
                     break
                 raise
-            if summary is None:
-                report.skipped.append(f"rule {rule_id}: {self.skip_reason}")
+            if isinstance(summary, Skipped):
+                report.skipped.append(f"rule {rule_id}: {summary.reason}")
+                report.tokens_spent += summary.tokens_spent  # its runs were made: the budget pays them
+                remaining -= summary.tokens_spent
                 continue
             report.decisions.append(summary)
             report.tokens_spent += summary.tokens_spent
