@@ -85,7 +85,6 @@ def select_command(
         err_console.print(f"warden: nothing to select: no golden suites under {safe(s.golden_dir)}", markup=False)
     st = store(s)
     reports = []
-    busy: list[str] = []
     unusable: list[str] = []
     remaining = budget
     for name in agents:
@@ -96,7 +95,6 @@ def select_command(
             if not all_agents:
                 raise
             say_error(f"skipped {name}: {exc}")
-            busy.append(name)
             continue
         except UsageError as exc:  # a broken golden suite or fixture: with --all, the others go on
             if not all_agents:

@@ -150,8 +150,8 @@ def _screen(bodies: list[str], distiller: str) -> list[Refusal]:
             continue
         if is_false_economy(clean):
             refused.append(Refusal(clean, "false economy: trades verification or testing for tokens"))
-        elif untrusted_rule_problem(clean):
-            refused.append(Refusal(clean, untrusted_rule_problem(clean) or ""))
+        elif problem := untrusted_rule_problem(clean):
+            refused.append(Refusal(clean, problem))
     return refused
 
 

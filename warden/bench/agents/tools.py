@@ -420,10 +420,9 @@ class Toolbox:
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("pattern must be a non-empty string")
         try:
-            regex = re.compile(pattern)
+            re.compile(pattern)  # a bad pattern is the model's error; the search runs in a child process
         except re.error as exc:
             raise ToolError(f"bad regular expression: {exc}") from None
-        del regex  # compiled here only to report a bad pattern; the search runs in a child process
         base = self.resolve(path or ".")
         files = [base] if base.is_file() else self._walk_files(base)
         chosen: list[tuple[str, str]] = []
