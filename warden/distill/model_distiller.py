@@ -34,7 +34,7 @@ from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
-from warden.sanitize import redact_secrets, strip_controls
+from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
 
@@ -124,8 +124,7 @@ def digest_lines(trace_digest: dict[str, Any], limit: int = MAX_DIGEST_LINES) ->
         if not isinstance(step, (list, tuple)) or len(step) < 5:
             continue
         kind, target, input_bytes, result_bytes, error = step[:5]
-        # targets are command lines and paths from the transcript: no secret leaves the machine
-        lines.append(f"#{index} {kind} {redact_secrets(str(target))[:100]} in={input_bytes}B out={result_bytes}B"
+        lines.append(f"#{index} {kind} {str(target)[:100]} in={input_bytes}B out={result_bytes}B"
                      + (" ERROR" if error else ""))
     hidden = max(len(steps) - limit, 0) + int(trace_digest.get("dropped") or 0)
     if hidden:

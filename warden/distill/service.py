@@ -72,12 +72,17 @@ class RunReport:
 
 
 def parse_transcript(path: Path) -> ParsedRun:
-    """Parse one whole transcript file the way the collector reads it (oversized lines skipped)."""
+    """Parse one whole transcript file the way the collector reads it (oversized lines skipped),
+    with secrets redacted from its trace: everything distill sends to a model or stores as a
+    rule's provenance comes from this trace."""
     try:
         parsed, _state, _end = parse_file(str(path))
-        return parsed
     except OSError as exc:
         raise UsageError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
+    steps = (parsed.trace_digest or {}).get("steps")
+    if isinstance(steps, list):
+        parsed.trace_digest = {**parsed.trace_digest, "steps": [_redacted_step(step) for step in steps]}
+    return parsed
 
 
 def transcript_files(paths: list[Path]) -> list[Path]:
@@ -97,8 +102,7 @@ def transcript_files(paths: list[Path]) -> list[Path]:
 
 
 def _redacted_step(step: Any) -> Any:
-    """A trace step with secrets in its target (a command line or path) redacted: provenance is
-    stored on the rule and shown on receipts."""
+    """A trace step with secrets in its target (a command line or a path) redacted."""
     from warden.sanitize import redact_secrets
 
     if isinstance(step, (list, tuple)) and len(step) >= 2 and isinstance(step[1], str):
@@ -115,7 +119,7 @@ def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Findin
         "findings": [{"waste_kind": f.waste_kind, "occurrences": f.occurrences,
                       "saving_tokens": round(f.saving_tokens, 1)} for f in findings],
         "trace_sha256": hashlib.sha256(json.dumps(trace, sort_keys=True, default=str).encode()).hexdigest(),
-        "trace": [_redacted_step(step) for step in (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS]],
+        "trace": (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS],
     }
 
 
