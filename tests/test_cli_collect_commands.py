@@ -183,3 +183,10 @@ def test_json_output_escapes_bidi_and_zero_width_characters(capsys: pytest.Captu
     out = capsys.readouterr().out
     assert "\u202e" not in out and "\u200b" not in out and "caf\u00e9" in out
     assert json.loads(out) == {"cwd": "/w/a\u202eb\u200bc", "name": "caf\u00e9"}  # the same data
+
+
+@pytest.mark.parametrize("command", [(), ("select",), ("rules", "add"), ("db", "upgrade"), ("checkpoints", "prune")])
+def test_help_shows_no_value_type_after_a_flag(command: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--help" in out and "<bool>" not in out

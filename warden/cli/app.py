@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
+import typer.main
 
 from warden.cli.common import say_error
 from warden.errors import WardenError
@@ -71,10 +73,31 @@ def _database_error(exc: Exception) -> str | None:
     return f"database error: {reason}{hint} (its open transaction was rolled back)"
 
 
+def _without_flag_types(command: Any) -> Any:
+    """``command`` with an empty type column for on/off flags: typer's help would show ``<bool>``
+    after every flag, as if it took a value."""
+    for param in getattr(command, "params", ()):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    make_help_option = command.get_help_option  # --help is made per invocation
+
+    def help_option(ctx: Any) -> Any:
+        option = make_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    for sub in getattr(command, "commands", {}).values():
+        _without_flag_types(sub)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     try:
-        result = app(args=argv, prog_name="warden", standalone_mode=False)
+        command = _without_flag_types(typer.main.get_command(app))
+        result = command.main(args=argv, prog_name="warden", standalone_mode=False)
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
             if result == 130:
