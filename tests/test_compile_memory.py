@@ -45,7 +45,7 @@ def test_compile_versions_only_when_rules_change(env) -> None:
         third = compile_memory(s, settings, "backend", extra_sections=["## Recovered checkpoints\n- one"])
     assert third.version == 2 and third.added == [rid]
     lines = memory_path(settings, "backend").read_text().splitlines()
-    assert lines.index(f"- Run only the tests relevant to your change instead of the full test suite.") < \
+    assert lines.index("- Run only the tests relevant to your change instead of the full test suite.") < \
         lines.index("- Grep for the symbol or text you need before opening any file.")
     # A checkpoint-only change rewrites the file but keeps the ruleset version.
     with store.session() as s:

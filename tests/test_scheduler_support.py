@@ -89,7 +89,6 @@ def make_workbench(tmp: Path, backend_factory, n_tasks: int = 3) -> Workbench:
 
 def subprocess_main() -> None:  # pragma: no cover - runs in a child process
     """Run one pass of the standard plan with a slow backend; the test SIGKILLs us mid-pass."""
-    from warden.bench.scheduler import BenchRequest, interleave
     from warden.config import load_settings
     from warden.store.db import open_store
 
