@@ -38,6 +38,10 @@ with open(here / "calls.jsonl", "a") as fh:
                          "memory_md": memory_md.read_text() if memory_md.exists() else None,
                          "settings": json.loads(settings.read_text()) if settings.exists() else None}}) + "\n")
 mode = scenario["mode"]
+if mode == "sleep_detached":  # a helper outside the CLI's process group keeps its stdout open
+    import subprocess
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], start_new_session=True)
+    mode = "sleep"
 if mode == "sleep":
     time.sleep(30)
 if mode == "garbage":
@@ -211,8 +215,11 @@ def test_cli_failures_are_infra_error(fake_bin: Path, env: dict[str, str], tmp_p
     assert not result.completed
 
 
-def test_wall_time_cap_kills_the_cli(fake_bin: Path, env: dict[str, str], tmp_path: Path) -> None:
-    scenario(fake_bin, "sleep")
+@pytest.mark.parametrize("mode", ["sleep", "sleep_detached"])
+def test_wall_time_cap_kills_the_cli(fake_bin: Path, env: dict[str, str], tmp_path: Path, mode: str) -> None:
+    """Also when a process the CLI started in a session of its own still holds the output pipe:
+    the wait for output after the kill is bounded."""
+    scenario(fake_bin, mode)
     result = play(ClaudeCodeBackend(load_settings(), env=env), make_project(tmp_path / "copy"),
                   RunCaps(max_wall_s=1.0))
     assert result.outcome is Outcome.BUDGET_EXCEEDED and "wall-time cap" in result.error

@@ -36,17 +36,14 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from warden.bench.agents.anthropic_backend import resolve_model
 from warden.bench.agents.harness import run_success_check
-from warden.bench.agents.tools import cap_text, sandbox_env, split_check_commands
+from warden.bench.agents.tools import run_process, sandbox_env, split_check_commands
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.config import Settings
@@ -108,14 +105,6 @@ def child_env(source: dict[str, str], config_dir: Path, home: Path,
     return env
 
 
-@dataclass(frozen=True)
-class _Exit:
-    returncode: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool
-
-
 class ClaudeCodeBackend:
     """Plays golden tasks with the ``claude`` CLI. One instance per worker thread."""
 
@@ -168,17 +157,17 @@ class ClaudeCodeBackend:
             for made in (config_dir, home, tmp):
                 made.mkdir()
             self.install(task, workdir, agent, system_prompt)
-            exit_ = self._execute(self.command(task, agent, caps), workdir,
-                                  child_env(self.source_env, config_dir, home, tmp), caps.max_wall_s)
-            calls, transcript_error = read_usage(config_dir, _session_id(exit_.stdout))
+            exit_ = run_process(self.command(task, agent, caps), workdir, timeout_s=caps.max_wall_s,
+                                env=child_env(self.source_env, config_dir, home, tmp), stderr_apart=True)
+            calls, transcript_error = read_usage(config_dir, _session_id(exit_.output))
             if exit_.timed_out:
                 return result(Outcome.BUDGET_EXCEEDED, f"wall-time cap of {caps.max_wall_s:g}s reached",
                               calls)
-            payload = _result_json(exit_.stdout)
+            payload = _result_json(exit_.output)
             if payload is None:
-                detail = exit_.stderr.strip()[-_STDERR_CHARS:] or exit_.stdout.strip()[-_STDERR_CHARS:]
+                detail = exit_.errors.strip()[-_STDERR_CHARS:] or exit_.output.strip()[-_STDERR_CHARS:]
                 return result(Outcome.INFRA_ERROR,
-                              _one_line(f"claude exited {exit_.returncode} without a JSON result: {detail}"),
+                              _one_line(f"claude exited {exit_.exit_code} without a JSON result: {detail}"),
                               calls)
             subtype = str(payload.get("subtype", ""))
             if payload.get("is_error") and subtype != "error_max_turns":
@@ -227,24 +216,6 @@ class ClaudeCodeBackend:
         settings = {"permissions": {"allow": allowed_tools(task), "deny": list(DENIED_TOOLS),
                                     "defaultMode": "default"}}
         _write_inside(workdir, claude_dir / "settings.json", json.dumps(settings, indent=2) + "\n")
-
-    @staticmethod
-    def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> _Exit:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=max(timeout_s, 0.01))
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            out, err = proc.communicate()
-            timed_out = True
-        return _Exit(None if timed_out else proc.returncode, out.decode("utf-8", "replace"),
-                     cap_text(err.decode("utf-8", "replace")), timed_out)
-
 
 def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage], str]:
     """Per-call usage of the run from its transcripts under ``config_dir/projects``.

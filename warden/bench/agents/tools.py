@@ -153,9 +153,10 @@ class ToolResult:
 @dataclass(frozen=True)
 class CommandResult:
     exit_code: int | None  # None when it timed out
-    output: str  # stdout and stderr interleaved, capped
+    output: str  # stdout and stderr interleaved, capped; stdout whole with ``stderr_apart``
     timed_out: bool = False
     duration_s: float = 0.0
+    errors: str = ""  # stderr, capped, with ``stderr_apart``
 
 
 def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None = None) -> dict[str, str]:
@@ -201,31 +202,35 @@ def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 
 
 def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict[str, str],
-                shell: bool = False) -> CommandResult:
-    """Run a subprocess in its own process group; on timeout the whole group is killed."""
+                shell: bool = False, stderr_apart: bool = False) -> CommandResult:
+    """Run a subprocess in its own process group; on timeout the whole group is killed.
+    ``stderr_apart`` keeps stdout whole (a program's machine-readable answer) and its stderr
+    apart, capped."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, shell=shell, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=max(timeout_s, 0.01))
+        out, err = proc.communicate(timeout=max(timeout_s, 0.01))
         timed_out = False
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         timed_out = True
         try:  # a process outside the group (a new session) may still hold the pipe: bounded wait
-            out, _ = proc.communicate(timeout=_DRAIN_S)
+            out, err = proc.communicate(timeout=_DRAIN_S)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out = b""
-            if proc.stdout is not None:
-                proc.stdout.close()
+            out = err = b""
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
             proc.wait()
     # background processes the command left in its group do not outlive it
     _kill_group(proc, quiet=True)
-    text = cap_text(out.decode("utf-8", errors="replace"))
-    return CommandResult(None if timed_out else proc.returncode, text, timed_out,
-                         time.monotonic() - started)
+    text = out.decode("utf-8", errors="replace")
+    errors = cap_text((err or b"").decode("utf-8", errors="replace")) if stderr_apart else ""
+    return CommandResult(None if timed_out else proc.returncode, text if stderr_apart else cap_text(text),
+                         timed_out, time.monotonic() - started, errors)
 
 
 _DRAIN_S = 2.0  # after a kill, how long the output pipe may stay open
