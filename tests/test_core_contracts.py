@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from warden.config import ConfigError, load_settings
@@ -119,6 +121,25 @@ def test_settings_precedence(tmp_path, monkeypatch) -> None:
     (home / "warden.toml").write_text("this is = = not toml")
     with pytest.raises(ConfigError):
         load_settings()
+
+
+def test_memory_dir_follows_the_claude_home_setting_and_empty_values_are_unset(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    (home / "warden.toml").write_text(f"[warden]\nclaude_home = '{tmp_path / 'cc'}'\n")
+    assert load_settings().memory_dir == tmp_path / "cc" / "agent-memory"
+    monkeypatch.setenv("WARDEN_CLAUDE_HOME", str(tmp_path / "env-cc"))
+    assert load_settings().memory_dir == tmp_path / "env-cc" / "agent-memory"
+    monkeypatch.setenv("WARDEN_MEMORY_DIR", str(tmp_path / "mem"))
+    assert load_settings().memory_dir == tmp_path / "mem"
+    (home / "warden.toml").unlink()
+    for name in ("WARDEN_CLAUDE_HOME", "WARDEN_MEMORY_DIR", "WARDEN_GOLDEN_DIR"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
+    settings = load_settings()
+    assert settings.claude_home == tmp_path / "cfg" and settings.memory_dir == tmp_path / "cfg" / "agent-memory"
+    assert settings.golden_dir != Path(".") and settings.golden_dir.name == "golden_tasks"
 
 
 @pytest.mark.parametrize("name, value, message", [

@@ -202,7 +202,9 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         values["memory_dir"] = Path(env["WARDEN_MEMORY_DIR"]).expanduser()
     for f in fields(Settings):
         key = f"WARDEN_{f.name.upper()}"
-        if key in env and f.name not in ("home", "database_url", "memory_dir", "pricing"):
+        if env.get(key) and f.name not in ("home", "database_url", "memory_dir", "pricing"):
             values[f.name] = _coerce(f.name, env[key])
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if "memory_dir" not in values and "claude_home" in values:  # the default follows claude_home
+        values["memory_dir"] = Path(values["claude_home"]) / "agent-memory"
     return replace(settings, **values)
