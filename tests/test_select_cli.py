@@ -55,3 +55,18 @@ def test_select_infra_abort_exits_1_without_a_receipt(fake, capsys) -> None:
     assert "aborted (infrastructure)" in capsys.readouterr().out
     with open_store(load_settings()).session() as s:
         assert s.query(Receipt).count() == 0 and s.query(Rule).one().state == "candidate"
+
+
+def test_an_aborted_pass_still_reports_what_its_runs_spent(fake, capsys) -> None:
+    """The runs an infrastructure abort interrupted were made and paid for: the report says so,
+    equal to the stored runs' weighted tokens (which the budget and the nightly summary use)."""
+    from sqlalchemy import func, select
+
+    from warden.store.models import BenchRun
+
+    fake["factory"] = lambda: FakeBackend(infra=True)
+    assert main(["select", "--agent", AGENT, "--json"]) == 1
+    [report] = json.loads(capsys.readouterr().out)
+    with open_store(load_settings()).session() as s:
+        stored = s.scalar(select(func.sum(BenchRun.weighted_tokens)))
+    assert report["aborted"] and stored and report["tokens_spent"] == pytest.approx(stored)

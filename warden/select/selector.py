@@ -284,6 +284,7 @@ class Selector:
             if budget <= 0:
                 report.skipped.append(f"rule {rule_id}: invocation budget spent")
                 continue
+            runner_spent = getattr(self.runner, "tokens_spent", None)
             try:
                 summary = self.decide(rule_id, kind, budget)
             except InfraAbort as exc:
@@ -295,6 +296,9 @@ class Selector:
 
                 if isinstance(exc, BenchAborted):
                     report.aborted = str(exc)
+                    # its finished rounds and the aborted pass's runs were made: count them
+                    if runner_spent is not None:
+                        report.tokens_spent += float(self.runner.tokens_spent) - float(runner_spent)
                     break
                 raise
             if isinstance(summary, Skipped):
