@@ -58,6 +58,8 @@ def test_rule_ids_beyond_64_bits_are_a_usage_error() -> None:
     assert parse_rule_set("3,7") == (3, 7)
     with pytest.raises(UsageError, match="--rules expects rule ids"):
         parse_rule_set(str(2**64))
+    with pytest.raises(UsageError, match="--rules expects rule ids"):
+        parse_rule_set("3,²")  # a digit to str.isdigit, not to int()
     assert parse_rule_set("none") == ()
     with pytest.raises(UsageError, match="--rules is empty"):
         parse_rule_set("  ")

@@ -229,3 +229,12 @@ def test_json_nested_too_deep_is_one_malformed_line() -> None:
     deep = b'{"type":"user","data":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
     run = parse_bytes(jsonl([assistant("m1", "r1", usage(3, 5))]) + deep)
     assert (run.stats.lines, run.stats.malformed) == (2, 1) and run.usage.input_tokens == 3
+
+
+def test_a_read_range_in_digits_int_refuses_is_no_range_not_a_lost_line() -> None:
+    """'²'.isdigit() is True but int('²') raises: the call is kept, with no range."""
+    run = parse_bytes(jsonl([assistant("m1", "r1", usage(1, 2), [tool_use("t1", "Read", file_path="/a.py",
+                                                                          offset="²", limit="12")])]))
+    assert run.stats.malformed == 0 and run.usage == Usage(1, 2, 0, 0, 0)
+    assert run.counters["tool_calls"] == len(run.tool_calls) == 1
+    assert run.tool_calls[0].line_range == (0, 12)

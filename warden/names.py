@@ -29,3 +29,11 @@ def valid_id(value: Any) -> str | None:
             and ".." not in value and not any(c.isspace() or c in _ID_FORBIDDEN for c in value)):
         return value
     return None
+
+
+def plain_int(text: str, max_digits: int = 18) -> int | None:
+    """``text`` as a non-negative int when it is 1 to ``max_digits`` ASCII digits, else None.
+    (``str.isdigit`` also accepts '²' and other digits that ``int`` refuses.)"""
+    if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None

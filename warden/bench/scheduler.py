@@ -52,6 +52,7 @@ from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.names import plain_int
 from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.store.db import Store
@@ -325,8 +326,8 @@ def sweep_stale_workdirs(root: Path = WORK_ROOT) -> int:
         return 0
     for entry in root.iterdir():
         parts = entry.name.split("-")  # pass-<id>-pid<pid>-<random>
-        pid_part = next((p for p in parts if p.startswith("pid") and p[3:].isdigit()), None)
-        if pid_part is None or _pid_alive(int(pid_part[3:])):
+        pid = next((plain_int(p[3:]) for p in parts if p.startswith("pid")), None)
+        if pid is None or _pid_alive(pid):
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1

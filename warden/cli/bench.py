@@ -12,6 +12,7 @@ from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_c
                                settings, store)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
+from warden.names import plain_int
 
 
 def parse_rule_set(text: str) -> tuple[int, ...]:
@@ -24,10 +25,10 @@ def parse_rule_set(text: str) -> tuple[int, ...]:
         return ()
     ids = []
     for part in cleaned.split(","):
-        part = part.strip()
-        if not part.isdigit() or not 1 <= int(part) <= MAX_ID:
+        rule_id = plain_int(part.strip())
+        if rule_id is None or not 1 <= rule_id <= MAX_ID:
             raise UsageError(f"--rules expects rule ids like 3,7 (or 'none'), got {text!r}")
-        ids.append(int(part))
+        ids.append(rule_id)
     return tuple(sorted(set(ids)))
 
 

@@ -37,7 +37,7 @@ import orjson
 
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
-from warden.names import valid_id
+from warden.names import plain_int, valid_id
 from warden.tokens import BYTES_PER_TOKEN
 
 PARSER_VERSION = "2"
@@ -294,8 +294,8 @@ def _short(text: str, limit: int = MAX_DIGEST_TARGET) -> str:
 def _as_int(value: Any) -> int | None:
     if type(value) is int:
         return value
-    if isinstance(value, str) and value.isdigit() and len(value) < 12:
-        return int(value)
+    if isinstance(value, str):
+        return plain_int(value, max_digits=11)
     return None
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from warden.names import plain_int
+
 # Caps keep one tool result from flooding the context (and the run's token bill).
 MAX_RESULT_CHARS = 30_000
 DEFAULT_READ_LIMIT = 2_000  # lines
@@ -535,7 +537,7 @@ class Toolbox:
             if any(not _SHORT_FLAGS.match(o) or (program == "grep" and set(o) & set("efR")) for o in options):
                 raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f or -R), "
                                 f"not {' '.join(options)}")
-            operands = [a for a in argv[1:] if not a.startswith("-") and not a.isdigit()]
+            operands = [a for a in argv[1:] if not a.startswith("-") and plain_int(a) is None]
             if program == "grep" and operands:
                 operands = operands[1:]  # the first operand is the pattern
             for operand in operands:
