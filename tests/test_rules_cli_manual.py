@@ -128,3 +128,11 @@ def test_add_candidate_for_an_agent_without_a_golden_suite_says_it_cannot_be_mea
     assert "nobody has no golden suite" in " ".join(capsys.readouterr().out.split())
     assert main(["rules", "add", "--agent", "backend", BODY]) == 0
     assert "no golden suite" not in capsys.readouterr().out
+
+
+def test_rules_json_and_receipt_json_show_a_rule_alike(capsys) -> None:  # type: ignore[no-untyped-def]
+    """One view of a rule: `rules --json` and `receipt --json` agree field for field."""
+    added = run_json(capsys, "rules", "add", "--agent", "backend", "--protected", BODY)
+    [listed] = run_json(capsys, "rules", "--agent", "backend")["rules"]
+    shown = run_json(capsys, "receipt", str(added["id"]))["rule"]
+    assert listed == shown == added and listed["created_at"].endswith("Z") and "provenance_digest" in listed

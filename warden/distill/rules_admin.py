@@ -24,19 +24,10 @@ from warden.distill.admission import add_manual, rent_of, validate_scope
 from warden.errors import UsageError
 from warden.names import validate_agent_name
 from warden.select.compile import IN_MEMORY_STATES
+from warden.select.receipts import get_rule, rule_dict
 from warden.store.models import Rule, utcnow
 
 RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
-
-
-
-def rule_dict(rule: Rule) -> dict[str, Any]:
-    return {"id": rule.id, "agent": rule.agent, "body": rule.body, "scope": rule.scope, "state": rule.state,
-            "evict_reason": rule.evict_reason, "strikes": rule.strikes, "rent_tokens": rule.rent_tokens,
-            "origin": rule.origin, "measured_saving": rule.measured_saving,
-            "provenance_run_id": rule.provenance_run_id,
-            "created_at": rule.created_at.isoformat() if rule.created_at else None,
-            "decided_at": rule.decided_at.isoformat() if rule.decided_at else None}
 
 
 def list_rules(session: Session, *, agent: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
@@ -69,13 +60,6 @@ def memory_rent(session: Session, *, agent: str | None = None) -> dict[str, int]
     return totals
 
 
-def _get(session: Session, rule_id: int) -> Rule:
-    rule = session.get(Rule, rule_id)
-    if rule is None:
-        raise UsageError(f"no rule with id {rule_id}")
-    return rule
-
-
 def add_rule(session: Session, agent: str, body: str, *, protected: bool, scope: str | None = None) -> dict[str, Any]:
     validate_agent_name(agent)
     rule = add_manual(session, agent, body, protected=protected, scope=scope)
@@ -88,7 +72,7 @@ def add_rule(session: Session, agent: str, body: str, *, protected: bool, scope:
 def protect(session: Session, rule_id: int) -> dict[str, Any]:
     """A person vouches for the rule: in memory, never token-evicted. Its strikes are kept for
     when it is unprotected. A forgotten rule stays forgotten."""
-    rule = _get(session, rule_id)
+    rule = get_rule(session, rule_id)
     if rule.state == "evicted" and rule.evict_reason == "manual":
         raise UsageError(f"rule {rule_id} was forgotten (`rules forget`); a forgotten rule stays out of memory")
     rule.state, rule.evict_reason, rule.decided_at = "protected", None, utcnow()
@@ -101,7 +85,7 @@ def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
     a rule never decided is a candidate, measured by the next `warden select`."""
     from warden.store.models import Receipt
 
-    rule = _get(session, rule_id)
+    rule = get_rule(session, rule_id)
     if rule.state != "protected":
         raise UsageError(f"rule {rule_id} is {rule.state}, not protected")
     latest = session.scalars(select(Receipt).where(Receipt.rule_id == rule_id, Receipt.verdict != "inconclusive")
@@ -117,7 +101,7 @@ def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
 
 
 def set_scope(session: Session, rule_id: int, scope: str | None) -> dict[str, Any]:
-    rule = _get(session, rule_id)
+    rule = get_rule(session, rule_id)
     rule.scope = validate_scope(scope)
     rule.rent_tokens = rent_of(rule.body, rule.scope)
     session.flush()
@@ -125,7 +109,7 @@ def set_scope(session: Session, rule_id: int, scope: str | None) -> dict[str, An
 
 
 def forget(session: Session, rule_id: int) -> dict[str, Any]:
-    rule = _get(session, rule_id)
+    rule = get_rule(session, rule_id)
     if rule.state == "evicted":
         raise UsageError(f"rule {rule_id} is already evicted ({rule.evict_reason or 'no reason'})")
     rule.state, rule.evict_reason, rule.decided_at = "evicted", "manual", utcnow()
