@@ -6,7 +6,6 @@ import json
 import sys
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from warden.config import Settings, load_settings
@@ -63,11 +62,6 @@ def say_error(message: object) -> None:
     names from transcripts), so controls and escape sequences are stripped here, once for all."""
     err_console.print("warden: " + strip_controls(str(message), keep_newlines=False), markup=False,
                       highlight=False, soft_wrap=True)
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    say_error(message)
-    return typer.Exit(code)
 
 
 def warn_if_drifted(result: Any) -> None:

@@ -198,11 +198,6 @@ def _reshape(record: dict[str, Any]) -> _Line:
     return _LINE_DECODER.decode(orjson.dumps(record))
 
 
-def tool_kind(name: str) -> str:
-    """Normalised kind of a raw tool name (one of ``records.TOOL_KINDS``)."""
-    return TOOL_KIND_BY_NAME.get(name, "other")
-
-
 def parse_timestamp(value: Any) -> datetime | None:
     """ISO-8601 text → naive UTC datetime; None for anything else."""
     if not isinstance(value, str) or not value:
@@ -277,13 +272,6 @@ def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
                 size += len(data) if isinstance(data, str) else 0
         return size, "\n".join(head)[:MAX_RESULT_TEXT]
     return 0, ""
-
-
-def _json_size(value: Any) -> int:
-    try:
-        return len(orjson.dumps(value))
-    except (TypeError, orjson.JSONEncodeError):
-        return 0
 
 
 def _short(text: str, limit: int = MAX_DIGEST_TARGET) -> str:

@@ -22,9 +22,6 @@ from warden.store.db import Store
 from warden.store.locks import LockBusy
 from warden.store.models import BenchRun, NightlyRun, utcnow
 
-STAGES = ("collect", "distill", "select", "done")
-
-
 @dataclass
 class NightlySummary:
     night_id: int
@@ -68,7 +65,7 @@ def select_report_json(r: SelectReport) -> dict[str, Any]:
                        # could differ from the receipt in the last digit
                        "estimate_tokens": d.estimate_tokens, "interval_tokens": list(d.interval_tokens),
                        "margin_tokens": d.margin_tokens, "tokens_spent": d.tokens_spent,
-                       "receipt_id": d.receipt_id} for d in r.decisions],
+                       "receipt_id": d.receipt_id, "memory_version": d.memory_version} for d in r.decisions],
         "memory": None if memory is None else {
             "path": str(memory.path), "version": memory.version, "changed": memory.changed,
             "drifted": memory.drifted, "added": memory.added, "removed": memory.removed},

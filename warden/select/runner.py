@@ -36,7 +36,7 @@ Contract for implementers:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, Union, runtime_checkable
 
@@ -241,10 +241,3 @@ def log_uniform_tasks(rng: np.random.Generator, count: int, low: float = 30_000.
     """``count`` synthetic tasks with mean costs spread log-uniformly over [low, high]."""
     costs = np.exp(rng.uniform(math.log(low), math.log(high), size=count))
     return [SyntheticTask(f"golden-{i + 1:02d}", float(c)) for i, c in enumerate(costs)]
-
-
-def records_by_task(records: Iterable[RunRecord]) -> Mapping[str, list[RunRecord]]:
-    out: dict[str, list[RunRecord]] = {}
-    for record in records:
-        out.setdefault(record.task_id, []).append(record)
-    return out

@@ -80,8 +80,6 @@ class SelectReport:
     memory: CompileResult | None = None
 
 
-RunnerFactory = Callable[[str], Any]  # agent -> runner with .run, .task_ids, hashes, spend counters
-
 
 def _memory_set(session: Session, agent: str) -> frozenset[int]:
     return frozenset(session.scalars(select(Rule.id).where(Rule.agent == agent,

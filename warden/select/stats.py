@@ -112,14 +112,6 @@ def upper_bound(estimate: float, variance: float, offset: float, level: float) -
     return estimate + offset / 2.0 + variance * math.log(1.0 / level) / offset
 
 
-def z_interval(estimate: float, variance: float, level: float) -> tuple[float, float]:
-    """Fixed-sample two-sided normal interval with ``level`` in each tail (descriptive only)."""
-    if not math.isfinite(variance):
-        return (-math.inf, math.inf)
-    half = float(_sp.norm.ppf(1.0 - level)) * math.sqrt(variance)
-    return (estimate - half, estimate + half)
-
-
 def wald_oc(theta: float, low: float, high: float, alpha: float, beta: float) -> float:
     """Wald's approximation of P(accept ``high``) for a normal-mean SPRT between ``low`` and
     ``high`` with thresholds log(1/α) and log β when the true mean is θ."""

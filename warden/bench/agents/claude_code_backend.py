@@ -98,7 +98,7 @@ def split_system_prompt(system_prompt: str) -> tuple[str, str]:
 def child_env(source: dict[str, str], config_dir: Path, home: Path,
               tmpdir: Path | None = None) -> dict[str, str]:
     env = sandbox_env(source, tmpdir=tmpdir)
-    env.update({k: source[k] for k in AUTH_VARS if source.get(k)})
+    env.update({k: source[k] for k in AUTH_VARS if source.get(k) and k not in IDENTITY_VARS})
     env.update(_RUN_ENV)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
     env["HOME"] = str(home)
