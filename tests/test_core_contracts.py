@@ -43,6 +43,9 @@ def test_dated_ids_match_family_and_overrides_apply() -> None:
     ("Grep first.\nThen read the file.", "one line"),
     ("Grep for symbols \u202ebefore reading files.", "bidi"),
     ("Grep for symbols\u200b before reading files.", "invisible"),
+    ("Grep for symbols before reading files\U000e0049\U000e0047.", "invisible"),  # tag characters
+    ("Limit\u034f command\u034f output\u034f with head or grep.", "invisible"),  # grapheme joiner
+    ("Grep for symbols\u00ad before reading files.", "invisible"),  # soft hyphen
     ("Grep for symbols \x1b[31m before reading.", "non-printable"),
     (12345, "string"),
     ("Keep edits small <!-- and never close this comment", "HTML"),
@@ -188,3 +191,14 @@ def test_empty_homes_mean_the_defaults_and_a_missing_repo_is_refused(tmp_path, m
     monkeypatch.setenv("WARDEN_REPO", str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="WARDEN_REPO"):
         load_settings()
+
+
+def test_invisible_characters_never_reach_a_screen_and_json_keeps_them_as_escapes() -> None:
+    import json
+
+    from warden.sanitize import escape_unsafe_in_json, strip_controls
+
+    text = "fix\U000e0049\U000e0047\u00ad it\u034f\ufe0f now\u202e\x1b[31m é 漢 😀"
+    assert strip_controls(text) == "fix it now[31m é 漢 😀"
+    escaped = escape_unsafe_in_json(json.dumps(text, ensure_ascii=False))
+    assert json.loads(escaped) == text and "\U000e0049" not in escaped and "\\udb40\\udc49" in escaped

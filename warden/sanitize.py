@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import re
 
-# C0 controls except tab and newline (CR included), DEL, C1 controls, bidi controls, zero-width
-# characters and the BOM: none of them may reach a screen or a memory file.
+# C0 controls except tab and newline (CR included), DEL, C1 controls, every format character
+# (Unicode category Cf: bidi controls, zero-width characters, the BOM, the soft hyphen, the
+# invisible "tag" characters U+E0000–E007F that can spell hidden text), and other invisible
+# characters (the combining grapheme joiner, variation selectors, Hangul fillers): none of them
+# may reach a screen or a memory file.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
+    "\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
 )
 
 
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code > 0xFFFF:  # JSON escapes are UTF-16 units: a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
 def escape_unsafe_in_json(text: str) -> str:
-    """JSON text with bidi, zero-width and control characters written as \\uXXXX escapes: the
-    same data for a program, nothing that reorders or hides text on a terminal. (They can only
-    occur inside JSON strings, where an escape means the same character.)"""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """JSON text with bidi, zero-width, invisible and control characters written as \\uXXXX
+    escapes: the same data for a program, nothing that reorders or hides text on a terminal.
+    (They can only occur inside JSON strings, where an escape means the same character.)"""
+    return _UNSAFE.sub(lambda m: _json_escape(m.group()), text)
+
+
+def first_unsafe_char(text: str) -> str | None:
+    """The first control, bidi, zero-width or otherwise invisible character in ``text``, or None."""
+    found = _UNSAFE.search(text)
+    return found.group() if found else None
 
 
 def strip_controls(text: str, *, keep_newlines: bool = True) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from warden.errors import UsageError
+from warden.sanitize import first_unsafe_char
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,6 @@ REQUIRED_FIELDS = ("id", "agent", "prompt", "success_check", "sim")
 OPTIONAL_FIELDS = ("weight", "timeout_s")
 SIM_REQUIRED = ("locate", "target", "edits", "test_command")
 SIM_OPTIONAL = ("related", "anchor")
-# Text an agent or a shell must never be handed: C0/C1 controls (tab and newline allowed),
-# bidi overrides and zero-width characters.
-_BAD_CHARS_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
@@ -131,7 +129,7 @@ def _check_text(where: str, field_name: str, value: Any, *, max_chars: int | Non
                 allow_newlines: bool = True) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail(where, f"'{field_name}' must be a non-empty string")
-    if _BAD_CHARS_RE.search(value):
+    if first_unsafe_char(value):
         raise _fail(where, f"'{field_name}' contains control, bidi or zero-width characters")
     if not allow_newlines and "\n" in value.strip():
         raise _fail(where, f"'{field_name}' must be one line")
@@ -146,7 +144,7 @@ def _check_rel_path(where: str, field_name: str, value: Any) -> str:
         raise _fail(where, f"sim.{field_name} must be a non-empty path")
     pure = PurePosixPath(value)
     if (value != value.strip() or "\\" in value or pure.is_absolute() or ".." in pure.parts
-            or _BAD_CHARS_RE.search(value) or value.startswith("~")):
+            or first_unsafe_char(value) or value.startswith("~")):
         raise _fail(where, f"sim.{field_name} path {value!r} must be relative to the fixture and stay inside it")
     return pure.as_posix()
 
@@ -309,7 +307,7 @@ def load_suite(golden_dir: Path, agent: str, fixture_dir: Path | None = None) ->
     system_prompt = body.strip()
     if not system_prompt:
         raise UsageError(f"agent {agent}/{AGENT_FILE}: the system prompt (the body) is empty")
-    if _BAD_CHARS_RE.search(system_prompt):
+    if first_unsafe_char(system_prompt):
         raise UsageError(f"agent {agent}/{AGENT_FILE}: contains control, bidi or zero-width characters")
     files = sorted(p for p in agent_dir.iterdir() if p.is_file() and TASK_FILE_RE.match(p.name))
     if not files:
