@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from continuity_fixtures import RunBuilder, bash, edit, read, write
@@ -134,6 +136,14 @@ def test_projects_its_paths_touch() -> None:
     ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
     ("mysql -u root --password hunter2secret -h db", "hunter2secret"),
     ("deploy --api-key 'k3y-value-123'", "k3y-value-123"),
+    ("cache at redis://:hunter2redispw@cache:6379", "hunter2redispw"),
+    ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdo==", "Zm9vYmFy"),
+    ("curl -H 'Cookie: session=abcdef0123456789abcdef0123456789' https://x", "abcdef0123456789"),
+    ("Set-Cookie: sid=31d4d96e407aad42; Path=/", "31d4d96e407aad42"),
+    ("post to https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX", "XXXXXXXXXXXX"),
+    ("the db password hunter2hunter2 works", "hunter2hunter2"),
+    ("docker login -u me -p s3cretpw registry.io", "s3cretpw"),
+    ("key SG.abcdefghijklmnopqrstu.vwxyzABCDEFGHIJKLMNOP here", "vwxyzABCDEFG"),
 ])
 def test_secrets_are_redacted(secret: str, leak: str) -> None:
     out = redact_secrets(secret)
@@ -141,8 +151,27 @@ def test_secrets_are_redacted(secret: str, leak: str) -> None:
 
 
 def test_redaction_keeps_ordinary_text() -> None:
-    text = "Fix the token counter in warden/tokens.py and rerun pytest"
-    assert redact_secrets(text) == text
+    for text in ("Fix the token counter in warden/tokens.py and rerun pytest",
+                 "Fix the password reset email flow", "open http://localhost:8080/path"):
+        assert redact_secrets(text) == text
+
+
+@given(st.lists(st.sampled_from([
+    "sk-ant-api03-abcdefghijklmnopqrstuv", "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijk", "password=", "hunter2x!",
+    "redis://:pw1234@h", "x://u:pw@h", "Cookie: a=b", "ghp_abcdefghijklmnopqrstuvwx", "eyJabcdefghi.eyJabcdefghi.abcdefghij",
+    "mysql -pSECRET1", "sshpass -p x", " -u me:pw12", "--token abcd1234", "AccountKey=abcd", "SG.abcdefghijklmnopqr.abcdefghijklmnopqr",
+    "hooks.slack.com/services/T1/B2/x", "docker login -p pw", "pass: abcd", "api_key='abcd efgh'", "ls -la", "pytest -q",
+    "grep foo", " ", "\n", "=", ":", "'", "\"", "é", "AUTH=abcd", "xoxb-1234567890ab", "npm_abcdefghijklmnopqrstuv",
+]), max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[str]) -> None:
+    from warden.sanitize import _SECRET_PATTERNS
+
+    text = "".join(parts)
+    slow = text
+    for pattern, repl in _SECRET_PATTERNS:
+        slow = pattern.sub(repl, slow)
+    assert redact_secrets(text) == slow
 
 
 def test_secrets_never_reach_a_checkpoint() -> None:

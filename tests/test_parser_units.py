@@ -238,3 +238,19 @@ def test_a_read_range_in_digits_int_refuses_is_no_range_not_a_lost_line() -> Non
     assert run.stats.malformed == 0 and run.usage == Usage(1, 2, 0, 0, 0)
     assert run.counters["tool_calls"] == len(run.tool_calls) == 1
     assert run.tool_calls[0].line_range == (0, 12)
+
+
+def test_a_key_in_a_command_is_redacted_where_the_digest_is_written() -> None:
+    """The trace digest is stored (the run row, the parser state): a key typed into a command
+    never reaches it, while the command's own call (for checkpoint capture, which redacts on its
+    own) stays as the agent ran it."""
+    key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123"
+    parser = TranscriptParser()
+    for raw in jsonl([assistant("m1", "r1", usage(), [tool_use("t1", "Bash", command=f"ANTHROPIC_API_KEY={key} python run.py")]),
+                      assistant("m2", "r2", usage(), [tool_use("t2", "Bash", command="curl -H 'Authorization: Bearer abcdefgh12345678' x")])]
+                     ).splitlines(keepends=True):
+        parser.feed(raw)
+    run = parser.result()
+    stored = json.dumps([run.trace_digest, parser.state()])
+    assert key not in stored and "abcdefgh12345678" not in stored and stored.count("[REDACTED]") == 4
+    assert run.trace_digest["steps"][0][1].startswith("ANTHROPIC_API_KEY=[REDACTED] python")

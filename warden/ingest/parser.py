@@ -38,9 +38,10 @@ import orjson
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
 from warden.names import plain_int, valid_id
+from warden.sanitize import redact_secrets
 from warden.tokens import BYTES_PER_TOKEN
 
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"  # 3: secrets in the trace digest's commands are redacted
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -623,7 +624,8 @@ class TranscriptParser:
             self._call_by_id[tool_id] = len(self.tool_calls) - 1
         s.last_turn_tools = True
         target = call.path or call.command or ""
-        step = [kind, _short(target), input_bytes, 0, 0]
+        # stored (run rows, parser state): a key in a command is redacted here, where it is written
+        step = [kind, _short(redact_secrets(target[:4 * MAX_DIGEST_TARGET])), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
             self._digest_pos[len(self.tool_calls) - 1] = len(s.digest) - 1
