@@ -77,6 +77,7 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
     console.print(f"{verb} {len(report.imported)} rule(s) as candidates for {safe(report.agent)} "
                   "(measured locally by the next `warden select` before any can reach MEMORY.md)")
     for item in report.imported:
-        console.print(f"  + {safe(item['body'], 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
+        scope = f"(when {safe(item['scope'], 60)}) " if item.get("scope") else ""
+        console.print(f"  + {scope}{safe(item['body'], 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
     for item in report.skipped:
         console.print(f"  skipped: {safe(item['body'], 80)} — {safe(item['reason'])}")

@@ -97,7 +97,7 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
         if origin in DISTILLED_ORIGINS and is_false_economy(body):
             result.refused.append(Refusal(body, "false economy: trades verification or testing for tokens"))
             continue
-        untrusted = untrusted_rule_problem(body) if origin in DISTILLED_ORIGINS else None
+        untrusted = untrusted_rule_problem(body, scope) if origin in DISTILLED_ORIGINS else None
         if untrusted:
             result.refused.append(Refusal(body, untrusted))
             continue

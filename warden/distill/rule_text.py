@@ -110,10 +110,14 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def untrusted_rule_problem(body: str) -> str | None:
-    """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None."""
+def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
+    """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None.
+    The scope is screened with the body, as the agent reads them: "(when SCOPE) BODY". Look-alike
+    letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞) are screened as the letters they imitate."""
+    text = f"(when {scope}) {body}" if scope else body
+    folded = unicodedata.normalize("NFKC", text)
     for pattern, what in _UNTRUSTED_PATTERNS:
-        if re.search(pattern, body, re.IGNORECASE):
+        if re.search(pattern, text, re.IGNORECASE) or re.search(pattern, folded, re.IGNORECASE):
             return (f"mentions {what}: not something an efficiency rule needs "
                     "(rules from models and ledgers are screened)")
     return None

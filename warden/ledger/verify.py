@@ -134,9 +134,9 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         except RuleTextError as exc:
             problems.append(Problem(name, label, f"rule body rejected: {exc}"))
             body = str(rule["body"])
-        untrusted = untrusted_rule_problem(body)
+        untrusted = untrusted_rule_problem(body, rule["scope"] if isinstance(rule["scope"], str) else None)
         if untrusted:
-            problems.append(Problem(name, label, f"rule body rejected: {untrusted}"))
+            problems.append(Problem(name, label, f"rule rejected: {untrusted}"))
         try:
             if validate_scope(rule["scope"]) != rule["scope"]:
                 problems.append(Problem(name, label, "scope is not in canonical form (NFC, trimmed, null when empty)"))

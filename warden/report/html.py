@@ -221,7 +221,8 @@ def render_report(data: dict[str, Any]) -> str:
             r = rule["rule"]
             body.append(f'<div class="rule" id="rule-{r["id"]}"><p><b>rule {r["id"]}</b> '
                         f'<span class="muted">{esc(r["state"])}{(" (" + esc(r["evict_reason"]) + ")") if r["evict_reason"] else ""}'
-                        f'</span> — {esc(r["body"])}</p>' + _claimed_block(r.get("claimed_evidence"))
+                        f'</span> — {"(when " + esc(r["scope"]) + ") " if r.get("scope") else ""}{esc(r["body"])}</p>'
+                        + _claimed_block(r.get("claimed_evidence"))
                         + ("".join(_receipt_block(x) for x in rule["receipts"])
                            or '<p class="muted">no local decision yet</p>') + "</div>")
     spend = [(d["day"], d["weighted_tokens"]) for d in data["bench_spend_by_day"]]
