@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -52,7 +53,8 @@ def _defang_role(match: re.Match[str]) -> str:
 
 def defang(text: str) -> str:
     """Untrusted text made inert inside a fence (controls, marker lookalikes, role lines)."""
-    clean = strip_controls(text)
+    # NFKC: full-width and other compatibility look-alikes (ＳＹＳＴＥＭ:) match as what they imitate
+    clean = unicodedata.normalize("NFKC", strip_controls(text))
     clean = _MARKER_LIKE.sub(_defang_marker, clean)
     clean = _ROLE_LINE.sub(_defang_role, clean)
     return re.sub(r"\n{2,}", "\n", clean).strip("\n")
