@@ -177,3 +177,31 @@ def test_full_disk_home_still_exits_zero(tmp_path: Path) -> None:
     start = time.monotonic()
     proc = subprocess.run([WARDEN, "hook", "stop"], input=_payload(path), capture_output=True, env=env, timeout=30)
     assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S
+
+
+def test_a_new_home_its_database_and_its_log_are_private(tmp_path: Path) -> None:
+    """The home, the database (prompts, commands) and the hooks' log are the owner's alone."""
+    import stat as stat_
+
+    home = tmp_path / "fresh-home"
+    env = {**os.environ, "WARDEN_HOME": str(home)}
+    path = _transcript(tmp_path, "sess-p")
+    proc = subprocess.run([WARDEN, "hook", "stop"], input=b"not json", capture_output=True, env=env, timeout=30)
+    assert proc.returncode == 0
+    assert subprocess.run([WARDEN, "collect", str(path)], capture_output=True, env=env, timeout=60).returncode == 0
+    assert stat_.S_IMODE(home.stat().st_mode) == 0o700
+    for name in ("warden.db", "hooks.log"):
+        assert stat_.S_IMODE((home / name).stat().st_mode) == 0o600, name
+
+
+def test_a_symlink_planted_as_the_log_is_never_written_through(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("ORIGINAL\n")
+    (home / "hooks.log").symlink_to(victim)
+    env = {**os.environ, "WARDEN_HOME": str(home)}
+    start = time.monotonic()
+    proc = subprocess.run([WARDEN, "hook", "stop"], input=b"not json", capture_output=True, env=env, timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S
+    assert victim.read_text() == "ORIGINAL\n"

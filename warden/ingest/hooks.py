@@ -72,6 +72,15 @@ class Deadline:
         return self.at - time.monotonic()
 
 
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    """The hooks' log: owner-only, and never written through a symlink (a link planted there
+    would have hooks append to whatever it points at; the line is dropped instead)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
 def _logger(home: Path | None) -> logging.Logger:
     log = logging.getLogger("warden.hooks")
     if log.handlers:
@@ -81,8 +90,8 @@ def _logger(home: Path | None) -> logging.Logger:
     try:
         if home is None:
             raise OSError("no home")
-        home.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.handlers.RotatingFileHandler(
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handler: logging.Handler = _PrivateLog(
             home / LOG_NAME, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8", delay=True)
     except OSError:
         handler = logging.NullHandler()  # an unwritable home (full disk) must not break the hook

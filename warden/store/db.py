@@ -5,6 +5,7 @@ SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -45,6 +46,15 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     cur.close()
 
 
+def _create_private(path: Path) -> None:
+    """Create an empty database file readable by its owner only (it holds prompts and commands;
+    SQLite gives its WAL and shared-memory files the same mode). An existing file is left as is."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+
+
 def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = True) -> Engine:
     """An engine for ``url``; ``create=False`` makes no directory for a SQLite file (a command
     that only looks must not create a database)."""
@@ -52,7 +62,8 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
         if url.startswith("sqlite"):
             path = make_url(url).database or ""
             if path and path != ":memory:" and create:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _create_private(Path(path))
             engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000})
             event.listen(engine, "connect", _sqlite_pragmas)
             if busy_timeout_ms is not None:
