@@ -254,3 +254,14 @@ def test_a_key_in_a_command_is_redacted_where_the_digest_is_written() -> None:
     stored = json.dumps([run.trace_digest, parser.state()])
     assert key not in stored and "abcdefgh12345678" not in stored and stored.count("[REDACTED]") == 4
     assert run.trace_digest["steps"][0][1].startswith("ANTHROPIC_API_KEY=[REDACTED] python")
+
+
+def test_labels_from_the_transcript_are_stored_without_controls() -> None:
+    """Model names, the project path and subagent types are validated where they are written."""
+    lines = [assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Task", subagent_type="back\x1b[31mend\U000e0041")],
+                       model="claude-x\u202e", cwd="/proj\x1b]0;evil\x07"),
+             {"type": "user", "sessionId": SESSION, "toolUseResult": {"agentId": "a1"},
+              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}]
+    run = parse_bytes(jsonl(lines))
+    assert run.models == ["claude-x"] and run.turns[0].model == "claude-x"
+    assert run.cwd == "/proj]0;evil" and run.subagent_types == {"a1": "back[31mend"}

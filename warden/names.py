@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from warden.errors import UsageError
+from warden.sanitize import strip_controls
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -37,3 +38,13 @@ def plain_int(text: str, max_digits: int = 18) -> int | None:
     if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
         return int(text)
     return None
+
+
+def clean_label(value: Any, limit: int = 200) -> str | None:
+    """An untrusted one-line label as it is stored (an agent type, a model name, a project path):
+    control and invisible characters removed, trimmed, at most ``limit`` characters; None when
+    nothing is left. Validated where it is written, so no reader has to."""
+    if not isinstance(value, str):
+        return None
+    text = (value if value.isprintable() else strip_controls(value, keep_newlines=False)).strip()[:limit]
+    return text or None

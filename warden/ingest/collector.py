@@ -34,6 +34,7 @@ from warden.errors import UsageError
 from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
+from warden.names import clean_label
 from warden.store.bulk import execute_many
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage
@@ -196,9 +197,9 @@ def read_meta_sidecar(path: str) -> str | None:
         return None
     if isinstance(data, dict):
         for key in ("agentType", "agent_type", "subagent_type", "subagentType"):
-            value = data.get(key)
-            if isinstance(value, str) and value.strip():
-                return value.strip()[:200]
+            value = clean_label(data.get(key))
+            if value:
+                return value
     return None
 
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from warden.names import valid_id
+from warden.names import clean_label, valid_id
 
 EVENTS = ("stop", "subagent-stop", "session-start")
 BUDGET_S = 1.75  # from process start (fork): headroom under the 2-second promise for exiting
@@ -273,7 +273,7 @@ def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging
             log.warning("%s: no readable transcript in payload, ignored", event)
         return None
     agent_type = payload.get("agent_type") if event == "subagent-stop" else None
-    agent_type = agent_type.strip()[:200] if isinstance(agent_type, str) and agent_type.strip() else None
+    agent_type = clean_label(agent_type)
     return {"event": event, "paths": usable, "agent_type": agent_type}
 
 

@@ -37,7 +37,7 @@ import orjson
 
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
-from warden.names import plain_int, valid_id
+from warden.names import clean_label, plain_int, valid_id
 from warden.sanitize import redact_secrets
 from warden.tokens import BYTES_PER_TOKEN
 
@@ -462,7 +462,7 @@ class TranscriptParser:
         if s.cwd is None:
             cwd = rec.cwd
             if isinstance(cwd, str) and cwd:
-                s.cwd = cwd
+                s.cwd = clean_label(cwd, 4096)
         version = rec.version
         if version is not None and version != s.version and isinstance(version, str) and version:
             s.version = version
@@ -519,7 +519,7 @@ class TranscriptParser:
             usage = usage_from_json(raw_usage)
             self._raw_usage[key] = raw_usage
         model = message.model
-        model = model if isinstance(model, str) and model else "unknown"
+        model = model if model.__class__ is str and model and model.isprintable() else clean_label(model) or "unknown"
         s = self._s
         if index is None:
             index = s.turn_index
@@ -616,7 +616,8 @@ class TranscriptParser:
             call.command = command if isinstance(command, str) else None
         elif kind == "task":
             subagent_type = tool_input.get("subagent_type")
-            if isinstance(subagent_type, str) and subagent_type and tool_id:
+            subagent_type = clean_label(subagent_type)
+            if subagent_type and tool_id:
                 s.task_types[tool_id] = subagent_type
         self.tool_calls.append(call)
         turn.tool_call_indexes.append(call.index)
@@ -715,7 +716,7 @@ class TranscriptParser:
                                 inner.get("uuid") if "requestId" in inner else rec.uuid)
         agent_id = valid_id(data.get("agentId"))
         model = message.get("model")
-        model = model if isinstance(model, str) and model else "unknown"
+        model = model if model.__class__ is str and model and model.isprintable() else clean_label(model) or "unknown"
         previous = self.embedded.get(key)
         if previous is not None:
             self.stats.duplicate_usage += 1

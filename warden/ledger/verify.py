@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import jsonschema
 
@@ -23,7 +23,7 @@ from warden.distill.rule_text import (NEAR_DUPLICATE_JACCARD, RuleTextError, tri
 from warden.errors import UsageError
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
-from warden.sanitize import strip_controls
+from warden.sanitize import first_unsafe_char, strip_controls
 from warden.select.memory import MemoryRule, rule_rent
 from warden.strict_json import loads_strict
 
@@ -95,6 +95,19 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
     return None
 
 
+def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every string of a parsed ledger (keys too) with its JSON path; validated where it is read."""
+    if isinstance(value, str):
+        yield where or "/", value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key, f"{where}/{key}")
+            yield from _strings(item, f"{where}/{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{where}/{index}")
+
+
 def verify_bytes(data: bytes, name: str) -> list[Problem]:
     """Every problem of one ledger file's bytes (empty list = it passes)."""
     problems: list[Problem] = []
@@ -119,6 +132,13 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         problems.append(Problem(name, rule, f"schema: {where + ': ' if where else ''}{error.message[:200]}"))
     if problems:
         return problems
+    for where, value in _strings(doc):
+        if where.startswith("/rules/") and where.endswith(("/body", "/scope")):
+            continue  # the rule validators below say more
+        if "\n" in value or first_unsafe_char(value) is not None:
+            problems.append(Problem(name, None, f"{where}: holds a line break, control or invisible character"))
+            if len(problems) >= 10:
+                break
     try:
         validate_agent_name(doc["agent"])
     except UsageError as exc:
