@@ -46,6 +46,13 @@ def strip_controls(text: str, *, keep_newlines: bool = True) -> str:
     return clean
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one short line: controls and invisible characters removed, whitespace runs
+    (newlines included) made one space, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(strip_controls(str(text)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # Markdown/HTML that would give a one-line memory entry a structure of its own: an HTML tag,
 # comment or declaration (an unclosed "<!--" hides the rest of the file), a code fence, or a
 # block marker at the start (a heading, quote, table or nested list inside the bullet).

@@ -10,15 +10,12 @@ from rich.table import Table
 
 from warden.cli.common import console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
+from warden.report.html import count_text
 
 
 def register(app: typer.Typer) -> None:
     app.command("cost")(cost_command)
     app.command("report")(report_command)
-
-
-def _n(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.0f}"
 
 
 def cost_command(
@@ -48,23 +45,23 @@ def cost_command(
         return
     for cost in results:
         console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok input"
-                      f" · basis: {safe(cost['basis'])} ({_n(cost['real_work_tokens_per_session'])} weighted tokens/session)")
+                      f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
         table = Table(show_edge=False, pad_edge=False)
         for col in ("rule", "state", "saving/session", "$/session", "rent", "bench spent", "break-even", "body"):
             table.add_column(col, justify="left" if col in ("state", "body") else "right")
         for r in cost["rules"]:
             usd = r["saving_usd_per_session"]
-            table.add_row(str(r["rule_id"]), r["state"], _n(r["saving_tokens_per_session"]),
-                          "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), _n(r["bench_tokens_spent"]),
-                          _n(r["break_even_sessions"]), safe(r["body"], 60))
+            table.add_row(str(r["rule_id"]), r["state"], count_text(r["saving_tokens_per_session"]),
+                          "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), count_text(r["bench_tokens_spent"]),
+                          count_text(r["break_even_sessions"]), safe(r["body"], 60))
         wide_console().print(table)
         if "projection" in cost and not cost["real_work_tokens_per_session"]:
             console.print("  no projection: no real-work sessions collected yet to scale (run `warden collect`)")
         elif "projection" in cost:
             p = cost["projection"]
-            console.print(f"  {weeks} weeks × {sessions_per_week:g} sessions: without warden {_n(p['without_warden_tokens'])}"
-                          f" (${p['without_warden_usd']:.2f}), with warden {_n(p['with_warden_tokens'])} "
-                          f"(${p['with_warden_usd']:.2f}, bench {_n(p['bench_tokens'])} included)")
+            console.print(f"  {weeks} weeks × {sessions_per_week:g} sessions: without warden {count_text(p['without_warden_tokens'])}"
+                          f" (${p['without_warden_usd']:.2f}), with warden {count_text(p['with_warden_tokens'])} "
+                          f"(${p['with_warden_usd']:.2f}, bench {count_text(p['bench_tokens'])} included)")
         console.print("  dollars are advisory; every verdict is in cost-weighted tokens")
 
 

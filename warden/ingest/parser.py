@@ -38,7 +38,7 @@ import orjson
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
 from warden.names import clean_label, plain_int, valid_id
-from warden.sanitize import redact_secrets
+from warden.sanitize import one_line, redact_secrets
 from warden.tokens import BYTES_PER_TOKEN
 
 PARSER_VERSION = "3"  # 3: secrets in the trace digest's commands are redacted
@@ -273,11 +273,6 @@ def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
                 size += len(data) if isinstance(data, str) else 0
         return size, "\n".join(head)[:MAX_RESULT_TEXT]
     return 0, ""
-
-
-def _short(text: str, limit: int = MAX_DIGEST_TARGET) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _as_int(value: Any) -> int | None:
@@ -626,7 +621,7 @@ class TranscriptParser:
         s.last_turn_tools = True
         target = call.path or call.command or ""
         # stored (run rows, parser state): a key in a command is redacted here, where it is written
-        step = [kind, _short(redact_secrets(target[:4 * MAX_DIGEST_TARGET])), input_bytes, 0, 0]
+        step = [kind, one_line(redact_secrets(target[:4 * MAX_DIGEST_TARGET]), MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
             self._digest_pos[len(self.tool_calls) - 1] = len(s.digest) - 1

@@ -24,7 +24,8 @@ def esc(value: object) -> str:
     return html.escape(strip_controls(str(value), keep_newlines=False), quote=True)
 
 
-def _n(x: float | None) -> str:
+def count_text(x: float | None) -> str:
+    """A token count for people: thousands separated, '—' for none."""
     return "—" if x is None else f"{x:,.0f}"
 
 
@@ -75,9 +76,9 @@ def line_chart(points: list[tuple[str, float]], title: str, chart_id: str, width
                    f'<text x="{left - 6}" y="{y(t) + 3:.1f}" font-size="10" text-anchor="end" fill="#69737d">'
                    f'{_short(t)}</text>' for t in ticks)
     path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y(v):.1f}" for i, (x, v) in enumerate(zip(xs, vals)))
-    dots = "".join(f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="#2563eb"><title>{esc(label)}: {_n(v)}</title></circle>'
+    dots = "".join(f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="#2563eb"><title>{esc(label)}: {count_text(v)}</title></circle>'
                    f'<text x="{x:.1f}" y="{height - bottom + 16}" font-size="10" text-anchor="middle">{esc(label)}</text>'
-                   f'<text x="{x:.1f}" y="{y(v) - 8:.1f}" font-size="10" text-anchor="middle">{_n(v)}</text>'
+                   f'<text x="{x:.1f}" y="{y(v) - 8:.1f}" font-size="10" text-anchor="middle">{count_text(v)}</text>'
                    for x, (label, v) in zip(xs, points))
     return (_svg_open(chart_id, title, width, height, 10) + grid
             + f'<path d="{path}" fill="none" stroke="#2563eb" stroke-width="2"/>{dots}</svg>')
@@ -104,13 +105,13 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
         y = top + i * row_h
         color = {"keep": "#1a7f37", "refute": "#b42318", "regression": "#b42318"}.get(r["verdict"], "#9a6700")
         parts.append(
-            f'<g class="rule-bar"><title>rule {esc(r["rule_id"])}: {_n(r["estimate"])} [{_n(r["lo"])}, {_n(r["hi"])}] '
-            f'margin {_n(r["margin"])}</title><text x="8" y="{y + 4}" font-size="11">#{esc(r["rule_id"])}</text>'
+            f'<g class="rule-bar"><title>rule {esc(r["rule_id"])}: {count_text(r["estimate"])} [{count_text(r["lo"])}, {count_text(r["hi"])}] '
+            f'margin {count_text(r["margin"])}</title><text x="8" y="{y + 4}" font-size="11">#{esc(r["rule_id"])}</text>'
             f'<line x1="{x(r["lo"]):.1f}" y1="{y}" x2="{x(r["hi"]):.1f}" y2="{y}" stroke="{color}" stroke-width="4"/>'
             f'<circle cx="{x(r["estimate"]):.1f}" cy="{y}" r="4.5" fill="{color}"/>'
             f'<line x1="{x(r["margin"]):.1f}" y1="{y - 8}" x2="{x(r["margin"]):.1f}" y2="{y + 8}" stroke="#d00" '
             f'stroke-width="2"/><text x="{width - right + 12}" y="{y + 4}" font-size="11">'
-            f'{_n(r["estimate"])} [{_n(r["lo"])}, {_n(r["hi"])}] · {_n(r["margin"])} '
+            f'{count_text(r["estimate"])} [{count_text(r["lo"])}, {count_text(r["hi"])}] · {count_text(r["margin"])} '
             f'<tspan fill="{color}">{esc(r["verdict"])}</tspan></text></g>')
     if not rows:
         parts.append(f'<text x="{left}" y="{top + 4}" font-size="11" fill="#69737d">no decisions yet</text>')
@@ -135,7 +136,7 @@ def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width:
         cx = left + (i + 0.5) * slot
         h = v / top_value * plot_h
         bars.append(f'<rect x="{cx - bw / 2:.1f}" y="{height - bottom - h:.1f}" width="{bw:.1f}" height="{h:.1f}" '
-                    f'fill="#7c3aed"><title>{esc(label)}: {_n(v)}</title></rect>'
+                    f'fill="#7c3aed"><title>{esc(label)}: {count_text(v)}</title></rect>'
                     f'<text x="{cx:.1f}" y="{height - bottom + 14}" font-size="9" text-anchor="middle">{esc(label[5:])}</text>'
                     + (f'<text x="{cx:.1f}" y="{height - bottom - h - 4:.1f}" font-size="9" text-anchor="middle">'
                        f'{_short(v)}</text>' if len(points) <= 31 else ""))
@@ -150,8 +151,8 @@ def _receipt_block(r: dict[str, Any]) -> str:
     lo, hi = r["interval"]
     return (f'<details class="receipt"><summary>#{r["id"]} {esc(str(r["created_at"])[:19].replace("T", " "))} UTC {esc(r["kind"])} → '
             f'<span class="{esc(r["verdict"])}">{esc(r["verdict"])}</span> (state {esc(r["state_after"])})</summary>'
-            f'<p>saving {_n(r["estimate"])} per run, interval [{_n(lo)}, {_n(hi)}], margin {_n(r["margin"])} '
-            f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {_n(r["tokens_spent"])} weighted tokens; '
+            f'<p>saving {count_text(r["estimate"])} per run, interval [{count_text(lo)}, {count_text(hi)}], margin {count_text(r["margin"])} '
+            f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {count_text(r["tokens_spent"])} weighted tokens; '
             f'{esc(r["backend"])}/{esc(r["model"])}; suite {esc(r["suite_hash"][:12])}; fixture '
             f'{esc(r["fixture_hash"][:12])}; warden {esc(r["warden_version"])}</p><p class="muted">{esc(r["reason"])}</p>'
             f'<table><tr><th class="t">task</th><th>n (ref, rule)</th><th>passes</th><th class="t">paired differences'
@@ -163,9 +164,9 @@ def _claimed_block(claimed: dict[str, Any] | None) -> str:
     if not claimed:
         return ""
     lines = "".join(
-        f'<li>{esc(e.get("verdict"))}: saving {_n(e.get("estimate"))} '
-        f'[{_n((e.get("interval") or [None, None])[0])}, {_n((e.get("interval") or [None, None])[1])}], '
-        f'margin {_n(e.get("margin"))}, {esc(e.get("n_pairs"))} pairs on {esc(e.get("backend"))}/{esc(e.get("model"))}</li>'
+        f'<li>{esc(e.get("verdict"))}: saving {count_text(e.get("estimate"))} '
+        f'[{count_text((e.get("interval") or [None, None])[0])}, {count_text((e.get("interval") or [None, None])[1])}], '
+        f'margin {count_text(e.get("margin"))}, {esc(e.get("n_pairs"))} pairs on {esc(e.get("backend"))}/{esc(e.get("model"))}</li>'
         for e in (claimed.get("evidence") or [])[-5:] if isinstance(e, dict))
     return (f'<div class="claimed note"><b>claimed</b> by ledger {esc(claimed.get("ledger"))} '
             f'({esc(claimed.get("exported_by"))}, {esc(claimed.get("state"))}) — foreign evidence, shown for review, '
@@ -185,13 +186,13 @@ def render_report(data: dict[str, Any]) -> str:
         suite = agent["golden_suite"]
         body.append(f'<h2 id="agent-{esc(name)}">{esc(name)}</h2>')
         body.append(f"<p>rules: {esc(', '.join(f'{k} {v}' for k, v in agent['rules'].items()))} · pending "
-                    f"candidates {agent['pending_candidates']} · bench this week {_n(agent['spend_this_week']['bench_weighted_tokens'])}"
-                    f" vs real work {_n(agent['spend_this_week']['real_work_weighted_tokens'])}</p>")
+                    f"candidates {agent['pending_candidates']} · bench this week {count_text(agent['spend_this_week']['bench_weighted_tokens'])}"
+                    f" vs real work {count_text(agent['spend_this_week']['real_work_weighted_tokens'])}</p>")
         body.append(line_chart(curve, f"{name}: real-work cost per session by ruleset version",
                                f"learning-{name}"))
         if suite["tasks"]:
             change = "" if suite["change"] is None else f" ({suite['change']:+.1%})"
-            body.append(f"<p>golden suite: {_n(suite['now_total'])} now vs {_n(suite['run1_total'])} frozen first runs"
+            body.append(f"<p>golden suite: {count_text(suite['now_total'])} now vs {count_text(suite['run1_total'])} frozen first runs"
                         f"{esc(change)}</p>")
         bars = [{"rule_id": r["rule_id"], "estimate": r["estimate"], "lo": r["interval"][0], "hi": r["interval"][1],
                  "margin": r["margin"], "verdict": r["verdict"]} for r in agent["latest_receipts"]]
@@ -199,12 +200,12 @@ def render_report(data: dict[str, Any]) -> str:
                                    f"savings-{name}"))
         cost_rows = "".join(
             f'<tr><td>{r["rule_id"]}</td><td class="t">{esc(r["body"])}</td><td>{esc(r["state"])}</td>'
-            f'<td>{_n(r["saving_tokens_per_session"])}</td><td>{_usd(r["saving_usd_per_session"], 4)}</td>'
-            f'<td>{r["rent_tokens"]}</td><td>{_n(r["bench_tokens_spent"])}</td>'
-            f'<td>{_n(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
+            f'<td>{count_text(r["saving_tokens_per_session"])}</td><td>{_usd(r["saving_usd_per_session"], 4)}</td>'
+            f'<td>{r["rent_tokens"]}</td><td>{count_text(r["bench_tokens_spent"])}</td>'
+            f'<td>{count_text(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
         cost = agent["cost"]
         body.append(f'<p>priced at {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input) on '
-                    f'{esc(cost["basis"])}: {_n(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
+                    f'{esc(cost["basis"])}: {count_text(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
                     f'<th>$/session</th><th>rent</th><th>bench spent</th><th>break-even sessions</th></tr>{cost_rows}'
                     f'</table>' if cost["rules"] else "")
@@ -213,8 +214,8 @@ def render_report(data: dict[str, Any]) -> str:
         if agent.get("projection") and cost["real_work_tokens_per_session"]:  # no real work: nothing to scale
             p = agent["projection"]
             body.append(f'<p class="projection">{p["weeks"]} weeks × {p["sessions_per_week"]:g} sessions: without warden '
-                        f'{_n(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
-                        f'{_n(p["with_warden_tokens"])} ({_usd(p["with_warden_usd"])}, bench {_n(p["bench_tokens"])} '
+                        f'{count_text(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
+                        f'{count_text(p["with_warden_tokens"])} ({_usd(p["with_warden_usd"])}, bench {count_text(p["bench_tokens"])} '
                         f'included) · <span class="muted">`warden cost --project` for other horizons</span></p>')
         body.append("<h3>Receipts</h3>")
         for rule in agent["rules_history"]:

@@ -50,6 +50,7 @@ from warden.config import Settings
 from warden.errors import UsageError
 from warden.ingest.parser import parse_bytes
 from warden.ingest.pricing import FREE_MODELS, Usage
+from warden.sanitize import one_line
 from warden.select.memory import GENERATED_HEADER
 
 # What the child may inherit beyond the sandbox allowlist: credentials and endpoints only.
@@ -284,4 +285,4 @@ def _write_inside(root: Path, path: Path, text: str) -> None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:500]
+    return one_line(text, 500)

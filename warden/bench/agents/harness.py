@@ -61,7 +61,7 @@ from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox,
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
-from warden.sanitize import redact_secrets
+from warden.sanitize import one_line, redact_secrets
 
 DEFAULT_MAX_TOKENS_PER_CALL = 8_192
 DEFAULT_CALL_TIMEOUT_S = 600.0
@@ -395,4 +395,4 @@ def _with_moving_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:_ERROR_CHARS]
+    return one_line(text, _ERROR_CHARS)

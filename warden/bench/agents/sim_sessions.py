@@ -51,6 +51,7 @@ from warden.bench.fixture import make_run_copy
 from warden.bench.results import RunCaps
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.ingest.pricing import DEFAULT_TABLE
+from warden.sanitize import one_line
 from warden.select.memory import render_memory
 
 TRANSCRIPT_VERSION = "2.1.114"  # the Claude Code transcript layout these files follow
@@ -130,7 +131,7 @@ def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Pat
             sub_dir = project / session_id / "subagents"
             sub.write(sub_dir / f"agent-{agent_id}.jsonl")
             (sub_dir / f"agent-{agent_id}.meta.json").write_text(
-                json.dumps({"agentType": agent, "description": _short(task.prompt)}) + "\n", encoding="utf-8")
+                json.dumps({"agentType": agent, "description": one_line(task.prompt, 60)}) + "\n", encoding="utf-8")
             writer.clock = sub.clock
             writer.delegation(task, agent, agent_id, report, result.usage, len(result.calls), sub.tool_uses,
                               sub.clock - clock)
@@ -147,11 +148,6 @@ def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Pat
     if workspace.exists():
         shutil.rmtree(workspace)
     return played
-
-
-def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _iso(moment: datetime) -> str:
@@ -267,7 +263,7 @@ class _Writer:
         user = {"role": "user", "content": [{"type": "text", "text": task.prompt}]}
         first_content = [{"type": "text", "text": f"I'll hand this to the {agent} agent."},
                          {"type": "tool_use", "id": tool_id, "name": "Task",
-                          "input": {"description": _short(task.prompt, 40), "prompt": task.prompt,
+                          "input": {"description": one_line(task.prompt, 40), "prompt": task.prompt,
                                     "subagent_type": agent}}]
         request = {"system": MAIN_SYSTEM, "tools": [TASK_TOOL], "messages": [user]}
         segments = prompt_segments(request)
@@ -288,7 +284,7 @@ class _Writer:
                                         "cache_creation_input_tokens": usage.cache_creation,
                                         "cache_read_input_tokens": usage.cache_read}},
             "sourceToolAssistantUUID": self._tool_line.get(tool_id)}, 0.0)
-        closing = [{"type": "text", "text": f"The {agent} agent has finished: {_short(report, 160)}"}]
+        closing = [{"type": "text", "text": f"The {agent} agent has finished: {one_line(report, 160)}"}]
         second_request = {**request, "messages": [user, {"role": "assistant", "content": first_content},
                                                   {"role": "user", "content": [result]}]}
         second = self._response(1, closing, cache_usage(segments, prompt_segments(second_request)), "end_turn")
