@@ -55,6 +55,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.names import plain_int
 from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, render_memory
+from warden.select.runner import config_key as rule_set_key
 from warden.store.db import Store
 from warden.store.models import (Baseline, BenchJob, BenchPass, BenchRun, Rule, RulesetVersion,
                                  SessionRun, utcnow)
@@ -86,8 +87,9 @@ class BenchInterrupted(WardenError):
 
 
 def config_key(rule_ids: Iterable[int]) -> str:
-    """The configuration's identity: sorted, de-duplicated rule ids joined by ','; '' = no rules."""
-    return ",".join(str(i) for i in sorted({int(i) for i in rule_ids}))
+    """The configuration's identity: sorted, de-duplicated rule ids joined by ','; '' = no rules
+    (the decision core's :func:`warden.select.runner.config_key`, which names the stored runs)."""
+    return rule_set_key(frozenset(int(i) for i in rule_ids))
 
 
 def parse_config_key(key: str) -> tuple[int, ...]:
