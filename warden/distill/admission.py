@@ -77,6 +77,23 @@ def agent_rules(session: Session, agent: str) -> list[Rule]:
     return list(session.scalars(select(Rule).where(Rule.agent == agent).order_by(Rule.id)))
 
 
+def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str, None] | tuple[None, Refusal]:
+    """``(body, None)`` for a body admission may consider (validated; for distilled origins also
+    no false economy and nothing an untrusted source must not say), else ``(None, why not)``.
+    Needs no database: near-duplicates are admission's own check."""
+    try:
+        body = validate_rule_body(raw)
+    except RuleTextError as exc:
+        return None, Refusal(str(raw)[:300], str(exc))
+    if origin in DISTILLED_ORIGINS:
+        if is_false_economy(body):
+            return None, Refusal(body, "false economy: trades verification or testing for tokens")
+        untrusted = untrusted_rule_problem(body, scope)
+        if untrusted:
+            return None, Refusal(body, untrusted)
+    return body, None
+
+
 def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
           state: str = "candidate", scope: str | None = None, provenance_run_id: int | None = None,
           provenance_digest: dict | None = None, max_candidates: int = MAX_CANDIDATES) -> AdmissionResult:
@@ -89,17 +106,9 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
                       session.execute(select(Rule.id, Rule.state).where(Rule.agent == agent))}
     accepted: list[tuple[str, str]] = []
     for raw in bodies:
-        try:
-            body = validate_rule_body(raw)
-        except RuleTextError as exc:
-            result.refused.append(Refusal(str(raw)[:300], str(exc)))
-            continue
-        if origin in DISTILLED_ORIGINS and is_false_economy(body):
-            result.refused.append(Refusal(body, "false economy: trades verification or testing for tokens"))
-            continue
-        untrusted = untrusted_rule_problem(body, scope) if origin in DISTILLED_ORIGINS else None
-        if untrusted:
-            result.refused.append(Refusal(body, untrusted))
+        body, refusal = screen_body(raw, origin, scope)
+        if refusal is not None:
+            result.refused.append(refusal)
             continue
         dup = find_near_duplicate(body, existing)
         if dup is not None:

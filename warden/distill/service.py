@@ -22,13 +22,11 @@ from sqlalchemy import select
 
 from warden.config import Settings
 from warden.distill import heuristic
-from warden.distill.admission import Refusal, admit
+from warden.distill.admission import Refusal, admit, screen_body
 from warden.distill.detectors import Finding, detect_waste
 from warden.distill.model_distiller import (MAX_CONSECUTIVE_FAILURES, DistillContext, ModelReply, digest_lines,
                                             distill_with_model, make_client)
-from warden.distill.rule_text import RuleTextError, untrusted_rule_problem, validate_rule_body
 from warden.errors import UsageError
-from warden.habits import is_false_economy
 from warden.names import validate_agent_name
 from warden.ingest.collector import parse_file, read_meta_sidecar
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
@@ -141,22 +139,6 @@ def _propose(parsed: ParsedRun, findings: list[Finding], context: DistillContext
     reply = distill_with_model(client or make_client(settings), settings.distill_model, findings,
                                digest_lines(parsed.trace_digest or {}), context)
     return reply.bodies, reply
-
-
-def _screen(bodies: list[str], distiller: str) -> list[Refusal]:
-    """What admission would refuse without a database (validator and false-economy guard)."""
-    refused: list[Refusal] = []
-    for body in bodies:
-        try:
-            clean = validate_rule_body(body)
-        except RuleTextError as exc:
-            refused.append(Refusal(str(body)[:300], str(exc)))
-            continue
-        if is_false_economy(clean):
-            refused.append(Refusal(clean, "false economy: trades verification or testing for tokens"))
-        elif problem := untrusted_rule_problem(clean):
-            refused.append(Refusal(clean, problem))
-    return refused
 
 
 # ---------------------------------------------------------------- entry points
@@ -310,7 +292,7 @@ def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "
             if reply is not None:
                 report.dropped = list(reply.dropped)
                 report.error, report.infra_error = reply.error, bool(reply.error)
-            report.refused = _screen(bodies, distiller)
+            report.refused = [refusal for _, refusal in (screen_body(b, distiller) for b in bodies) if refusal]
         except UsageError as exc:
             report.error = str(exc)
         except Exception as exc:  # a detector bug must not hide every other file's findings
