@@ -104,12 +104,13 @@ def test_truncated_last_line_is_read_once_it_is_complete(tmp_path: Path) -> None
     with open(path, "ab") as fh:
         fh.write(half[:40])
     collect_paths(load_settings(), [path])
-    assert _runs()[f"{SESSION}:main"].input_tokens == 1
+    first = _runs()[f"{SESSION}:main"]
+    assert first.input_tokens == 1 and first.line_stats["truncated"] == 1  # still being written
     with open(path, "ab") as fh:
         fh.write(half[40:] + b"\n")
     collect_paths(load_settings(), [path])
     row = _runs()[f"{SESSION}:main"]
-    assert row.input_tokens == 3 and row.line_stats["truncated"] == 1
+    assert row.input_tokens == 3 and row.line_stats["truncated"] == 0  # whole now, as a fresh read says
 
 
 def test_rewritten_file_is_read_again_from_the_start(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from collect_support import SESSION, assistant, jsonl, progress, prompt, tool_result, tool_use, usage
 from warden.ingest.parser import TranscriptParser, ids_from_path, parse_bytes, usage_from_json
 from warden.ingest.pricing import Usage
@@ -168,7 +170,9 @@ def test_a_lone_surrogate_escape_keeps_the_line_and_its_usage() -> None:
     run.cwd.encode("utf-8")  # storable
 
 
-def test_resumed_parse_equals_full_parse() -> None:
+@pytest.mark.parametrize("cut_after", range(1, 6))
+def test_resumed_parse_equals_full_parse(cut_after: int) -> None:
+    """Cut anywhere, a tool call's result in the next read included."""
     lines = [prompt("go"),
              assistant("m1", "r1", usage(1, 1, 10, 5), [tool_use("t1", "Read", file_path="/a.py")]),
              tool_result("t1", "abc"),
@@ -177,7 +181,7 @@ def test_resumed_parse_equals_full_parse() -> None:
              assistant("m3", "r3", usage(1, 3), [{"type": "text", "text": "done"}], stop_reason="end_turn")]
     data = jsonl(lines)
     full = parse_bytes(data)
-    cut = len(jsonl(lines[:3]))
+    cut = len(jsonl(lines[:cut_after]))
     first = TranscriptParser()
     for raw in data[:cut].splitlines(keepends=True):
         first.feed(raw, end_offset=None)
@@ -265,3 +269,17 @@ def test_labels_from_the_transcript_are_stored_without_controls() -> None:
     run = parse_bytes(jsonl(lines))
     assert run.models == ["claude-x"] and run.turns[0].model == "claude-x"
     assert run.cwd == "/proj]0;evil" and run.subagent_types == {"a1": "back[31mend"}
+
+
+def test_a_half_written_last_line_is_counted_once_it_is_whole_not_at_every_read() -> None:
+    data = jsonl([assistant("m1", "r1", usage(1, 1)), assistant("m2", "r2", usage(1, 2))])
+    state, offset = None, 0
+    for end in range(40, len(data), 37):  # a hook after every few bytes written
+        parser = TranscriptParser(state=state, start_offset=offset)
+        for raw in data[offset:end].splitlines(keepends=True):
+            parser.feed(raw, end_offset=parser.offset + len(raw))
+        state, offset = json.loads(json.dumps(parser.state())), parser.offset
+    parser = TranscriptParser(state=state, start_offset=offset)
+    for raw in data[offset:].splitlines(keepends=True):
+        parser.feed(raw, end_offset=parser.offset + len(raw))
+    assert parser.result().stats == parse_bytes(data).stats

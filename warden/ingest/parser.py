@@ -47,6 +47,7 @@ MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
 MAX_DIGEST_STEPS = 400  # the trace digest is for the distiller, not a copy of the transcript
 MAX_DIGEST_TARGET = 80
+MAX_AWAITING = 256  # tool calls whose result is still to come, remembered across a resume
 MAX_READ_REGISTRY = 5000  # distinct (path, range) pairs remembered for re-read detection
 
 BOM = b"\xef\xbb\xbf"
@@ -302,6 +303,8 @@ class _State:
     digest_dropped: int = 0
     subagent_types: dict[str, str] = field(default_factory=dict)  # agentId -> subagent_type
     task_types: dict[str, str] = field(default_factory=dict)  # Task tool_use id -> subagent_type
+    # tool_use id -> its digest step, until its result arrives (maybe after a resume)
+    awaiting: dict[str, int] = field(default_factory=dict)
     last_turn_tools: bool = False
     last_turn_text: bool = False
     last_stop_reason: str | None = None
@@ -347,7 +350,6 @@ class TranscriptParser:
         self._raw_usage: dict[str, Any] = {}  # message key -> last raw usage object seen
         self._last_ts_text: Any = None
         self._last_ts: datetime | None = None
-        self._digest_pos: dict[int, int] = {}  # tool_calls index -> position in the digest
         self._checked_turns = 0  # turns already through the placeholder check
         self.stats = LineStats(**{k: v for k, v in self._s.stats.items() if k in LineStats.__dataclass_fields__})
 
@@ -624,7 +626,10 @@ class TranscriptParser:
         step = [kind, one_line(redact_secrets(target[:4 * MAX_DIGEST_TARGET]), MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
-            self._digest_pos[len(self.tool_calls) - 1] = len(s.digest) - 1
+            if tool_id:
+                if len(s.awaiting) >= MAX_AWAITING:  # results that never came: forget the oldest
+                    del s.awaiting[next(iter(s.awaiting))]
+                s.awaiting[tool_id] = len(s.digest) - 1
         else:
             s.digest_dropped += 1
 
@@ -681,17 +686,18 @@ class TranscriptParser:
             s.counters["failed"] = s.counters.get("failed", 0) + 1
         if head.startswith(_INTERRUPT_MARK):
             s.interrupted = True
-        index = self._call_by_id.get(str(block.tool_use_id))
+        tool_id = str(block.tool_use_id)
+        pos = s.awaiting.pop(tool_id, None)
+        if pos is not None and pos < len(s.digest):
+            s.digest[pos][3] = size
+            s.digest[pos][4] = 1 if is_error else 0
+        index = self._call_by_id.get(tool_id)
         if index is None:
             return
         call = self.tool_calls[index]
         call.result_bytes = size
         call.result_text = head
         call.is_error = is_error
-        pos = self._digest_pos.get(index)
-        if pos is not None and pos < len(s.digest):
-            s.digest[pos][3] = size
-            s.digest[pos][4] = 1 if is_error else 0
 
     def _progress(self, rec: _Line) -> None:
         data = rec.data
@@ -732,7 +738,8 @@ class TranscriptParser:
         the collector's global dedupe keeps a response split across the offset counted once)."""
         self._finish_turns()
         snapshot = self._s.to_json()
-        snapshot["stats"] = dict(self.stats.__dict__)
+        # a truncated last line was not consumed: the next read counts it again (or reads it whole)
+        snapshot["stats"] = {**self.stats.__dict__, "truncated": 0}
         return snapshot
 
     def _finish_turns(self) -> None:
