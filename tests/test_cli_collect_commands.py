@@ -190,3 +190,29 @@ def test_help_shows_no_value_type_after_a_flag(command: tuple[str, ...], capsys:
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "--help" in out and "<bool>" not in out
+
+
+def test_sessions_says_when_the_limit_cut_rows_and_main_is_always_an_agent(corpus: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--agent", "main", "--json"]) == 0  # an empty ledger: no rows, no error
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["collect", str(corpus)]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--json", "--limit", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 3 and "showing the newest 3 runs; there are more" in err
+    assert main(["sessions", "--json", "--limit", "1000"]) == 0
+    assert "there are more" not in capsys.readouterr().err
+
+
+def test_status_counts_the_transcripts_still_on_disk(corpus: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(corpus, tree)
+    assert main(["collect", str(tree)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)["transcripts"]
+    next(tree.rglob("*.jsonl")).unlink()
+    assert main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["transcripts"] == before - 1

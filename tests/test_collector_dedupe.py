@@ -278,3 +278,19 @@ def test_a_collect_that_loses_a_race_to_another_collect_takes_its_files_again(
     want = _runs()
     assert {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in got.items()} == \
            {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in want.items()}
+
+
+def test_symlinked_project_directories_are_followed_once_and_loops_end(tmp_path: Path) -> None:
+    from warden.ingest.collector import discover_transcripts
+
+    real = tmp_path / "elsewhere" / "proj"
+    write(real / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(1, 1))])
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    (projects / "-proj").symlink_to(real)  # a project directory kept elsewhere
+    (projects / "-proj-again").symlink_to(real)  # the same directory under a second name
+    (real / "loop").symlink_to(projects)  # and a loop back up
+    files = discover_transcripts([projects])
+    assert len(files) == 1 and files[0].name == f"{SESSION}.jsonl"
+    summary = collect_paths(load_settings(), [projects])
+    assert summary.files_ingested == 1 and _runs()[f"{SESSION}:main"].input_tokens == 1

@@ -73,7 +73,11 @@ def sessions(
 ) -> None:
     """List session runs (a main session or one subagent transcript each)."""
     with store().session() as db:
-        rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since), limit=limit)
+        rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since),
+                                     limit=limit + 1 if limit else None)
+    if limit and len(rows) > limit:  # say so, or a reader (or a sum over the JSON) takes it for all
+        rows = rows[:limit]
+        err_console.print(f"showing the newest {limit} runs; there are more (--limit to see more)")
     if as_json:
         print_json(rows)
         return

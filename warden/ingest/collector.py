@@ -95,7 +95,14 @@ def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
         if stat.S_ISDIR(mode):
             if not os.access(path, os.R_OK | os.X_OK):
                 raise UsageError(f"cannot read directory {path}: permission denied")
-            for root, _dirs, files in os.walk(path):
+            # Symlinked project directories are followed (each real directory once: no loops).
+            walked: set[str] = set()
+            for root, dirs, files in os.walk(path, followlinks=True):
+                real = os.path.realpath(root)
+                if real in walked:
+                    dirs[:] = []
+                    continue
+                walked.add(real)
                 for name in files:
                     if name.endswith(".jsonl"):
                         found.add(Path(root) / name)
@@ -103,7 +110,16 @@ def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
             if not os.access(path, os.R_OK):
                 raise UsageError(f"cannot read {path}: permission denied")
             found.add(path)
-    return sorted(found, key=_ingest_order)
+    # One file reached under two names (a symlink beside its target) is one transcript.
+    unique: dict[tuple[int, int] | Path, Path] = {}
+    for file in sorted(found, key=_ingest_order):
+        try:
+            st = file.stat()
+            identity: tuple[int, int] | Path = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = file  # gone or unreadable: the collector says so for this name
+        unique.setdefault(identity, file)
+    return list(unique.values())
 
 
 def _ingest_order(path: Path) -> tuple[int, str]:
@@ -810,7 +826,7 @@ def list_sessions(session: Session, *, agent: str | None = None, project: str | 
     """Session runs, newest first. An agent the ledger has never seen is a usage error."""
     stmt = select(SessionRun)
     if agent is not None:
-        if agent not in known_agents(session):
+        if agent != MAIN_AGENT and agent not in known_agents(session):
             known = ", ".join(known_agents(session)[:20]) or "none yet"
             raise UsageError(f"unknown agent {agent!r} (known: {known})")
         stmt = stmt.where(SessionRun.agent == agent)
@@ -873,5 +889,6 @@ def status(session: Session) -> dict[str, Any]:
                                                  "cache_write_1h_tokens", "cache_read_tokens", "cost_usd",
                                                  "weighted_tokens")}
     totals["sessions"] = len(set().union(*sessions_by_agent.values())) if sessions_by_agent else 0
-    files = session.scalar(select(func.count()).select_from(IngestOffset)) or 0
+    # transcripts still on disk (a moved or deleted file keeps its offset row, and its runs)
+    files = sum(1 for path in session.scalars(select(IngestOffset.path)) if os.path.isfile(path))
     return {"agents": out, "totals": totals, "transcripts": files}
