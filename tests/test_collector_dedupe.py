@@ -294,3 +294,14 @@ def test_symlinked_project_directories_are_followed_once_and_loops_end(tmp_path:
     assert len(files) == 1 and files[0].name == f"{SESSION}.jsonl"
     summary = collect_paths(load_settings(), [projects])
     assert summary.files_ingested == 1 and _runs()[f"{SESSION}:main"].input_tokens == 1
+
+
+def test_a_shorter_stale_copy_of_a_transcript_never_overwrites_the_fuller_ones_counters(tmp_path: Path) -> None:
+    """Two files of one session (a backup copy in another folder): whichever sorts last, the row
+    keeps the fuller file's counters beside the tokens both files' responses add up to."""
+    lines = [assistant(f"m{i}", f"r{i}", usage(1, 1), [tool_use(f"t{i}", "Bash", command="ls")]) for i in range(6)]
+    write(tmp_path / "projects" / "a-live" / f"{SESSION}.jsonl", lines)
+    write(tmp_path / "projects" / "z-backup" / f"{SESSION}.jsonl", lines[:2])
+    collect_paths(load_settings(), [tmp_path / "projects"])
+    row = _runs()[f"{SESSION}:main"]
+    assert row.input_tokens == 6 and row.tool_calls == 6 and row.source_path.endswith(f"a-live/{SESSION}.jsonl")

@@ -574,7 +574,8 @@ class Collector:
                                  distill_state=None)
                 session.add(row)
                 rows_by_key[run_key] = row
-            self._fill_run(row, parsed, path, rows_by_key)
+            if not _a_fuller_copy_holds(row, parsed, path):
+                self._fill_run(row, parsed, path, rows_by_key)
             if parsed.agent_id is None:
                 for agent_id, agent_type in parsed.subagent_types.items():
                     # A parent's Task calls name its subagents' types: fill rows that did not know theirs.
@@ -633,6 +634,15 @@ class Collector:
         row.source_path = path
         row.source_offset = parsed.bytes_consumed
         row.parser_version = PARSER_VERSION
+
+
+def _a_fuller_copy_holds(row: SessionRun, parsed: ParsedRun, path: str) -> bool:
+    """True when another file of the same run (a stale backup copy, a second tree) that is still
+    on disk was read further than ``path``: the run's counters and times stay that file's, so
+    the row never mixes a shorter copy's counters with the fuller copy's tokens."""
+    other = row.source_path
+    return bool(other and other != path and parsed.bytes_consumed < (row.source_offset or 0)
+                and os.path.isfile(other))
 
 
 def _unstorable_path(path: str) -> str | None:
