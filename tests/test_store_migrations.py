@@ -175,3 +175,31 @@ def test_a_deleted_checkpoints_id_is_never_handed_out_again(engine: Engine) -> N
         forget(s, checkpoint_ids=[ids[-1]])
     with store.session() as s:
         assert _checkpoint(s, "r9:main") > ids[-1]
+
+
+def test_a_first_migration_cut_short_leaves_nothing_behind(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Disk full or a kill during the very first command must not leave half the tables and no
+    revision (every later command would fail on 'table already exists')."""
+    from alembic.operations import Operations
+    from sqlalchemy import inspect as sa_inspect
+
+    from warden.store.db import HEAD_REVISION, current_revision, make_engine, upgrade
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    engine = make_engine(url)
+    real_create = Operations.create_table
+    calls = {"n": 0}
+
+    def failing_create(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise OSError("disk full")
+        return real_create(self, *args, **kwargs)
+
+    monkeypatch.setattr(Operations, "create_table", failing_create)
+    with pytest.raises(OSError):
+        upgrade(engine)
+    assert sa_inspect(engine).get_table_names() == []
+    monkeypatch.setattr(Operations, "create_table", real_create)
+    upgrade(engine)
+    assert current_revision(engine) == HEAD_REVISION

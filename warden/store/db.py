@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -113,11 +113,21 @@ def current_revision(engine: Engine) -> str | None:
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
+def _ddl_transaction(conn: Connection) -> None:
+    """Python's SQLite driver runs CREATE/ALTER/DROP outside any transaction unless one was begun
+    explicitly: a migration cut short (disk full, a kill) would leave half its tables and no
+    revision, and every later command would fail on them. Begin one, so a migration is all or
+    nothing (PostgreSQL's DDL is transactional already)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     from alembic import command
 
     cfg = alembic_config(str(engine.url))
     with engine.begin() as conn:
+        _ddl_transaction(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
@@ -127,6 +137,7 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 
     cfg = alembic_config(str(engine.url))
     with engine.begin() as conn:
+        _ddl_transaction(conn)
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
 
