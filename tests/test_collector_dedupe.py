@@ -305,3 +305,60 @@ def test_a_shorter_stale_copy_of_a_transcript_never_overwrites_the_fuller_ones_c
     collect_paths(load_settings(), [tmp_path / "projects"])
     row = _runs()[f"{SESSION}:main"]
     assert row.input_tokens == 6 and row.tool_calls == 6 and row.source_path.endswith(f"a-live/{SESSION}.jsonl")
+
+
+SLOW_COLLECT = """
+import sys, time
+import warden.ingest.collector as collector
+
+def slow(*args, **kwargs):
+    time.sleep(60)
+
+collector._parse_in_worker = slow
+from warden.cli.app import main
+sys.exit(main(["collect", "--jobs", "2", sys.argv[1]]))
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an init that does not reap leaves those behind)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Path, signame: str) -> None:
+    """Killed (SIGTERM) or interrupted (Ctrl-C), the writer's parser processes end with it: an
+    orphan would wait on its pipe forever, holding the files the writer had open (the nightly
+    lock among them), and Ctrl-C must not wait for every queued parse."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for n in range(4):
+        write(tmp_path / "projects" / "p" / f"{SESSION[:-1]}{n}.jsonl", [assistant(f"m{n}", f"r{n}", usage(1, 1))])
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_COLLECT, str(tmp_path / "projects")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    children: list[int] = []
+    while len(children) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        children = [int(pid) for pid in found]
+    assert len(children) == 2
+    time.sleep(0.5)
+    os.kill(proc.pid, getattr(signal, signame))
+    assert proc.wait(timeout=15) in (-signal.SIGTERM, 130)
+    end = time.monotonic() + 10
+    while any(_running(pid) for pid in children) and time.monotonic() < end:
+        time.sleep(0.1)
+    left = [pid for pid in children if _running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left

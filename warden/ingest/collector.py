@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -358,71 +359,76 @@ class Collector:
         window: deque[tuple[str, os.stat_result, int, Any]] = deque()
         done = 0
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool, self.store.session() as session:
-            # (path, stat, start, parse result, checkpoints its parser process captured or None)
-            batch: list[tuple[str, os.stat_result, int, Any, Any]] = []
-            batch_bytes = 0
-
-            def store_batch() -> None:
-                nonlocal batch_bytes
-                offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
-                fresh, stale = [], []
-                for path, st, start, result, precaptured in batch:
-                    offset_row = offsets.get(path)
-                    if (offset_row.offset if offset_row else 0) == start:
-                        fresh.append((path, st, offset_row, start, result, precaptured))
-                    else:  # someone (a hook) ingested it meanwhile: redo from the new offset
-                        stale.append(path)
-                before = summary.snapshot()
-                try:
-                    if fresh:
-                        self._store_files(session, fresh, summary)
-                    session.commit()  # a batch of files per transaction: fewer statements and syncs
-                except IntegrityError:
-                    # Another collect (or a hook) stored some of these files after we read their
-                    # offsets: its transaction won and ours rolled back whole. Take them one by one
-                    # from what it stored.
-                    session.rollback()
-                    summary.restore(before)
-                    stale.extend(item[0] for item in fresh)
-                batch.clear()
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_parser_process_init,
+                                 initargs=(os.getpid(),)) as pool, self.store.session() as session:
+            try:
+                # (path, stat, start, parse result, checkpoints its parser process captured or None)
+                batch: list[tuple[str, os.stat_result, int, Any, Any]] = []
                 batch_bytes = 0
-                for path in stale:
-                    self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
-            def drain_one() -> None:
-                nonlocal done, batch_bytes
-                path, st, start, future = window.popleft()
-                try:
-                    result, precaptured = future.result()
-                except OSError as exc:
-                    summary.files_skipped += 1
-                    summary.skipped.append(f"{path}: {exc.strerror or exc}")
-                else:
-                    batch.append((path, st, start, result, precaptured))
-                    batch_bytes += result[2] - start
-                    if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
-                        store_batch()
-                done += 1
-                if progress:
-                    progress(done, len(files))
+                def store_batch() -> None:
+                    nonlocal batch_bytes
+                    offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
+                    fresh, stale = [], []
+                    for path, st, start, result, precaptured in batch:
+                        offset_row = offsets.get(path)
+                        if (offset_row.offset if offset_row else 0) == start:
+                            fresh.append((path, st, offset_row, start, result, precaptured))
+                        else:  # someone (a hook) ingested it meanwhile: redo from the new offset
+                            stale.append(path)
+                    before = summary.snapshot()
+                    try:
+                        if fresh:
+                            self._store_files(session, fresh, summary)
+                        session.commit()  # a batch of files per transaction: fewer statements and syncs
+                    except IntegrityError:
+                        # Another collect (or a hook) stored some of these files after we read their
+                        # offsets: its transaction won and ours rolled back whole. Take them one by one
+                        # from what it stored.
+                        session.rollback()
+                        summary.restore(before)
+                        stale.extend(item[0] for item in fresh)
+                    batch.clear()
+                    batch_bytes = 0
+                    for path in stale:
+                        self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
-            known = _load_offsets(session, [f for f in files if not _unstorable_path(f)])  # one query
-            for path in files:
-                summary.files_seen += 1
-                plan = self._plan(session, path, summary, agent_type_hint, known)
-                if plan is None:
+                def drain_one() -> None:
+                    nonlocal done, batch_bytes
+                    path, st, start, future = window.popleft()
+                    try:
+                        result, precaptured = future.result()
+                    except OSError as exc:
+                        summary.files_skipped += 1
+                        summary.skipped.append(f"{path}: {exc.strerror or exc}")
+                    else:
+                        batch.append((path, st, start, result, precaptured))
+                        batch_bytes += result[2] - start
+                        if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+                            store_batch()
                     done += 1
-                    continue
-                st, start, state = plan
-                future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
-                                     self.post_ingest)
-                window.append((path, st, start, future))
-                while len(window) >= 64 * jobs:  # parses in flight: workers never wait on a batch write
+                    if progress:
+                        progress(done, len(files))
+
+                known = _load_offsets(session, [f for f in files if not _unstorable_path(f)])  # one query
+                for path in files:
+                    summary.files_seen += 1
+                    plan = self._plan(session, path, summary, agent_type_hint, known)
+                    if plan is None:
+                        done += 1
+                        continue
+                    st, start, state = plan
+                    future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
+                                         self.post_ingest)
+                    window.append((path, st, start, future))
+                    while len(window) >= 64 * jobs:  # parses in flight: workers never wait on a batch write
+                        drain_one()
+                while window:
                     drain_one()
-            while window:
-                drain_one()
-            store_batch()
+                store_batch()
+            except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
+                _stop_pool(pool)
+                raise
 
     def _plan(self, session: Session, path: str, summary: CollectSummary, agent_type_hint: str | None,
               known: dict[str, IngestOffset] | None = None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
@@ -692,6 +698,35 @@ def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: st
         return False
     row = session.scalars(select(SessionRun).where(SessionRun.run_key == offset_row.run_key)).first()
     return row is not None and row.agent_id is not None and row.agent != agent_type
+
+
+def _parser_process_init(writer_pid: int) -> None:
+    """A parser process leaves Ctrl-C to the writer, which stops the pool, and dies with the
+    writer: an orphan would wait on its pipe forever, holding what the writer had open (the
+    nightly lock's file among it)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != writer_pid:  # the writer died before the line above took effect
+        os._exit(0)
+
+
+def _stop_pool(pool: Any) -> None:
+    """Cancel what is queued and end the parser processes at once (``shutdown`` alone would wait
+    for every queued parse; there is no public terminate before Python 3.14)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
 
 
 def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
