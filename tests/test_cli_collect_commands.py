@@ -216,3 +216,19 @@ def test_status_counts_the_transcripts_still_on_disk(corpus: Path, tmp_path: Pat
     next(tree.rglob("*.jsonl")).unlink()
     assert main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["transcripts"] == before - 1
+
+
+def test_a_terminal_that_is_not_utf8_gets_readable_output_not_an_internal_error(corpus: Path, tmp_path: Path) -> None:
+    """LC_ALL=en_US.ISO-8859-1 (here: PYTHONIOENCODING): tables show '?' for what the encoding
+    lacks, JSON stays whole through \\u escapes."""
+    import subprocess
+    import sys
+
+    warden = str(Path(sys.executable).parent / "warden")
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1", "WARDEN_HOME": str(tmp_path / "home")}
+    assert subprocess.run([warden, "collect", str(corpus)], env=env, capture_output=True).returncode == 0
+    table = subprocess.run([warden, "sessions"], env=env, capture_output=True)
+    assert table.returncode == 0 and b"internal error" not in table.stderr
+    as_json = subprocess.run([warden, "sessions", "--json", "--limit", "1000"], env=env, capture_output=True)
+    assert as_json.returncode == 0 and as_json.stdout.isascii()
+    assert len(json.loads(as_json.stdout)) >= 20

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 import typer.main
 
-from warden.cli.common import say_error
+from warden.cli.common import say_error, writes_utf8
 from warden.errors import WardenError
 
 app = typer.Typer(
@@ -95,6 +95,9 @@ def _without_flag_types(command: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
+    for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
+        if stream is not None and not writes_utf8(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         command = _without_flag_types(typer.main.get_command(app))
         result = command.main(args=argv, prog_name="warden", standalone_mode=False)

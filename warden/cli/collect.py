@@ -77,7 +77,8 @@ def sessions(
                                      limit=limit + 1 if limit else None)
     if limit and len(rows) > limit:  # say so, or a reader (or a sum over the JSON) takes it for all
         rows = rows[:limit]
-        err_console.print(f"showing the newest {limit} runs; there are more (--limit to see more)")
+        err_console.print(f"showing the newest {limit} run{'s' if limit != 1 else ''}; there are more "
+                          "(--limit to see more)")
     if as_json:
         print_json(rows)
         return

@@ -38,8 +38,19 @@ def wide_console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=200)
 
 
+def writes_utf8(stream: Any) -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(escape_unsafe_in_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n")
+    # Under a locale that is not UTF-8 (LC_ALL=en_US.ISO-8859-1), \u escapes keep the JSON whole.
+    text = json.dumps(data, indent=2, ensure_ascii=not writes_utf8(sys.stdout), default=str)
+    sys.stdout.write(escape_unsafe_in_json(text) + "\n")
 
 
 def safe(text: object, limit: int | None = None) -> str:
