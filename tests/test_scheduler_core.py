@@ -205,6 +205,26 @@ def test_sigterm_cleans_up_and_leaves_a_resumable_pass(store, tmp_path):
     assert count(store, BenchPass, BenchPass.status == "interrupted") == 1
 
 
+def test_an_unusable_work_directory_aborts_the_pass_as_infrastructure(store, tmp_path):
+    """A work root the bench cannot use (read-only, full, someone else's; here a file) is the
+    machine's failure: an abort to resume from, not an internal error."""
+    bench = make_workbench(tmp_path, FakeBackend)
+    bench.work_root.parent.mkdir(parents=True, exist_ok=True)
+    bench.work_root.write_text("not a directory")
+    with pytest.raises(BenchAborted, match="cannot make its work directory"):
+        BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench))
+    with store.session() as s:
+        assert s.scalars(select(BenchPass)).one().status == "aborted"
+    bench.work_root.unlink()
+    assert BenchScheduler(store, bench, concurrency=1).run_request(standard_request(bench)).status == "done"
+
+
+def test_the_default_work_root_is_the_users_own() -> None:
+    from warden.bench.scheduler import WORK_ROOT
+
+    assert WORK_ROOT.name == f"warden-bench-runs-{os.getuid()}"
+
+
 def test_consecutive_infra_errors_abort_the_pass(store, tmp_path):
     bench = make_workbench(tmp_path, lambda: FakeBackend(infra=True))
     with pytest.raises(BenchAborted, match="3 consecutive runs ended in infra_error.*529 overloaded"):

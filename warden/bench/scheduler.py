@@ -68,7 +68,9 @@ IN_MEMORY_STATES = ("active", "probation", "protected")
 if TYPE_CHECKING:
     from warden.config import Settings
 
-WORK_ROOT = Path(tempfile.gettempdir()) / "warden-bench-runs"
+# Per user: one shared directory would be the first user's (0755), and every other user's bench
+# would fail on it.
+WORK_ROOT = Path(tempfile.gettempdir()) / f"warden-bench-runs-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 _STOP_GRACE_S = 10.0  # how long Ctrl-C / an abort waits for runs in flight
 _RESULT_POLL_S = 0.2  # how often the main thread wakes while waiting (keeps Ctrl-C responsive)
 
@@ -506,8 +508,15 @@ class BenchScheduler:
                  state: "_ExecState") -> tuple[str, str]:
         bench = self.bench
         sweep_stale_workdirs(bench.work_root)
-        bench.work_root.mkdir(parents=True, exist_ok=True)
-        pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-pid{os.getpid()}-", dir=bench.work_root))
+        try:
+            bench.work_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-pid{os.getpid()}-", dir=bench.work_root))
+        except OSError as exc:  # read-only, full or not ours: the machine, not the agent
+            with self.store.session() as session:
+                session.get(BenchPass, pass_id).status = "aborted"
+            raise BenchAborted(f"bench pass #{pass_id} aborted: cannot make its work directory under "
+                               f"{bench.work_root}: {exc.strerror or exc}; fix it (or set TMPDIR) and re-run "
+                               "the same command to resume") from None
         work_q: queue.Queue[JobView | None] = queue.Queue()
         results_q: queue.Queue[_Finished] = queue.Queue()
         stop = threading.Event()
