@@ -234,3 +234,15 @@ def test_share_refuses_what_verify_would_reject(tmp_path: Path, monkeypatch) -> 
     with store.session() as s, pytest.raises(UsageError, match="cannot share backend: .*k × rent"):
         share(s, settings, "backend", out)
     assert not out.exists()
+
+
+def test_no_ledgers_to_verify_passes_the_gate(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A pull request that removes the last ledger passes the CI gate (and --json still prints)."""
+    from warden.cli.app import main
+
+    (tmp_path / "ledgers").mkdir()
+    monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(tmp_path / "ledgers"))
+    assert main(["verify-ledger", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "files": {}}
+    assert main(["verify-ledger"]) == 0
+    assert "nothing to verify" in capsys.readouterr().out

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import MAX_ID, console, print_json, safe, settings, store, warn_if_drifted
+from warden.cli.common import MAX_ID, console, print_json, safe, settings, store, warn_if_drifted, wide_console
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 from warden.sanitize import strip_controls
@@ -120,7 +120,7 @@ def rules_list(
         saving = "" if row["measured_saving"] is None else f"{row['measured_saving']:,.0f}"
         table.add_row(str(row["id"]), safe(row["agent"]), state, str(row["rent_tokens"]), saving,
                       row["origin"], safe(scope + row["body"], 200))
-    console.print(table)
+    wide_console().print(table)
     for name, rent in rents.items():
         console.print(f"{safe(name)}: {rent} tokens of rent in memory (active, probation, protected)")
 

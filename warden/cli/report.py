@@ -53,7 +53,7 @@ def cost_command(
             usd = r["saving_usd_per_session"]
             table.add_row(str(r["rule_id"]), r["state"], count_text(r["saving_tokens_per_session"]),
                           "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), count_text(r["bench_tokens_spent"]),
-                          count_text(r["break_even_sessions"]), safe(r["body"], 60))
+                          count_text(r["break_even_sessions"]), safe(r["body"], 200))
         wide_console().print(table)
         if "projection" in cost and not cost["real_work_tokens_per_session"]:
             console.print("  no projection: no real-work sessions collected yet to scale (run `warden collect`)")

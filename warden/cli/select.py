@@ -45,9 +45,9 @@ def render_select_report(report: dict[str, Any]) -> None:
             lo, hi = d["interval_tokens"]
             table.add_row(str(d["rule_id"]), d["kind"], d["verdict"], f"{d['state_before']} → {d['state_after']}",
                           _fmt(d["estimate_tokens"]), f"[{_fmt(lo)}, {_fmt(hi)}]", _fmt(d["margin_tokens"]),
-                          _fmt(d["tokens_spent"]), safe(d["body"], 60))
+                          _fmt(d["tokens_spent"]), safe(d["body"], 200))
         wide_console().print(table)
-    elif not report["skipped"]:
+    elif not report["skipped"] and not report["aborted"]:
         console.print("  no pending candidates and nothing to re-audit")
     for note in report["skipped"]:
         console.print(f"  skipped: {safe(note)}")
@@ -196,7 +196,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], _fmt(r["estimate"]),
-                      _fmt(r["margin"]), _fmt(r["tokens_spent"]), safe(r["body"], 60))
+                      _fmt(r["margin"]), _fmt(r["tokens_spent"]), safe(r["body"], 200))
     wide_console().print(table)
 
 
@@ -265,7 +265,7 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
         shown = ("" if r["shown_saving"] is None
                  else f" (its evidence so far shows a {100 * r['shown_saving']:.1f}% saving)")
         console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{_fmt(r['expected_tokens'])} expected{shown}, "
-                      f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 60)}")
+                      f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 200)}")
     if not plan["rules"]:
         console.print("  nothing pending")
     else:
