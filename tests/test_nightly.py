@@ -92,6 +92,10 @@ def test_killed_night_resumes_without_repeating_runs(warden_home: Path) -> None:
         assert {r[0] for r in before} <= {r[0] for r in after}
         assert conn.execute("select count(*) from receipts").fetchone()[0] == 1
         assert conn.execute("select status from nightly_runs order by id").fetchall() == [("done",)]
+        # the one decision's receipt counts every run bought for it, the killed part's included
+        spent = conn.execute("select tokens_spent from receipts").fetchone()[0]
+        made = conn.execute("select sum(weighted_tokens) from bench_runs").fetchone()[0]
+        assert spent == pytest.approx(made)
     assert memory.read_text().startswith(GENERATED_HEADER)
 
 

@@ -204,7 +204,27 @@ class Selector:
         if result.decision.verdict is Verdict.INCONCLUSIVE and (uncovered or result.rounds == 0) and partial_budget:
             return Skipped("the invocation budget left does not buy a pair of every golden task",
                            result.tokens_spent)
-        return self._commit(rule_id, kind, result, body, state_before)
+        unpaid = self._unreceipted_select_runs(result.new_runs)
+        return self._commit(rule_id, kind, result, body, state_before,
+                            (sum(r.weighted_tokens for r in unpaid), sum(r.raw_tokens for r in unpaid)))
+
+    def _unreceipted_select_runs(self, runs: Sequence[RunRecord]) -> list[RunRecord]:
+        """Reused runs that a select pass made but no receipt accounts for: bought for a decision
+        that was interrupted (a killed night) or skipped (the invocation's budget), paid by none.
+        The receipt that uses them first counts them; the invocation that made them paid them."""
+        from warden.store.models import BenchJob, BenchPass
+
+        ids = {r.run_id for r in runs if r.reused and r.run_id is not None}
+        if not ids:
+            return []
+        with self.store.session() as session:
+            receipted: set[int] = set()
+            for evidence in session.scalars(select(Receipt.evidence).where(Receipt.agent == self.agent)):
+                receipted.update(row[7] for row in evidence or [] if len(row) > 7 and row[7] is not None)
+            made_by_select = set(session.scalars(
+                select(BenchJob.bench_run_id).join(BenchPass, BenchJob.pass_id == BenchPass.id)
+                .where(BenchJob.bench_run_id.in_(sorted(ids - receipted)), BenchPass.purpose == "select")))
+        return [r for r in runs if r.reused and r.run_id in made_by_select]
 
     def cost_hints(self) -> dict[str, float]:
         """Expected weighted tokens per run of each golden task, from this agent's recorded bench
@@ -226,7 +246,8 @@ class Selector:
             self._cost_hints = {t: known.get(t, mean) for t in self.tasks} if known else {}
         return self._cost_hints
 
-    def _commit(self, rule_id: int, kind: str, result: RuleDecision, body: str, state_before: str) -> DecisionSummary:
+    def _commit(self, rule_id: int, kind: str, result: RuleDecision, body: str, state_before: str,
+                resumed_spend: tuple[float, int] = (0.0, 0)) -> DecisionSummary:
         d = result.decision
         with self.store.session() as session:
             rule = session.get(Rule, rule_id)
@@ -247,7 +268,8 @@ class Selector:
                 state_after=state, estimate=d.estimate_tokens, ci_low=d.interval_tokens[0],
                 ci_high=d.interval_tokens[1], margin=d.margin_tokens, k=self.params.keep_margin_k,
                 n_per_side=d.n_per_side, paired_diffs=d.paired_diffs, pass_counts=d.pass_counts,
-                tokens_spent=result.tokens_spent, raw_tokens_spent=result.raw_tokens_spent,
+                tokens_spent=result.tokens_spent + resumed_spend[0],
+                raw_tokens_spent=result.raw_tokens_spent + resumed_spend[1],
                 model=self.model, backend=self.backend, suite_hash=getattr(self.runner, "suite_hash", ""),
                 fixture_hash=getattr(self.runner, "fixture_hash", ""), ruleset_version=compiled.version,
                 method={**dict(d.method), "relative_estimate": d.estimate,
