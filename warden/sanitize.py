@@ -139,9 +139,13 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 # and skips the patterns, which cost ~30 µs even on a short command. Keep in step with them
 # (tests/test_core_contracts.py checks the two agree).
 _MAY_HOLD_SECRET = re.compile(
-    r"private|://|auth|bearer|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|aiza|glpat|"
-    r"_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|pass|pwd|secret|token|"
-    r"api|access|key|cookie|hooks\.slack|discord")
+    r"private key|://|bearer|authorization|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|"
+    r"aiza|glpat|_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|cookie|"
+    r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
+    # a name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such
+    # as "tokenizer.js" or "api/" is not one
+    r"(?:pass|pwd|secret|token|api|access|key|auth|private|account)[\w\-]*[\"']?\s*[:=]|"
+    r"(?<![\w\-])--?[\w\-]*(?:pass|secret|token|api|access|private|account)[\w\-]*[ \t]")
 
 
 def redact_secrets(text: str) -> str:

@@ -621,9 +621,10 @@ class TranscriptParser:
         if tool_id:
             self._call_by_id[tool_id] = len(self.tool_calls) - 1
         s.last_turn_tools = True
-        target = call.path or call.command or ""
-        # stored (run rows, parser state): a key in a command is redacted here, where it is written
-        step = [kind, one_line(redact_secrets(target[:4 * MAX_DIGEST_TARGET]), MAX_DIGEST_TARGET), input_bytes, 0, 0]
+        target = (call.path or call.command or "")[:4 * MAX_DIGEST_TARGET]
+        if not call.path:  # stored (run rows, parser state): a key in a command is redacted where it is written
+            target = redact_secrets(target)
+        step = [kind, one_line(target, MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
             if tool_id:
