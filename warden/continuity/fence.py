@@ -47,8 +47,22 @@ def _defang_marker(match: re.Match[str]) -> str:
     return f"\n[defanged marker: {text}]\n"
 
 
-def _defang_role(match: re.Match[str]) -> str:
-    return f"{match.group('lead')}[defanged role] {match.group('role')}{match.group('tail')}∶"
+# Cyrillic and Greek letters that look Latin (NFKC keeps them apart): role lines are matched on a
+# copy with these read as the Latin letter, one character for one, so positions line up.
+_LATIN_LOOKALIKES = str.maketrans(
+    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖ",
+    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZ")
+
+
+def _defang_roles(text: str) -> str:
+    out: list[str] = []
+    done = 0
+    for match in _ROLE_LINE.finditer(text.translate(_LATIN_LOOKALIKES)):
+        lead, role, tail = (text[match.start(g):match.end(g)] for g in ("lead", "role", "tail"))
+        out.append(f"{text[done:match.start()]}{lead}[defanged role] {role}{tail}∶")
+        done = match.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 def defang(text: str) -> str:
@@ -56,7 +70,7 @@ def defang(text: str) -> str:
     # NFKC: full-width and other compatibility look-alikes (ＳＹＳＴＥＭ:) match as what they imitate
     clean = unicodedata.normalize("NFKC", strip_controls(text))
     clean = _MARKER_LIKE.sub(_defang_marker, clean)
-    clean = _ROLE_LINE.sub(_defang_role, clean)
+    clean = _defang_roles(clean)
     return re.sub(r"\n{2,}", "\n", clean).strip("\n")
 
 
