@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from typing import Any
@@ -39,8 +40,6 @@ def wide_console() -> Console:
 
 
 def writes_utf8(stream: Any) -> bool:
-    import codecs
-
     try:
         return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "utf-8"
     except LookupError:

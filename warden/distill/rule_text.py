@@ -28,14 +28,15 @@ def validate_rule_body(body: object) -> str:
     text = unicodedata.normalize("NFC", body).strip()
     if any(ch in "\r\n\u2028\u2029" for ch in text):
         raise RuleTextError("rule body must be one line")
+    format_char = None  # a Cf character sanitize's list may be too old to name
     for ch in text:
         category = unicodedata.category(ch)
         if category in ("Cc", "Cs", "Co", "Cn") or (category.startswith("Z") and ch != " "):
             raise RuleTextError(f"rule body contains a non-printable character U+{ord(ch):04X}")
-    hidden = first_unsafe_char(text)  # able to make a rule read otherwise than the agent gets it
-    if hidden is not None:
-        raise RuleTextError(f"rule body contains an invisible or bidi character U+{ord(hidden):04X}")
-    hidden = next((ch for ch in text if unicodedata.category(ch) == "Cf"), None)  # newer than our list
+        if category == "Cf" and format_char is None:
+            format_char = ch
+    # able to make a rule read otherwise than the agent gets it
+    hidden = first_unsafe_char(text) or format_char
     if hidden is not None:
         raise RuleTextError(f"rule body contains an invisible or bidi character U+{ord(hidden):04X}")
     if len(text) < MIN_RULE_CHARS:

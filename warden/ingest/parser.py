@@ -276,6 +276,14 @@ def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
     return 0, ""
 
 
+def _model_name(value: Any) -> str:
+    """A message's model as stored: the plain string (the common case, checked cheaply), else
+    cleaned of controls, else "unknown"."""
+    if value.__class__ is str and value and value.isprintable():
+        return value
+    return clean_label(value) or "unknown"
+
+
 def _as_int(value: Any) -> int | None:
     if type(value) is int:
         return value
@@ -516,7 +524,7 @@ class TranscriptParser:
             usage = usage_from_json(raw_usage)
             self._raw_usage[key] = raw_usage
         model = message.model
-        model = model if model.__class__ is str and model and model.isprintable() else clean_label(model) or "unknown"
+        model = _model_name(model)
         s = self._s
         if index is None:
             index = s.turn_index
@@ -718,7 +726,7 @@ class TranscriptParser:
                                 inner.get("uuid") if "requestId" in inner else rec.uuid)
         agent_id = valid_id(data.get("agentId"))
         model = message.get("model")
-        model = model if model.__class__ is str and model and model.isprintable() else clean_label(model) or "unknown"
+        model = _model_name(model)
         previous = self.embedded.get(key)
         if previous is not None:
             self.stats.duplicate_usage += 1

@@ -36,7 +36,7 @@ from warden.select.memory import MemoryRule, rule_rent
 from warden.select.receipts import write_receipt
 from warden.select.runner import Config, RunRecord
 from warden.store.db import Store
-from warden.store.models import Receipt, Rule, utcnow
+from warden.store.models import BenchJob, BenchPass, BenchRun, Receipt, Rule, utcnow
 
 MAX_INCONCLUSIVE_NIGHTS = 3
 
@@ -212,19 +212,22 @@ class Selector:
         """Reused runs that a select pass made but no receipt accounts for: bought for a decision
         that was interrupted (a killed night) or skipped (the invocation's budget), paid by none.
         The receipt that uses them first counts them; the invocation that made them paid them."""
-        from warden.store.models import BenchJob, BenchPass
-
         ids = {r.run_id for r in runs if r.reused and r.run_id is not None}
         if not ids:
             return []
         with self.store.session() as session:
+            made_at = dict(session.execute(
+                select(BenchRun.id, BenchRun.created_at).join(BenchJob, BenchJob.bench_run_id == BenchRun.id)
+                .join(BenchPass, BenchJob.pass_id == BenchPass.id)
+                .where(BenchRun.id.in_(sorted(ids)), BenchPass.purpose == "select")).all())
+            if not made_at:
+                return []
+            # only a receipt written after the earliest of these runs can account for one of them
             receipted: set[int] = set()
-            for evidence in session.scalars(select(Receipt.evidence).where(Receipt.agent == self.agent)):
+            for evidence in session.scalars(select(Receipt.evidence).where(
+                    Receipt.agent == self.agent, Receipt.created_at >= min(made_at.values()))):
                 receipted.update(row[7] for row in evidence or [] if len(row) > 7 and row[7] is not None)
-            made_by_select = set(session.scalars(
-                select(BenchJob.bench_run_id).join(BenchPass, BenchJob.pass_id == BenchPass.id)
-                .where(BenchJob.bench_run_id.in_(sorted(ids - receipted)), BenchPass.purpose == "select")))
-        return [r for r in runs if r.reused and r.run_id in made_by_select]
+        return [r for r in runs if r.reused and r.run_id in made_at and r.run_id not in receipted]
 
     def cost_hints(self) -> dict[str, float]:
         """Expected weighted tokens per run of each golden task, from this agent's recorded bench
@@ -232,8 +235,6 @@ class Selector:
         budget is respected from the first pair on. Tasks never run take the others' mean."""
         if not self._cost_hints:  # none yet: the invocation's own runs may price the next decision
             from sqlalchemy import func
-
-            from warden.store.models import BenchRun
 
             with self.store.session() as session:
                 rows = session.execute(
