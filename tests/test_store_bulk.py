@@ -39,3 +39,22 @@ def test_execute_many_of_nothing_is_a_no_op(any_store: Any) -> None:
     with any_store.session() as session:
         execute_many(session, _INSERT, UsageMessage.__table__, [])
         assert session.query(UsageMessage).count() == 0
+
+
+def test_repeated_values_are_converted_once_but_never_confused(any_store: Any) -> None:
+    """The per-batch memo of converted values: a repeated moment reads back as itself, and an
+    equal-but-different value (the same instant in another zone) is converted on its own."""
+    from datetime import timedelta, timezone
+
+    utc = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    same_instant = utc.astimezone(timezone(timedelta(hours=2)))
+    moments = [datetime(2026, 1, 2, 3, 4, 5)] * 3 + [utc, same_instant, None, None]
+    with any_store.session() as session:
+        session.execute(_INSERT, [_row(f"orm-{i}", when) for i, when in enumerate(moments)])
+        execute_many(session, _INSERT, UsageMessage.__table__, [_row(f"bulk-{i}", when) for i, when in enumerate(moments)])
+        session.commit()
+    with any_store.session() as session:
+        stored = dict(session.execute(text(
+            "SELECT message_key, CAST(timestamp AS VARCHAR(40)) FROM usage_messages")).all())
+    for i in range(len(moments)):
+        assert stored[f"bulk-{i}"] == stored[f"orm-{i}"]

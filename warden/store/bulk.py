@@ -8,6 +8,7 @@ whose type needs a bind processor (DateTime on SQLite) get one; the rows go stra
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import Table
@@ -42,10 +43,39 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
         return
     sql, names, positional, processors = _compiled(stmt, table, session, tuple(rows[0]))
     if positional:
-        params: list[Any] = [tuple(processors[n](row[n]) if n in processors else row[n] for n in names)
-                             for row in rows]
+        pick = itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
+        params: list[Any] = list(map(pick, rows))
+        converted = [(index, _memoized(processors[name])) for index, name in enumerate(names) if name in processors]
+        if converted:  # column by column: transpose, convert, transpose back (the driver wants tuples)
+            columns: list[Any] = list(zip(*params))
+            for index, convert in converted:
+                columns[index] = map(convert, columns[index])
+            params = list(zip(*columns))
     elif processors:
-        params = [{**row, **{n: p(row[n]) for n, p in processors.items()}} for row in rows]
+        params = [dict(row) for row in rows]
+        for name, processor in processors.items():
+            convert = _memoized(processor)
+            for row in params:
+                row[name] = convert(row[name])
     else:
         params = list(rows)
     session.connection().exec_driver_sql(sql, params)
+
+
+def _memoized(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``processor`` remembering its results for hashable values: a batch repeats most of them
+    (one checkpoint's time on each of its index terms), and each conversion builds a string.
+    Keyed with the type and time zone too: equal values (1 and 1.0, one instant in two zones) may
+    convert differently."""
+    done: dict[Any, Any] = {}
+
+    def convert(value: Any) -> Any:
+        key = (value.__class__, value, getattr(value, "tzinfo", None))
+        try:
+            return done[key]
+        except KeyError:
+            result = done[key] = processor(value)
+            return result
+        except TypeError:  # unhashable (a JSON value)
+            return processor(value)
+    return convert
