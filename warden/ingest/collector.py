@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from warden.config import Settings
+from warden.config import Settings, load_settings
 from warden.errors import UsageError
 from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
@@ -328,6 +328,7 @@ class Collector:
     def __init__(self, store: Store, settings: Settings | None = None, *,
                  max_line: int = MAX_LINE_BYTES, post_ingest: bool = True) -> None:
         self.store = store
+        self.settings = settings
         self.prices = PriceTable(settings.pricing) if settings and settings.pricing else DEFAULT_TABLE
         self.max_line = max_line
         self.post_ingest = post_ingest  # False: the ledger alone (the throughput benchmark's baseline)
@@ -539,9 +540,11 @@ class Collector:
             keys.append(run[2] if run else None)
         session.flush()
         if self.post_ingest:
+            if self.settings is None:  # read once per collect, not once per run
+                self.settings = load_settings()
             for run in runs:
                 if run is not None:
-                    _after_run_ingested(session, rows_by_key[run[2]], run[1], precaptured=run[3])
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, precaptured=run[3])
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
@@ -744,19 +747,18 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     return (parsed, parser_state, end), precaptured
 
 
-def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun,
+def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun, settings: Settings,
                         precaptured: Any = None) -> None:
     """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
 
     ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
     prompts then cover only the newly appended lines. Add calls here (checkpoint capture,
     distill queueing); keep each one cheap — hooks run this inside a 2-second budget."""
-    from warden.config import load_settings
     from warden.continuity.capture import record_checkpoints  # pure capture + upsert, no model call
     from warden.distill.trigger import queue_if_expensive  # one indexed query; never distills here
 
     record_checkpoints(session, run_row, parsed, precaptured)
-    queue_if_expensive(session, run_row, load_settings())
+    queue_if_expensive(session, run_row, settings)
 
 
 # ---------------------------------------------------------------------------- entry points
