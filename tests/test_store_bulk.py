@@ -19,15 +19,21 @@ def _row(key: str, when: datetime | None) -> dict[str, Any]:
             "timestamp": when}
 
 
-def test_rows_written_by_execute_many_read_back_like_sqlalchemys(any_store: Any) -> None:
-    moments = [datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 120000), None]
-    with any_store.session() as session:
+def _store_both_ways(store: Any, moments: list[datetime | None]) -> dict[str, str]:
+    """Rows "orm-i" through SQLAlchemy and "bulk-i" through execute_many; their timestamps as stored text."""
+    with store.session() as session:
         session.execute(_INSERT, [_row(f"orm-{i}", when) for i, when in enumerate(moments)])
         execute_many(session, _INSERT, UsageMessage.__table__, [_row(f"bulk-{i}", when) for i, when in enumerate(moments)])
         session.commit()
-    with any_store.session() as session:
-        stored = dict(session.execute(text(
+    with store.session() as session:
+        return dict(session.execute(text(
             "SELECT message_key, CAST(timestamp AS VARCHAR(40)) FROM usage_messages")).all())
+
+
+def test_rows_written_by_execute_many_read_back_like_sqlalchemys(any_store: Any) -> None:
+    moments = [datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 120000), None]
+    stored = _store_both_ways(any_store, moments)
+    with any_store.session() as session:
         loaded = {m.message_key: m for m in session.query(UsageMessage)}
     for i, when in enumerate(moments):
         assert stored[f"bulk-{i}"] == stored[f"orm-{i}"]  # same text on disk, even with zero microseconds
@@ -49,12 +55,6 @@ def test_repeated_values_are_converted_once_but_never_confused(any_store: Any) -
     utc = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     same_instant = utc.astimezone(timezone(timedelta(hours=2)))
     moments = [datetime(2026, 1, 2, 3, 4, 5)] * 3 + [utc, same_instant, None, None]
-    with any_store.session() as session:
-        session.execute(_INSERT, [_row(f"orm-{i}", when) for i, when in enumerate(moments)])
-        execute_many(session, _INSERT, UsageMessage.__table__, [_row(f"bulk-{i}", when) for i, when in enumerate(moments)])
-        session.commit()
-    with any_store.session() as session:
-        stored = dict(session.execute(text(
-            "SELECT message_key, CAST(timestamp AS VARCHAR(40)) FROM usage_messages")).all())
+    stored = _store_both_ways(any_store, moments)
     for i in range(len(moments)):
         assert stored[f"bulk-{i}"] == stored[f"orm-{i}"]
