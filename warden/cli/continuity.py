@@ -57,7 +57,7 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
             cwd: Optional[str] = typer.Option(None, "--cwd", help="Current project; other projects' items are dropped."),
             session_id: Optional[str] = typer.Option(None, "--session-id", help="Current session (never recovered)."),
             as_json: bool = typer.Option(False, "--json")) -> None:
-    """Recover the one earlier checkpoint relevant to PROMPT, fenced as data."""
+    """Recover the one earlier checkpoint relevant to a new prompt (--prompt), fenced as data."""
     s = settings()
     with store(s).session() as db:
         outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=cwd)
@@ -131,7 +131,7 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
               keep: Optional[int] = typer.Option(None, "--keep", max=MAX_ID,
                                                  help="Keep at most N newest (default: checkpoint_keep)."),
               as_json: bool = typer.Option(False, "--json")) -> None:
-    """Retention: delete checkpoints older than DAYS, then all but the newest N."""
+    """Retention: delete checkpoints older than --older-than days, then all but the --keep newest."""
     s = settings()
     if (older_than is not None and not older_than >= 0) or (keep is not None and keep < 0):  # NaN too
         raise UsageError("--older-than and --keep must be numbers ≥ 0")
