@@ -84,6 +84,49 @@ def test_capture_in_parser_processes_stores_what_the_writer_would(corpus: Path, 
     assert one == two
 
 
+def test_a_bulk_collect_reads_stored_captures_once_per_batch(corpus: Path, tmp_path: Path,
+                                                             monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The writer loads a batch's capture states and checkpoints with one query each, not two per
+    run, and keeps them current as it adds rows: with a second copy of the largest transcript (one
+    run in two files of the batch), the stored rows equal those of a collect of one file at a time."""
+    import shutil
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from warden.config import load_settings
+    from warden.ingest.collector import collect_paths
+
+    tree = tmp_path / "tree"
+    shutil.copytree(corpus, tree)
+    largest = max((tree / "projects").rglob("*.jsonl"), key=lambda p: p.stat().st_size)
+    (tree / "projects" / "-copy").mkdir()
+    shutil.copy(largest, tree / "projects" / "-copy" / largest.name)
+
+    reads: list[str] = []
+
+    def count(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("SELECT") and ("FROM capture_states" in statement
+                                                               or "FROM checkpoints" in statement):
+            reads.append(statement)
+
+    homes = []
+    for jobs in (1, 2):
+        home = tmp_path / f"home{jobs}"
+        monkeypatch.setenv("WARDEN_HOME", str(home))
+        event.listen(Engine, "before_cursor_execute", count)
+        try:
+            reads.clear()
+            summary = collect_paths(load_settings(), [tree], jobs=jobs, post_ingest=True)
+        finally:
+            event.remove(Engine, "before_cursor_execute", count)
+        homes.append(home)
+    assert summary.files_ingested > 10
+    assert len(reads) <= 2 * 2  # one batch here; a query per table (and one spare batch)
+    one, two = (_checkpoint_rows(h) for h in homes)
+    assert one[0] and one == two
+
+
 def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:
     """The limit holds for a line that ends in the block after the one where it started."""
     import os

@@ -600,9 +600,38 @@ def with_forgotten(state: Any, triggers: str | Collection[str]) -> dict[str, Any
     return out
 
 
+@dataclass
+class StoredCaptures:
+    """The capture states and stored checkpoints of a batch of runs, read with one query each:
+    a bulk collect stores thousands of runs and must not ask twice per run. Kept current by
+    :func:`record_checkpoints` as it adds rows (a batch may hold two files of one run)."""
+
+    run_keys: set[str] = field(default_factory=set)  # the runs loaded (with or without rows)
+    states: dict[str, Any] = field(default_factory=dict)  # run key -> CaptureState
+    checkpoints: dict[str, list[Any]] = field(default_factory=dict)  # run key -> its Checkpoint rows
+
+
+def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500) -> StoredCaptures:
+    from sqlalchemy import select
+
+    from warden.store.models import CaptureState, Checkpoint
+
+    found = StoredCaptures(run_keys=set(run_keys))
+    keys = sorted(found.run_keys)
+    for i in range(0, len(keys), chunk):
+        part = keys[i:i + chunk]
+        for state in session.scalars(select(CaptureState).where(CaptureState.run_key.in_(part))):
+            found.states[state.run_key] = state
+        for row in session.scalars(select(Checkpoint).where(Checkpoint.run_key.in_(part))):
+            found.checkpoints.setdefault(row.run_key, []).append(row)
+    return found
+
+
 def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
-                       precaptured: tuple[list[CheckpointData], CarryState] | None = None) -> int:
+                       precaptured: tuple[list[CheckpointData], CarryState] | None = None,
+                       stored: StoredCaptures | None = None) -> int:
     """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
+    ``stored``: the batch's rows loaded by :func:`load_stored_captures` (else read here).
 
     A resumed parse (``parsed.start_offset > 0``: only the appended lines) continues from the
     run's stored :class:`CarryState`, so a transcript ingested after every turn captures what a
@@ -610,12 +639,14 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     re-ingesting never duplicates. A stored trigger is refreshed only by a capture of the same or
     an earlier moment, and a band the stored checkpoints already passed is never re-captured.
     """
-    from sqlalchemy import delete, select
+    from sqlalchemy import delete
 
     from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
-    state_row = session.get(CaptureState, parsed.run_key)
+    if stored is None or parsed.run_key not in stored.run_keys:
+        stored = load_stored_captures(session, [parsed.run_key])
+    state_row = stored.states.get(parsed.run_key)
     resumed = getattr(parsed, "start_offset", 0) > 0
     prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
     if precaptured is not None and prior is None:
@@ -628,14 +659,14 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         captured, carry = capture(parsed, agent=agent, carry=prior)
     forgotten = forgotten_triggers(state_row.state) if state_row is not None else frozenset()
     if state_row is None:
-        state_row = CaptureState(run_key=parsed.run_key)
+        state_row = stored.states[parsed.run_key] = CaptureState(run_key=parsed.run_key)
         session.add(state_row)
     state_row.state = with_forgotten(carry.to_json(), forgotten) if forgotten else carry.to_json()
     captured = [] if forgotten == "all" else [c for c in captured if c.trigger not in forgotten]
     if not captured:
         return 0
-    existing = {cp.trigger: cp for cp in session.scalars(
-        select(Checkpoint).where(Checkpoint.run_key == parsed.run_key))}
+    run_checkpoints = stored.checkpoints.setdefault(parsed.run_key, [])
+    existing = {cp.trigger: cp for cp in run_checkpoints}
     stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
     stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
     new = 0
@@ -655,6 +686,7 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         if row is None:
             row = Checkpoint(run_key=data.run_key, trigger=data.trigger)
             session.add(row)
+            run_checkpoints.append(row)
             new += 1
         elif row.captured_at is not None and when > row.captured_at:
             continue
@@ -666,9 +698,11 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         row.open_questions, row.errors, row.last_state = data.open_questions, data.errors, data.last_state
         row.captured_at = when
         touched.append(row)
-    if touched:  # one flush, one delete and one insert for the run's checkpoints
+    if touched:  # one flush, one delete (of refreshed rows' terms) and one insert for the run's checkpoints
+        refreshed = [row for row in touched if row.id is not None]
         session.flush()
-        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_([row.id for row in touched])))
+        if refreshed:
+            session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_([row.id for row in refreshed])))
         index_terms(session, touched)
     return new
 

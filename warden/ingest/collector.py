@@ -540,11 +540,14 @@ class Collector:
             keys.append(run[2] if run else None)
         session.flush()
         if self.post_ingest:
+            from warden.continuity.capture import load_stored_captures
+
             if self.settings is None:  # read once per collect, not once per run
                 self.settings = load_settings()
+            stored = load_stored_captures(session, [run[1].run_key for run in runs if run is not None], IN_CHUNK)
             for run in runs:
                 if run is not None:
-                    _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, precaptured=run[3])
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, run[3], stored)
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
@@ -748,7 +751,7 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
 
 
 def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun, settings: Settings,
-                        precaptured: Any = None) -> None:
+                        precaptured: Any = None, stored_captures: Any = None) -> None:
     """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
 
     ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
@@ -757,7 +760,7 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
     from warden.continuity.capture import record_checkpoints  # pure capture + upsert, no model call
     from warden.distill.trigger import queue_if_expensive  # one indexed query; never distills here
 
-    record_checkpoints(session, run_row, parsed, precaptured)
+    record_checkpoints(session, run_row, parsed, precaptured, stored_captures)
     queue_if_expensive(session, run_row, settings)
 
 
