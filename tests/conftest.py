@@ -40,6 +40,13 @@ def warden_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def timeless_retention(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixture transcripts carry fixed dates, which age past the 90-day checkpoint retention:
+    keep their checkpoints (the collector stores none that the next prune would delete)."""
+    monkeypatch.setenv("WARDEN_CHECKPOINT_MAX_AGE_DAYS", "36500")
+
+
+@pytest.fixture
 def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from warden.continuity.capture import CheckpointData, capture, searchable_terms
@@ -66,6 +67,7 @@ def _checkpoint_rows(home: Path) -> list[tuple]:  # type: ignore[type-arg]
     return [cps, terms, states]
 
 
+@pytest.mark.usefixtures("timeless_retention")
 def test_capture_in_parser_processes_stores_what_the_writer_would(corpus: Path, tmp_path: Path,
                                                                    monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A bulk collect captures fresh runs' checkpoints in its parser processes; a one-process
@@ -84,6 +86,7 @@ def test_capture_in_parser_processes_stores_what_the_writer_would(corpus: Path, 
     assert one == two
 
 
+@pytest.mark.usefixtures("timeless_retention")
 def test_a_bulk_collect_reads_stored_captures_once_per_batch(corpus: Path, tmp_path: Path,
                                                              monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The writer loads a batch's capture states and checkpoints with one query each, not two per

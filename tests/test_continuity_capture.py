@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -247,6 +248,7 @@ def test_a_turns_text_belongs_to_the_project_its_own_calls_touch_first() -> None
     assert [d["project"] for d in decisions] == ["/home/dev/shop", "/home/dev/billing", "/home/dev/billing"]
 
 
+@pytest.mark.usefixtures("timeless_retention")
 def test_collector_captures_checkpoints_once_across_appends_and_full_reingest(tmp_path: Path) -> None:
     """Through the real collector: a transcript grows (resumed parse), then is re-read from
     scratch; checkpoints are captured at the crossings and never duplicated."""
@@ -289,6 +291,7 @@ def test_collector_captures_checkpoints_once_across_appends_and_full_reingest(tm
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == len(triggers_after_append)
 
 
+@pytest.mark.usefixtures("timeless_retention")
 def test_forgotten_checkpoints_stay_forgotten_when_the_transcript_is_rewritten(tmp_path: Path) -> None:
     """Forgetting is a tombstone, not just a delete: a rewritten (shortened) transcript parsed
     again from the start must not bring forgotten checkpoints back, by id or by session."""
@@ -325,6 +328,80 @@ def test_forgotten_checkpoints_stay_forgotten_when_the_transcript_is_rewritten(t
     collect_paths(settings, [transcript], store=store)
     with store.session() as s:
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == 0
+
+
+def _session_lines(start: datetime, fills: list[float]) -> list[dict]:
+    """A session crossing ``fills`` (one edit each), a minute apart from ``start``."""
+    from datetime import timedelta
+
+    from collect_support import assistant, prompt, tool_result, tool_use, usage
+
+    lines = [prompt("Make the exporter stream rows", ts=start.strftime("%Y-%m-%dT%H:%M:%S.000Z"))]
+    for i, fill in enumerate(fills, 1):
+        ts = (start + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        lines += [assistant(f"msg_{i}", f"req_{i}", usage(5, 50, cr=int(fill * W)),
+                            [{"type": "text", "text": "Editing."},
+                             tool_use(f"toolu_{i}", "Edit", file_path=f"/proj/f{i}.py", old_string="a", new_string="b")],
+                            ts=ts, cwd="/proj"), tool_result(f"toolu_{i}", "edited", ts=ts)]
+    return lines
+
+
+def test_checkpoints_older_than_retention_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next prune would delete them: a first collect of old history, or a parser upgrade that
+    re-reads every transcript, must not (re)fill the store with what retention removes."""
+    from datetime import timedelta
+
+    from collect_support import SESSION, jsonl
+
+    from warden.ingest.collector import collect_paths
+    from warden.store.models import utcnow
+
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(jsonl(_session_lines(utcnow() - timedelta(days=120), [0.25, 0.55])))
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == 0
+    monkeypatch.setenv("WARDEN_CHECKPOINT_MAX_AGE_DAYS", "365")
+    transcript.write_bytes(jsonl(_session_lines(utcnow() - timedelta(days=120), [0.25])))  # rewritten: read again
+    collect_paths(load_settings(), [transcript], store=store)
+    with store.session() as s:
+        assert list(s.scalars(select(Checkpoint.trigger))) == ["fill:20"]
+
+
+def test_checkpoints_pruned_by_count_stay_pruned_when_the_transcript_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention keeps the newest ``checkpoint_keep``: a rewritten transcript read again from the
+    start does not bring back the older ones the nightly prune removed."""
+    from datetime import timedelta
+
+    from collect_support import SESSION, jsonl
+
+    from warden.continuity.service import prune_with_settings
+    from warden.ingest.collector import collect_paths
+    from warden.store.models import utcnow
+
+    monkeypatch.setenv("WARDEN_CHECKPOINT_KEEP", "1")
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    lines = _session_lines(utcnow() - timedelta(days=1), [0.25, 0.55, 0.85])
+    transcript.write_bytes(jsonl(lines))
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) >= 3
+        prune_with_settings(s, settings)
+        s.commit()
+        [kept] = s.scalars(select(Checkpoint.trigger))
+    transcript.write_bytes(jsonl(lines[:-2]))  # rewritten shorter, then whole again: read from the start twice
+    collect_paths(settings, [transcript], store=store)
+    transcript.write_bytes(jsonl(lines))
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        assert list(s.scalars(select(Checkpoint.trigger))) == [kept]
 
 
 def _split(run, cut_after_turns: list[int]):

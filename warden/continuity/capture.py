@@ -607,16 +607,18 @@ class StoredCaptures:
     :func:`record_checkpoints` as it adds rows (a batch may hold two files of one run)."""
 
     run_keys: set[str] = field(default_factory=set)  # the runs loaded (with or without rows)
+    horizon: datetime | None = None  # new checkpoints captured before this are not stored (retention)
     states: dict[str, Any] = field(default_factory=dict)  # run key -> CaptureState
     checkpoints: dict[str, list[Any]] = field(default_factory=dict)  # run key -> its Checkpoint rows
 
 
-def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500) -> StoredCaptures:
+def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500,
+                         horizon: datetime | None = None) -> StoredCaptures:
     from sqlalchemy import select
 
     from warden.store.models import CaptureState, Checkpoint
 
-    found = StoredCaptures(run_keys=set(run_keys))
+    found = StoredCaptures(run_keys=set(run_keys), horizon=horizon)
     keys = sorted(found.run_keys)
     for i in range(0, len(keys), chunk):
         part = keys[i:i + chunk]
@@ -645,7 +647,7 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
     if stored is None or parsed.run_key not in stored.run_keys:
-        stored = load_stored_captures(session, [parsed.run_key])
+        stored = load_stored_captures(session, [parsed.run_key], horizon=stored.horizon if stored else None)
     state_row = stored.states.get(parsed.run_key)
     resumed = getattr(parsed, "start_offset", 0) > 0
     prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
@@ -683,6 +685,8 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         # a transcript dated in the future (a wrong clock, a forged file) is as recent as now: it
         # must not hold the "recent" pointer slots or escape retention forever
         when = min(data.captured_at or utcnow(), utcnow())
+        if row is None and stored.horizon is not None and when < stored.horizon:
+            continue  # the next prune would delete it: retention removed it before, or will
         if row is None:
             row = Checkpoint(run_key=data.run_key, trigger=data.trigger)
             session.add(row)

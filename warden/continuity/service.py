@@ -191,10 +191,7 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
     ``keep``. The store never grows without bound."""
     if math.isnan(max_age_days) or max_age_days < 0 or keep < 0:
         raise UsageError("--older-than and --keep must be numbers ≥ 0")
-    try:
-        cutoff = (now or utcnow()) - timedelta(days=max_age_days)
-    except OverflowError:  # older than the calendar (e.g. "inf"): nothing is too old
-        cutoff = datetime.min
+    cutoff = _age_cutoff(max_age_days, now)
     old = list(session.scalars(select(Checkpoint.id).where(Checkpoint.captured_at < cutoff)))
     by_age = _delete_ids(session, old)
     surplus = list(session.scalars(select(Checkpoint.id)
@@ -209,6 +206,31 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
         session.execute(delete(CaptureState).where(CaptureState.run_key.in_(stale[start:start + 500])))
     remaining = session.scalar(select(func.count()).select_from(Checkpoint)) or 0
     return PruneResult(by_age, by_count, remaining)
+
+
+def _age_cutoff(max_age_days: float, now: datetime | None) -> datetime:
+    try:
+        return (now or utcnow()) - timedelta(days=max_age_days)
+    except OverflowError:  # older than the calendar (e.g. "inf"): nothing is too old
+        return datetime.min
+
+
+def retention_horizon(session: Session, settings: Settings, now: datetime | None = None) -> datetime:
+    """The capture time before which retention (:func:`prune_with_settings`) would delete a new
+    checkpoint: older than the age limit, or older than the newest ``checkpoint_keep``. The
+    collector stores nothing older, so a transcript read again (a parser upgrade, a rewritten
+    file) does not bring back checkpoints retention removed."""
+    horizon = _age_cutoff(settings.checkpoint_max_age_days, now)
+    if settings.checkpoint_keep <= 0:
+        return datetime.max
+    last_kept = session.scalar(select(Checkpoint.captured_at)
+                               .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc())
+                               .offset(settings.checkpoint_keep - 1).limit(1))
+    if last_kept is None:
+        return horizon
+    # a checkpoint as old as the last one kept is not stored either: among equal times the next
+    # prune would keep the newer row, and a re-read one would displace the checkpoint it kept
+    return max(horizon, last_kept + timedelta(microseconds=1))
 
 
 def prune_with_settings(session: Session, settings: Settings, now: datetime | None = None) -> PruneResult:

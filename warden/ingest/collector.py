@@ -541,10 +541,12 @@ class Collector:
         session.flush()
         if self.post_ingest:
             from warden.continuity.capture import load_stored_captures
+            from warden.continuity.service import retention_horizon
 
             if self.settings is None:  # read once per collect, not once per run
                 self.settings = load_settings()
-            stored = load_stored_captures(session, [run[1].run_key for run in runs if run is not None], IN_CHUNK)
+            stored = load_stored_captures(session, [run[1].run_key for run in runs if run is not None], IN_CHUNK,
+                                          retention_horizon(session, self.settings))
             for run in runs:
                 if run is not None:
                     _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, run[3], stored)
