@@ -232,6 +232,35 @@ def test_ids_too_long_or_odd_for_the_ledger_fall_back_and_collect_everywhere(any
     assert all(len(k) <= 2 * MAX_ID_LENGTH + 1 for k in rows)
 
 
+@pytest.mark.usefixtures("timeless_retention")
+def test_nul_characters_in_transcript_text_are_dropped_and_collect_everywhere(any_store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL's text type refuses NUL, which a transcript may hold anywhere: in a prompt, the
+    assistant's text, a message or request id, a tool result. The collect stores the run on every
+    engine, the same text on each, with the NUL dropped."""
+    from collect_support import jsonl, prompt
+    from warden.store.models import Checkpoint
+
+    nul = "\x00"
+    project = tmp_path / "projects" / "p"
+    project.mkdir(parents=True)
+    (project / f"{SESSION}.jsonl").write_bytes(jsonl([
+        prompt(f"Make the exporter{nul} stream rows"),
+        assistant(f"msg{nul}_1", f"req{nul}_1", usage(5, 50, cr=150_000),
+                  [{"type": "text", "text": f"I'll use{nul} a generator."},
+                   tool_use("toolu_1", "Edit", file_path=f"/proj/a{nul}.py", old_string="a", new_string="b")]),
+        tool_result("toolu_1", f"edited{nul}", is_error=True)]))
+    summary = collect_paths(load_settings(), [tmp_path / "projects"], store=any_store)
+    assert summary.runs_updated == 1
+    with any_store.session() as s:
+        [message] = s.scalars(select(UsageMessage))
+        checkpoints = list(s.scalars(select(Checkpoint)))
+    assert message.message_key == "msg_1|req_1" and message.input_tokens == 5
+    assert checkpoints and all(cp.active_task == "Make the exporter stream rows" for cp in checkpoints)
+    texts = [getattr(cp, column.key) for cp in checkpoints for column in Checkpoint.__table__.columns
+             if isinstance(getattr(cp, column.key), str)]
+    assert "I'll use a generator." in " ".join(texts) and not any(nul in text for text in texts)
+
+
 def test_a_path_too_long_for_the_ledger_is_skipped_with_its_reason(any_store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from collect_support import jsonl
 

@@ -48,3 +48,9 @@ def clean_label(value: Any, limit: int = 200) -> str | None:
         return None
     text = (value if value.isprintable() else strip_controls(value, keep_newlines=False)).strip()[:limit]
     return text or None
+
+
+def storable_text(text: str) -> str:
+    """Untrusted text as every engine stores it: PostgreSQL's text type refuses the NUL character
+    (SQLite keeps it), so it is dropped where transcript text is read, and both hold the same."""
+    return text.replace("\x00", "") if "\x00" in text else text

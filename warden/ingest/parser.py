@@ -37,7 +37,7 @@ import orjson
 
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
-from warden.names import clean_label, plain_int, valid_id
+from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redact_secrets
 from warden.tokens import BYTES_PER_TOKEN
 
@@ -500,9 +500,10 @@ class TranscriptParser:
     def _message_key(self, mid: Any, rid: Any, uuid: Any) -> str:
         """A response's dedupe key from its message id, request id and (fallback) line uuid."""
         if isinstance(mid, str) and mid:
-            return f"{mid}|{rid}" if isinstance(rid, str) and rid else mid
+            key = f"{mid}|{rid}" if isinstance(rid, str) and rid else mid
+            return storable_text(key)
         if isinstance(uuid, str) and uuid:
-            return f"uuid:{uuid}"
+            return storable_text(f"uuid:{uuid}")
         return f"line:{self.source_path}:{self.offset}"
 
     def _assistant(self, rec: _Line, ts: Any) -> None:
@@ -512,7 +513,7 @@ class TranscriptParser:
         mid = message.id
         if mid.__class__ is str and mid:  # _message_key's common case, inline
             rid = rec.requestId
-            key = f"{mid}|{rid}" if rid.__class__ is str and rid else mid
+            key = storable_text(f"{mid}|{rid}" if rid.__class__ is str and rid else mid)
         else:
             key = self._message_key(mid, rec.requestId, rec.uuid)
         index = self._turn_by_key.get(key)
@@ -565,6 +566,7 @@ class TranscriptParser:
             self._turn_text(turn, content)
 
     def _turn_text(self, turn: Turn, text: str) -> None:
+        text = storable_text(text)
         if text.strip():
             self._s.last_turn_text = True
         turn.content_bytes += len(text)
@@ -679,6 +681,7 @@ class TranscriptParser:
                         s.subagent_types[agent_id] = agent_type
 
     def _prompt(self, text: str, ts: Any, rec: _Line) -> None:
+        text = storable_text(text)
         if text.startswith(_INTERRUPT_MARK):
             self._s.interrupted = True
             return
