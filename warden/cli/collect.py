@@ -66,7 +66,7 @@ def collect(
 
 def sessions(
     agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent (main or a subagent type)."),
-    project: Optional[str] = typer.Option(None, "--project", help="Only runs whose project (cwd) contains this."),
+    project: Optional[str] = typer.Option(None, "--project", help="Only runs whose project (cwd) contains this (any case)."),
     since: Optional[str] = typer.Option(None, "--since", help="ISO date/time, or an age like 7d, 12h."),
     limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS, help="At most this many rows (newest first)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),

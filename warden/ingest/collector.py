@@ -883,7 +883,7 @@ def list_sessions(session: Session, *, agent: str | None = None, project: str | 
             raise UsageError(f"unknown agent {agent!r} (known: {known})")
         stmt = stmt.where(SessionRun.agent == agent)
     if project is not None:
-        stmt = stmt.where(SessionRun.project.contains(project, autoescape=True))
+        stmt = stmt.where(SessionRun.project.icontains(project, autoescape=True))
     if since is not None:
         stmt = stmt.where(func.coalesce(SessionRun.ended_at, SessionRun.started_at) >= since)
     stmt = stmt.order_by(SessionRun.started_at.desc(), SessionRun.run_key)
