@@ -232,3 +232,28 @@ def test_a_terminal_that_is_not_utf8_gets_readable_output_not_an_internal_error(
     as_json = subprocess.run([warden, "sessions", "--json", "--limit", "1000"], env=env, capture_output=True)
     assert as_json.returncode == 0 and as_json.stdout.isascii()
     assert len(json.loads(as_json.stdout)) >= 20
+
+
+def test_status_figures_do_not_depend_on_the_order_rows_come_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float sums in row order differ in the last place (and then in the shown decimal) between
+    engines and after updates; status sums exactly, so the same runs give the same figures."""
+    import itertools
+
+    from warden.config import load_settings
+    from warden.ingest.collector import status
+    from warden.store.db import open_store
+    from warden.store.models import SessionRun
+
+    weights = [385.87, 350.91, 585.07]  # summed in some orders: 1321.8 after rounding, in others 1321.9
+    shown = set()
+    for n, order in enumerate(itertools.permutations(weights)):
+        monkeypatch.setenv("WARDEN_HOME", str(tmp_path / f"home{n}"))
+        store = open_store(load_settings())
+        with store.session() as s:
+            s.add_all(SessionRun(run_key=f"s{i}:main", session_id=f"s{i}", agent="main", weighted_tokens=w, cost_usd=w / 1e6)
+                      for i, w in enumerate(order))
+            s.commit()
+            totals = status(s)["totals"]
+        store.engine.dispose()
+        shown.add((totals["weighted_tokens"], totals["cost_usd"]))
+    assert shown == {(1321.9, 0.001322)}

@@ -51,7 +51,7 @@ def memory_rent(session: Session, *, agent: str | None = None) -> dict[str, int]
         query = query.where(Rule.agent == agent)
     totals: dict[str, int] = {}
     compiled: dict[str, set[int] | None] = {}
-    for rule_id, name, rent in session.execute(query):
+    for rule_id, name, rent in session.execute(query.order_by(Rule.agent, Rule.id)):
         if name not in compiled:
             version = latest_version(session, name)
             compiled[name] = set(version.rule_ids) if version else None

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import stat
 import sys
@@ -905,6 +906,7 @@ def status(session: Session) -> dict[str, Any]:
     """Per agent: sessions, runs, tokens by type, cost, cost-weighted tokens, p75 per run, re-read rate."""
     agents: dict[str, dict[str, Any]] = {}
     weighted: dict[str, list[float]] = {}
+    costs: dict[str, list[float]] = {}  # summed with fsum: the same figures whatever order rows come in
     sessions_by_agent: dict[str, set[str]] = {}
     stmt = select(SessionRun.agent, SessionRun.session_id, SessionRun.input_tokens, SessionRun.output_tokens,
                   SessionRun.cache_write_5m_tokens, SessionRun.cache_write_1h_tokens, SessionRun.cache_read_tokens,
@@ -921,25 +923,26 @@ def status(session: Session) -> dict[str, Any]:
         a["cache_write_5m_tokens"] += w5
         a["cache_write_1h_tokens"] += w1
         a["cache_read_tokens"] += r_t
-        a["cost_usd"] += cost
-        a["weighted_tokens"] += wt
         a["file_reads"] += reads
         a["rereads"] += rereads
         a["placeholder_runs"] += 1 if placeholder else 0
         weighted.setdefault(agent, []).append(wt)
+        costs.setdefault(agent, []).append(cost)
         sessions_by_agent.setdefault(agent, set()).add(sid)
     out = []
     for agent in sorted(agents, key=lambda k: (k != MAIN_AGENT, k)):
         a = agents[agent]
         a["sessions"] = len(sessions_by_agent[agent])
-        a["cost_usd"] = round(a["cost_usd"], 6)
-        a["weighted_tokens"] = round(a["weighted_tokens"], 1)
+        a["cost_usd"] = round(math.fsum(costs[agent]), 6)
+        a["weighted_tokens"] = round(math.fsum(weighted[agent]), 1)
         a["p75_weighted_tokens"] = round(_p75(weighted[agent]), 1)
         a["reread_rate"] = round(a["rereads"] / a["file_reads"], 4) if a["file_reads"] else 0.0
         out.append(a)
-    totals = {k: sum(a[k] for a in out) for k in ("runs", "input_tokens", "output_tokens", "cache_write_5m_tokens",
-                                                 "cache_write_1h_tokens", "cache_read_tokens", "cost_usd",
-                                                 "weighted_tokens")}
+    totals: dict[str, Any] = {k: sum(a[k] for a in out) for k in ("runs", "input_tokens", "output_tokens",
+                                                                  "cache_write_5m_tokens", "cache_write_1h_tokens",
+                                                                  "cache_read_tokens")}
+    totals["cost_usd"] = round(math.fsum(c for values in costs.values() for c in values), 6)
+    totals["weighted_tokens"] = round(math.fsum(w for values in weighted.values() for w in values), 1)
     totals["sessions"] = len(set().union(*sessions_by_agent.values())) if sessions_by_agent else 0
     # transcripts still on disk (a moved or deleted file keeps its offset row, and its runs)
     files = sum(1 for path in session.scalars(select(IngestOffset.path)) if os.path.isfile(path))
