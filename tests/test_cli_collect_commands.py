@@ -257,3 +257,61 @@ def test_status_figures_do_not_depend_on_the_order_rows_come_in(tmp_path: Path, 
         store.engine.dispose()
         shown.add((totals["weighted_tokens"], totals["cost_usd"]))
     assert shown == {(1321.9, 0.001322)}
+
+
+def test_a_database_holding_another_programs_tables_is_refused_untouched(
+        warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A database warden never migrated must be empty: warden does not settle beside another
+    program's tables (and then fail `db check` for ever)."""
+    import sqlite3
+
+    db = warden_home / "warden.db"
+    warden_home.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(db)
+    con.execute("create table orders (id integer)")
+    con.commit()
+    con.close()
+    code, out, err = run(capsys, "status")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "holds tables that are not warden's (orders)" in err
+    con = sqlite3.connect(db)
+    assert [r[0] for r in con.execute("select name from sqlite_master where type = 'table'")] == ["orders"]
+    con.close()
+
+
+def test_db_check_ignores_tables_beside_wardens_and_names_a_missing_one(
+        warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    assert run(capsys, "status")[0] == 0
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("create table notes (id integer)")  # another program's, added later: not a drift
+    con.commit()
+    assert run(capsys, "db", "check")[0] == 0
+    con.execute("drop table checkpoint_terms")
+    con.commit()
+    con.close()
+    code, _, err = run(capsys, "db", "check")
+    assert code != 0 and err.count("\n") == 1 and "first: add_table checkpoint_terms" in err
+
+
+def test_a_missing_table_is_one_line_naming_it(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    assert run(capsys, "status")[0] == 0
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("pragma foreign_keys = off")
+    con.execute("drop table checkpoint_terms")
+    con.execute("drop table checkpoints")
+    con.commit()
+    con.close()
+    code, out, err = run(capsys, "checkpoints", "list")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "no such table: checkpoints" in err and "warden's tables are missing" in err
+
+
+def test_a_postgres_url_without_its_driver_says_how_to_write_it(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WARDEN_DATABASE_URL", "postgres://user:secret@host/db")
+    code, out, err = run(capsys, "status")
+    assert code == 1 and "postgresql+psycopg://" in err and "secret" not in err and err.count("\n") == 1

@@ -65,11 +65,16 @@ def _database_error(exc: Exception) -> str | None:
     """A database that refused mid-command (locked past the busy timeout, disk full, server
     gone): one line naming what the database said; the transaction rolled back whole."""
     sa_exc = sys.modules.get("sqlalchemy.exc")
-    if sa_exc is None or not isinstance(exc, sa_exc.OperationalError):
+    if sa_exc is None or not isinstance(exc, (sa_exc.OperationalError, sa_exc.ProgrammingError)):
         return None
     orig = getattr(exc, "orig", None) or exc
     reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
-    hint = ": another warden process is writing; run again when it ends" if "locked" in reason else ""
+    missing = "does not exist" in reason or "no such table" in reason
+    if isinstance(exc, sa_exc.ProgrammingError) and not missing:
+        return None  # a statement warden got wrong: an internal error, not the database's
+    hint = (": another warden process is writing; run again when it ends" if "locked" in reason
+            else ": warden's tables are missing from this database (dropped, or another database under the "
+                 "same URL?)" if missing else "")
     return f"database error: {reason}{hint} (its open transaction was rolled back)"
 
 

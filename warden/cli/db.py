@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 
 import typer
@@ -11,6 +12,7 @@ from sqlalchemy import Engine
 from warden.cli.common import console, print_json, settings
 from warden.config import Settings
 from warden.errors import UsageError, WardenError
+from warden.sanitize import one_line
 from warden.store import db
 
 db_app = typer.Typer(help="Database migrations (Alembic, packaged with warden).", no_args_is_help=True)
@@ -76,6 +78,20 @@ def current(as_json: bool = typer.Option(False, "--json")) -> None:
         console.print(f"current: {cur or '(empty)'}  head: {head}")
 
 
+def _warden_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Compare warden's own schema only: a table another program added beside it is not a drift."""
+    return not (type_ == "table" and reflected and compare_to is None)
+
+
+def _describe(entry: Any) -> str:
+    """One autogenerate difference as a short line ("add_table checkpoints", "remove_column runs.x")."""
+    if isinstance(entry, list):  # a modification: [(op, schema, table, column, …), …]
+        entry = entry[0]
+    op, parts = entry[0], entry[1:]
+    names = [p.name if hasattr(p, "name") else p for p in parts if isinstance(p, str) or hasattr(p, "name")]
+    return one_line(f"{op} {'.'.join(str(n) for n in names if n)}", 200)
+
+
 @db_app.command("check")
 def check() -> None:
     """Fail unless the database is at head and matches the models."""
@@ -90,7 +106,9 @@ def check() -> None:
         if cur != head:
             raise WardenError(f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`")
         with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+            context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
+            diff = compare_metadata(context, Base.metadata)
     if diff:
-        raise WardenError(f"database schema differs from the models: {diff[0]}")
+        raise WardenError(f"database schema differs from the models ({len(diff)} difference(s)), "
+                          f"first: {_describe(diff[0])}")
     console.print(f"ok: at head {head}, schema matches the models")

@@ -72,7 +72,8 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
             return engine
         return create_engine(url, pool_pre_ping=True)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise StoreError(f"bad database URL {redact_url(url)!r}: {exc}") from None
+        hint = "; for PostgreSQL write postgresql+psycopg://…" if url.startswith("postgres:") else ""
+        raise StoreError(f"bad database URL {redact_url(url)!r}: {exc}{hint}") from None
     except ImportError as exc:  # a dialect whose driver is not installed (mysql:// without MySQLdb)
         raise StoreError(f"database URL {redact_url(url)!r} needs a driver that is not installed: {exc}") from None
     except OSError as exc:
@@ -200,6 +201,12 @@ def newer_than_this_warden(revision: str | None) -> StoreError | None:
                       "not know: a newer warden wrote it; upgrade warden (pip install -U) to use it")
 
 
+def foreign_tables(engine: Engine) -> list[str]:
+    """Tables of a database warden has never migrated: it must be empty, not another program's."""
+    with engine.connect() as conn:
+        return sorted(name for name in inspect(conn).get_table_names() if name != "alembic_version")
+
+
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
     """Open the settings' database, migrating it to head first (every command does this)."""
     engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
@@ -208,6 +215,10 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
             current = current_revision(engine)
             if current != HEAD_REVISION:
                 newer = newer_than_this_warden(current)
+                if newer is None and current is None and (tables := foreign_tables(engine)):
+                    shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+                    newer = StoreError(f"database {redact_url(settings.database_url)} holds tables that are not "
+                                       f"warden's ({shown}): give warden an empty database or schema of its own")
                 if newer is not None:
                     engine.dispose()
                     raise newer
