@@ -179,6 +179,7 @@ def test_cli_checkpoints_list_show_forget_prune(store, capsys) -> None:
     rows = json.loads(out)
     assert rows and all(c not in out for c in CONTROLS if c not in "\r\x1b\x00")  # JSON escapes C0 anyway
     assert "\\u001b" not in out and "\\r" not in out
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", rows[0]["captured_at"])  # ISO UTC, as elsewhere
     cid = rows[0]["id"]
     code, out, _ = run_cli(capsys, "checkpoints", "show", str(cid))
     assert code == 0 and out.startswith("<<<warden-recovered-data id=") and "[defanged role] system∶" in out

@@ -46,9 +46,21 @@ def writes_utf8(stream: Any) -> bool:
         return False
 
 
+def _json_value(value: Any) -> Any:
+    """A value JSON has no type for: a time as ISO 8601 UTC with 'Z' (like every time warden
+    prints), anything else as its text."""
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        from warden.store.models import iso_utc
+
+        return iso_utc(value)
+    return str(value)
+
+
 def print_json(data: Any) -> None:
     # Under a locale that is not UTF-8 (LC_ALL=en_US.ISO-8859-1), \u escapes keep the JSON whole.
-    text = json.dumps(data, indent=2, ensure_ascii=not writes_utf8(sys.stdout), default=str)
+    text = json.dumps(data, indent=2, ensure_ascii=not writes_utf8(sys.stdout), default=_json_value)
     sys.stdout.write(escape_unsafe_in_json(text) + "\n")
 
 

@@ -39,7 +39,7 @@ from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.store.bulk import execute_many
 from warden.store.db import Store, open_store
-from warden.store.models import IngestOffset, SessionRun, UsageMessage
+from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 READ_CHUNK = 8 << 20
 MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
@@ -850,10 +850,6 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     return dt
 
 
-def _iso(dt: datetime | None) -> str | None:
-    return dt.isoformat(timespec="seconds") + "Z" if dt else None
-
-
 def session_row_json(row: SessionRun) -> dict[str, Any]:
     """The ``sessions --json`` element (issue 2 lists the required fields)."""
     return {
@@ -865,7 +861,7 @@ def session_row_json(row: SessionRun) -> dict[str, Any]:
         "tool_calls": row.tool_calls, "file_reads": row.file_reads, "rereads": row.rereads, "greps": row.greps,
         "edits": row.edits, "failed_tool_results": row.failed_tool_results, "completed": row.completed,
         "placeholder_output": row.placeholder_output, "unknown_model": row.unknown_model,
-        "started_at": _iso(row.started_at), "ended_at": _iso(row.ended_at), "source_path": row.source_path,
+        "started_at": iso_utc(row.started_at, "seconds"), "ended_at": iso_utc(row.ended_at, "seconds"), "source_path": row.source_path,
         "run_key": row.run_key,
     }
 
