@@ -205,3 +205,14 @@ def test_a_symlink_planted_as_the_log_is_never_written_through(tmp_path: Path) -
     proc = subprocess.run([WARDEN, "hook", "stop"], input=b"not json", capture_output=True, env=env, timeout=30)
     assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S
     assert victim.read_text() == "ORIGINAL\n"
+
+
+def test_a_session_start_without_a_transcript_is_no_news_in_the_log(warden_home: Path) -> None:
+    """A starting session may have no transcript yet: its hook logs nothing for that, while a
+    stop hook without one is logged (it was asked to ingest and could not)."""
+    payload = json.dumps({"session_id": "s-1", "cwd": "/proj", "hook_event_name": "SessionStart",
+                          "source": "startup"}).encode()
+    proc, _ = _hook("session-start", payload)
+    assert proc.returncode == 0 and "no readable transcript" not in _log(warden_home)
+    proc, _ = _hook("stop", payload)
+    assert proc.returncode == 0 and "stop: no readable transcript" in _log(warden_home)

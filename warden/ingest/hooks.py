@@ -269,7 +269,8 @@ def prepare(event: str, stdin: BinaryIO | None, deadline: Deadline, log: logging
         elif n == 0 and event != "subagent-stop":
             log.warning("%s: transcript %r skipped: %s", event, path[:300], why)
     if not usable:
-        if event == "subagent-stop" or not paths:
+        # a session that starts may have no transcript yet: nothing to ingest is no news there
+        if event == "subagent-stop" or (not paths and event != "session-start"):
             log.warning("%s: no readable transcript in payload, ignored", event)
         return None
     agent_type = payload.get("agent_type") if event == "subagent-stop" else None
