@@ -189,6 +189,14 @@ def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: P
     assert not (tmp_path / "r.html").exists()
 
 
+def test_report_without_html_writes_the_default_file_here(warden_home: Path, tmp_path: Path) -> None:
+    _populate(open_store(load_settings()))
+    cli = subprocess.run([sys.executable, "-m", "warden", "report"], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "WARDEN_REPO": str(REPO)}, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert (tmp_path / "warden-report.html").read_text().startswith("<!doctype html>")
+
+
 def test_report_shows_adopted_rules_claimed_evidence_as_untrusted(warden_home: Path) -> None:
     store = open_store(load_settings())
     _populate(store)

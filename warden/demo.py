@@ -37,7 +37,9 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
     home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix="warden-demo-"))
     try:
         if keep and home.exists() and (not home.is_dir() or any(home.iterdir())):
-            raise UsageError(f"--keep {home}: {'is not empty' if home.is_dir() else 'is not a directory'}")
+            raise UsageError(f"--keep {home}: " + ("is not empty (the demo starts from scratch: name a new "
+                                                    "directory, or delete this one)" if home.is_dir()
+                                                    else "is not a directory"))
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--keep {home}: {exc.strerror or exc}") from None

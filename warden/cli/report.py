@@ -65,7 +65,9 @@ def cost_command(
         console.print("  dollars are advisory; every verdict is in cost-weighted tokens")
 
 
-def report_command(html_out: Path = typer.Option(..., "--html", help="Write a self-contained HTML report here."),
+def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--html",
+                                                 help="Write the HTML report here (default: warden-report.html in "
+                                                      "the current directory)."),
                    agent: Optional[list[str]] = typer.Option(None, "--agent")) -> None:
     """One self-contained HTML file: learning curves, savings vs margins, bench spend, every receipt."""
     from warden.ingest.pricing import PriceTable
