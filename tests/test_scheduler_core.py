@@ -407,3 +407,24 @@ def test_an_unpriced_first_pass_at_concurrency_runs_one_probe_before_more(store,
     outcome = BenchScheduler(store, bench, concurrency=4).run_request(limited)
     assert outcome.status == "partial" and outcome.executed == 1
     assert "reached" in outcome.message and f"{outcome.spent_weighted:,.0f} spent" in outcome.message
+
+
+def test_sweep_removes_only_what_dead_processes_left(tmp_path):
+    """Pass directories, and run and demo temp directories, named with the pid of a process that
+    is gone are removed; a live process's, another program's, and a symlink are left alone."""
+    from warden.bench.scheduler import sweep_stale_workdirs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    runs, temp = tmp_path / "runs", tmp_path / "tmp"
+    names = {runs / f"pass-7-pid{dead.pid}-abc": False, runs / f"pass-8-pid{os.getpid()}-abc": True,
+             temp / f"warden-run-tmp-pid{dead.pid}-x1": False, temp / f"warden-demo-pid{dead.pid}-x2": False,
+             temp / f"warden-run-tmp-pid{os.getpid()}-x3": True, temp / f"other-pid{dead.pid}-x4": True}
+    for path in names:
+        (path / "inside").mkdir(parents=True)
+    target = tmp_path / "kept"
+    target.mkdir()
+    (temp / f"warden-demo-pid{dead.pid}-link").symlink_to(target)
+    assert sweep_stale_workdirs(runs, temp) == 3
+    assert {path: path.exists() for path in names} == names
+    assert target.is_dir()

@@ -323,15 +323,30 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale_workdirs(root: Path = WORK_ROOT) -> int:
-    """Remove pass directories whose scheduler process is gone (it was SIGKILLed)."""
+# Temp directories named with the pid of the process that made them (a run's TMPDIR, a demo's
+# home): a later bench removes them once that process is gone, as it does pass directories.
+STALE_TEMP_PREFIXES = ("warden-run-tmp-pid", "warden-demo-pid")
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in a name like ``pass-<id>-pid<pid>-<random>``, or None."""
+    return next((plain_int(part[3:]) for part in name.split("-") if part.startswith("pid")), None)
+
+
+def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) -> int:
+    """Remove pass directories, and run and demo temp directories, whose process is gone (it was
+    SIGKILLed, so its own clean-up never ran)."""
+    temp_root = Path(tempfile.gettempdir()) if temp_root is None else temp_root
+    entries: list[Path] = []
+    for directory, prefixes in ((root, None), (temp_root, STALE_TEMP_PREFIXES)):
+        try:
+            entries += [e for e in directory.iterdir() if prefixes is None or e.name.startswith(prefixes)]
+        except OSError:
+            continue
     removed = 0
-    if not root.is_dir():
-        return 0
-    for entry in root.iterdir():
-        parts = entry.name.split("-")  # pass-<id>-pid<pid>-<random>
-        pid = next((plain_int(p[3:]) for p in parts if p.startswith("pid")), None)
-        if pid is None or _pid_alive(pid):
+    for entry in entries:
+        pid = _owner_pid(entry.name)
+        if pid is None or _pid_alive(pid) or entry.is_symlink() or not entry.is_dir():
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1

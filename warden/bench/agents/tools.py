@@ -190,7 +190,8 @@ def run_tmpdir() -> Iterator[str]:
     ``pytest-N`` dirs and sometimes print a warning: bytes the agent reads and pays for, so the
     same run would cost differently under load. Outside the copy, so no tool lists or greps it.
     """
-    with tempfile.TemporaryDirectory(prefix="warden-run-tmp-") as path:
+    # named with this process's pid: if it is killed, a later bench removes the directory
+    with tempfile.TemporaryDirectory(prefix=f"warden-run-tmp-pid{os.getpid()}-") as path:
         yield path
 
 
