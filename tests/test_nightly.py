@@ -193,6 +193,10 @@ def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(wa
         nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
     summary = nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
     assert summary.resumed and calls == ["docs", "sql", "sql"]  # docs is not decided twice
+    # ...and the resumed night still reports it, as decided before the resume
+    reported = {a["agent"]: a for a in summary.to_json()["agents"]}
+    assert set(reported) == {"docs", "sql"} and reported["docs"]["decided_before_resume"] is True
+    assert "decided_before_resume" not in reported["sql"]
 
 
 def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: Path, monkeypatch) -> None:

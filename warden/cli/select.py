@@ -36,7 +36,8 @@ def _fmt(x: float) -> str:
 def render_select_report(report: dict[str, Any]) -> None:
     console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
                   f"{safe(report['model'])} · spent {_fmt(report['tokens_spent'])} weighted tokens "
-                  f"({report['runs_made']} runs, {report['runs_reused']} reused)")
+                  f"({report['runs_made']} runs, {report['runs_reused']} reused)"
+                  + (" · decided before this night was resumed" if report.get("decided_before_resume") else ""))
     if report["decisions"]:
         table = Table(show_edge=False, pad_edge=False)
         for col in ("rule", "kind", "verdict", "state", "saving/run", "interval", "margin", "spent", "body"):

@@ -35,6 +35,7 @@ class NightlySummary:
     spent_before_resume: float = 0.0
     busy_agents: list[str] = field(default_factory=list)  # skipped: another process was deciding them
     unusable_agents: dict[str, str] = field(default_factory=dict)  # skipped: a broken suite (why)
+    earlier: list[dict[str, Any]] = field(default_factory=list)  # reports of agents decided before a resume
 
     @property
     def exit_code(self) -> int:
@@ -49,7 +50,7 @@ class NightlySummary:
             "tokens_spent": round(self.tokens_spent, 1),
             "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
             "busy_agents": list(self.busy_agents), "unusable_agents": dict(self.unusable_agents),
-            "agents": [select_report_json(r) for r in self.selects],
+            "agents": [*self.earlier, *(select_report_json(r) for r in self.selects)],
         }
 
 
@@ -103,19 +104,25 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
         return night.id, False, budget, 0.0
 
 
-def _selected_agents(store: Store, night_id: int) -> set[str]:
+def _selected_agents(store: Store, night_id: int) -> dict[str, dict[str, Any] | None]:
+    """The agents this night already decided, with their reports (None: a night recorded before
+    reports were kept)."""
     with store.session() as session:
         night = session.get(NightlyRun, night_id)
-        return set((night.summary or {}).get("selected_agents", [])) if night is not None else set()
+        summary = (night.summary or {}) if night is not None else {}
+        reports = summary.get("reports", {})
+        return {agent: reports.get(agent) for agent in summary.get("selected_agents", [])}
 
 
-def _mark_selected(store: Store, night_id: int, agent: str) -> None:
-    """Recorded as each agent's select ends, so a killed night resumes after it."""
+def _mark_selected(store: Store, night_id: int, report: SelectReport) -> None:
+    """Recorded as each agent's select ends, so a killed night resumes after it and still reports it."""
     with store.session() as session:
         night = session.get(NightlyRun, night_id)
         assert night is not None
         summary = dict(night.summary or {})
-        summary["selected_agents"] = sorted(set(summary.get("selected_agents", [])) | {agent})
+        summary["selected_agents"] = sorted(set(summary.get("selected_agents", [])) | {report.agent})
+        summary["reports"] = {**summary.get("reports", {}),
+                              report.agent: {**select_report_json(report), "decided_before_resume": True}}
         night.summary = summary
 
 
@@ -194,6 +201,8 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     for agent in chosen:
         if agent in finished:
             say(f"select {agent}: done earlier this night")
+            if finished[agent] is not None:
+                summary.earlier.append(finished[agent])
             continue
         if remaining is not None and remaining <= 0:
             say(f"select {agent}: skipped, budget spent")
@@ -217,12 +226,14 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         if report.aborted:
             summary.aborted = f"{agent}: {report.aborted}"
             break
-        _mark_selected(store, night_id, agent)
+        _mark_selected(store, night_id, report)
     status = "aborted" if summary.aborted else "done"
     with store.session() as session:
         night = session.get(NightlyRun, night_id)
         assert night is not None
         night.status, night.stage = status, ("select" if summary.aborted else "done")
-        night.summary = {**summary.to_json(), "selected_agents": (night.summary or {}).get("selected_agents", [])}
+        kept = night.summary or {}
+        night.summary = {**summary.to_json(), "selected_agents": kept.get("selected_agents", []),
+                         "reports": kept.get("reports", {})}
         night.finished_at = utcnow()
     return summary
