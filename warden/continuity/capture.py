@@ -614,6 +614,8 @@ class StoredCaptures:
 
 def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500,
                          horizon: datetime | None = None) -> StoredCaptures:
+    """The capture states and checkpoints of ``run_keys``, ``chunk`` keys per query; ``horizon``
+    as :func:`warden.continuity.service.retention_horizon` gives it (None: store every capture)."""
     from sqlalchemy import select
 
     from warden.store.models import CaptureState, Checkpoint
