@@ -34,7 +34,8 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
     say = log or (lambda _m: None)
     if keep is not None and not keep.strip():
         raise UsageError("--keep needs a directory (leave it out to use a temporary one)")
-    home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix=f"warden-demo-pid{os.getpid()}-"))  # pid: swept if killed
+    # a temporary home is named with this pid: if the demo is killed, a later bench sweeps it
+    home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix=f"warden-demo-pid{os.getpid()}-"))
     try:
         if keep and home.exists() and (not home.is_dir() or any(home.iterdir())):
             raise UsageError(f"--keep {home}: " + ("is not empty (the demo starts from scratch: name a new "
