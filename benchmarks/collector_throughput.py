@@ -152,7 +152,10 @@ def measure_parse(root: Path, jobs: int) -> dict:
 def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False) -> dict:
     """Whole-process ``warden collect`` into a fresh SQLite database: the ledger alone, or with
     the later stages' post-ingest steps (checkpoint capture, distill queueing) too."""
-    env = {**os.environ, "WARDEN_HOME": str(home), "CLAUDE_CONFIG_DIR": str(root)}
+    # The corpus is months old: with the default 90-day retention the collector would store none
+    # of its checkpoints. Lift the age limit, so the collect writes what recent history would.
+    env = {**os.environ, "WARDEN_HOME": str(home), "CLAUDE_CONFIG_DIR": str(root),
+           "WARDEN_CHECKPOINT_MAX_AGE_DAYS": "36500"}
     cpu = _children_cpu()
     t = time.perf_counter()
     # With post-ingest steps: the `warden collect --json --jobs N` command itself. The ledger alone
