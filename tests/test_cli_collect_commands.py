@@ -315,3 +315,27 @@ def test_a_postgres_url_without_its_driver_says_how_to_write_it(monkeypatch: pyt
     monkeypatch.setenv("WARDEN_DATABASE_URL", "postgres://user:secret@host/db")
     code, out, err = run(capsys, "status")
     assert code == 1 and "postgresql+psycopg://" in err and "secret" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv,named", [
+    (("collect", ""), None), (("select", "--all", "--agent", ""), "--agent"), (("sessions", "--agent="), "--agent"),
+    (("db", "upgrade", ""), None), (("sessions", "--since", ""), "--since"),
+])
+def test_an_empty_argument_is_a_usage_error_not_a_default(argv: tuple[str, ...], named: str | None,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset shell variable must not turn into 'the current directory' or 'every agent'."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert (f"empty value for {named}" if named else "an argument is empty") in err
+
+
+def test_hook_help_is_shown_not_taken_for_a_payload(warden_home: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([str(Path(sys.executable).parent / "warden"), "hook", "stop", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Usage: warden hook stop" in proc.stdout
+    assert not (warden_home / "hooks.log").exists() or "not JSON" not in (warden_home / "hooks.log").read_text()

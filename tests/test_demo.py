@@ -34,7 +34,7 @@ def test_demo_runs_the_whole_loop(tmp_path) -> None:
     assert (keep / "claude" / "agent-memory" / "backend" / "MEMORY.md").read_text() == memory
 
 
-@pytest.mark.parametrize("keep, message", [("", "needs a directory"), ("FILE", "is not a directory")])
+@pytest.mark.parametrize("keep, message", [("", "empty value for --keep"), ("FILE", "is not a directory")])
 def test_demo_keep_that_cannot_be_a_home_is_one_line(keep: str, message: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from warden.cli.app import main
 
@@ -50,7 +50,7 @@ def test_sim_sessions_refuses_an_empty_out(capsys) -> None:  # type: ignore[no-u
     from warden.cli.app import main
 
     assert main(["sim", "sessions", "--out", "", "--sessions", "1"]) == 2
-    assert "--out is empty" in capsys.readouterr().err
+    assert "empty value for --out" in capsys.readouterr().err
 
 
 def test_sim_sessions_are_dated_yesterday_unless_told(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

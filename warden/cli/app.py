@@ -11,7 +11,7 @@ import typer
 import typer.main
 
 from warden.cli.common import say_error, writes_utf8
-from warden.errors import WardenError
+from warden.errors import UsageError, WardenError
 
 app = typer.Typer(
     name="warden",
@@ -98,12 +98,30 @@ def _without_flag_types(command: Any) -> Any:
     return command
 
 
+_MAY_BE_EMPTY = {"--prompt"}  # recover: a session with no words yet has nothing to score, and says so
+
+
+def _refuse_empty_arguments(argv: list[str]) -> None:
+    """An empty argument is a slip (an unset shell variable), never a choice: ``collect ""``
+    would read the current directory and ``--agent ""`` mean every agent."""
+    for index, arg in enumerate(argv):
+        option = arg[:-1] if arg.startswith("--") and arg.endswith("=") else None
+        before = argv[index - 1] if index else ""
+        if option in _MAY_BE_EMPTY or (arg == "" and before in _MAY_BE_EMPTY):
+            continue
+        if arg == "" or option:
+            named = option or (before if before.startswith("-") else None)
+            raise UsageError(f"empty value for {named}: give one, or leave the option out" if named
+                             else "an argument is empty: give a value (a path, an id, a name)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
         if stream is not None and not writes_utf8(stream) and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     try:
+        _refuse_empty_arguments(sys.argv[1:] if argv is None else list(argv))
         command = _without_flag_types(typer.main.get_command(app))
         result = command.main(args=argv, prog_name="warden", standalone_mode=False)
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
