@@ -53,6 +53,7 @@ def test_collect_sessions_status(corpus: Path, capsys: pytest.CaptureFixture[str
     (("sessions", "--agent", "nobody"), "unknown agent 'nobody'"),
     (("sessions", "--since", "last tuesday"), "--since"),
     (("collect", "/no/such/dir"), "no such file or directory"),
+    (("cost", "--project", "--sessions-per-week", "inf", "--json"), "--sessions-per-week"),  # JSON has no Infinity
 ])
 def test_bad_input_is_one_line_and_non_zero(argv: tuple[str, ...], message: str, corpus: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:

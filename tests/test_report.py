@@ -182,11 +182,12 @@ def test_chart_axes_have_round_ticks() -> None:
 
 def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: Path) -> None:
     _populate(open_store(load_settings()))
-    for args in (["--html", str(tmp_path)], ["--html", str(tmp_path / "r.html"), "--agent", "nobody"]):
+    for args in (["--html", str(tmp_path)], ["--html", str(tmp_path / "r.html"), "--agent", "nobody"],
+                 ["--html", str(tmp_path / "no-such-dir" / "r.html")]):
         cli = subprocess.run([sys.executable, "-m", "warden", "report", *args], capture_output=True, text=True,
                              cwd=REPO, env=dict(os.environ), timeout=120)
         assert cli.returncode == 2 and cli.stderr.startswith("warden: ") and "Traceback" not in cli.stderr
-    assert not (tmp_path / "r.html").exists()
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "no-such-dir").exists()
 
 
 def test_report_without_html_writes_the_default_file_here(warden_home: Path, tmp_path: Path) -> None:

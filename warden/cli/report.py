@@ -22,7 +22,8 @@ def cost_command(
     agent: Optional[str] = typer.Option(None, "--agent"),
     project: bool = typer.Option(False, "--project", help="Scale over a horizon, bench spend included."),
     weeks: int = typer.Option(12, "--weeks", min=1, max=520),
-    sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0),
+    sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0, max=1_000_000.0,
+                                            help="Sessions a week to scale by (with --project)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Price each active rule from its receipts: saving per session, rent, bench spend, break-even."""
@@ -80,6 +81,8 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     target = html_out.expanduser().resolve()
     if target.is_dir():
         raise UsageError(f"--html {safe(html_out)} is a directory: name the HTML file to write")
+    if not target.parent.is_dir():  # a mistyped path is not a reason to make directories
+        raise UsageError(f"--html {safe(html_out)}: no directory {safe(target.parent)}")
     s = settings()
     with store(s).session() as session:
         known = agents_in_store(session)
