@@ -186,7 +186,7 @@ def test_cli_checkpoints_list_show_forget_prune(store, capsys) -> None:
     for c in CONTROLS:
         assert c not in out
     code, _, err = run_cli(capsys, "checkpoints", "show", "999999")
-    assert code == 1 and err.strip() == "warden: no checkpoint with id 999999"
+    assert code == 2 and err.strip() == "warden: no checkpoint with id 999999"  # an unknown id, as for rules and receipts
     code, out, _ = run_cli(capsys, "checkpoints", "prune", "--keep", "1", "--json")
     assert code == 0 and json.loads(out)["remaining"] == 1
     code, _, err = run_cli(capsys, "checkpoints", "prune", "--older-than", "-3")

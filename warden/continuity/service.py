@@ -21,7 +21,7 @@ from warden.continuity.fence import fence_checkpoint
 from warden.continuity.pointer import pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
-from warden.errors import UsageError, WardenError
+from warden.errors import UsageError
 from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
 
 # best candidates fetched by the indexed scorer; the first one is the answer, the rest show ties
@@ -125,7 +125,7 @@ def list_checkpoints(session: Session, *, session_id: str | None = None, project
 def get_checkpoint(session: Session, checkpoint_id: int) -> Checkpoint:
     row = session.get(Checkpoint, checkpoint_id)
     if row is None:
-        raise WardenError(f"no checkpoint with id {checkpoint_id}")
+        raise UsageError(f"no checkpoint with id {checkpoint_id}")
     return row
 
 
@@ -163,7 +163,7 @@ def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session
             select(Checkpoint.id, Checkpoint.run_key, Checkpoint.trigger).where(Checkpoint.id.in_(checkpoint_ids)))}
         missing = sorted(set(checkpoint_ids) - set(found))
         if missing:
-            raise WardenError(f"no checkpoint with id {', '.join(map(str, missing))}")
+            raise UsageError(f"no checkpoint with id {', '.join(map(str, missing))}")
         ids += sorted(found)
         by_run: dict[str, set[str]] = {}
         for row in found.values():
