@@ -66,3 +66,15 @@ def test_sim_sessions_are_dated_yesterday_unless_told(tmp_path: Path, capsys) ->
     assert '"timestamp":"2026-11-01T' in next((tmp_path / "b").rglob("*.jsonl")).read_text().replace(" ", "")
     assert main(["sim", "sessions", "--out", str(tmp_path / "c"), "--start", "soon"]) == 2
     capsys.readouterr()
+
+
+def test_sim_progress_writes_nothing_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    """The progress bar is for a person watching: piped, stderr holds errors only (it held a
+    blank line, so every error came out as two lines)."""
+    import subprocess
+    import sys
+
+    warden = str(Path(sys.executable).parent / "warden")
+    proc = subprocess.run([warden, "sim", "sessions", "--out", str(tmp_path / "s"), "--sessions", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == ""

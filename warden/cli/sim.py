@@ -20,7 +20,7 @@ from warden.errors import UsageError, WardenError
 
 def _progress(label: str, enabled: bool) -> Progress:
     return Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=True, disable=not enabled)
+                    console=err_console, transient=True, disable=not (enabled and err_console.is_terminal))
 
 
 def _persona(name: str) -> str:
