@@ -340,3 +340,24 @@ def test_hook_help_is_shown_not_taken_for_a_payload(warden_home: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "Usage: warden hook stop" in proc.stdout
     assert not (warden_home / "hooks.log").exists() or "not JSON" not in (warden_home / "hooks.log").read_text()
+
+
+def test_every_option_of_every_command_has_help_and_a_plain_metavar() -> None:
+    import typer.main
+
+    from warden.cli.app import _without_flag_types, app
+
+    missing, typed = [], []
+
+    def walk(command, path: str) -> None:  # type: ignore[no-untyped-def]
+        for param in command.params:
+            if param.param_type_name == "option" and param.name != "help":
+                if not param.help:
+                    missing.append(f"{path} {param.opts[0]}")
+                if param.metavar and param.metavar.startswith("<"):
+                    typed.append(f"{path} {param.opts[0]} {param.metavar}")
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(_without_flag_types(typer.main.get_command(app)), "warden")
+    assert missing == [] and typed == []

@@ -84,6 +84,10 @@ def _without_flag_types(command: Any) -> Any:
     for param in getattr(command, "params", ()):
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+            if "--json" in getattr(param, "opts", ()) and not getattr(param, "help", None):
+                param.help = "Print JSON instead of text."
+        elif param.param_type_name == "option" and param.metavar is None and param.name:
+            param.metavar = param.name.upper()  # "--agent AGENT", not the type's name "<str>"
     make_help_option = command.get_help_option  # --help is made per invocation
 
     def help_option(ctx: Any) -> Any:

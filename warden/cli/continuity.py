@@ -74,7 +74,7 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
 @checkpoints_app.command("list")
 def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="Only this session."),
              project: Optional[str] = typer.Option(None, "--project", help="Only this project (cwd)."),
-             limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS),
+             limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS, help="At most this many, newest first."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Stored checkpoints, newest first."""
     s = settings()

@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
     app.command("adopt")(adopt_command)
 
 
-def share_command(agent: str = typer.Option(..., "--agent"),
+def share_command(agent: str = typer.Option(..., "--agent", help="The agent whose rules to share."),
                   out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json in the repo."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
@@ -63,7 +63,7 @@ def verify_command(paths: Optional[list[Path]] = typer.Argument(None, help="Defa
 
 def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified first)."),
                   agent: Optional[str] = typer.Option(None, "--agent", help="Import for this agent instead."),
-                  dry_run: bool = typer.Option(False, "--dry-run"),
+                  dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; import nothing."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Import a ledger's new rules as local candidates; their foreign evidence is shown, never trusted."""
     from warden.ledger.service import adopt

@@ -19,9 +19,9 @@ def register(app: typer.Typer) -> None:
 
 
 def cost_command(
-    agent: Optional[str] = typer.Option(None, "--agent"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent (default: every agent)."),
     project: bool = typer.Option(False, "--project", help="Scale over a horizon, bench spend included."),
-    weeks: int = typer.Option(12, "--weeks", min=1, max=520),
+    weeks: int = typer.Option(12, "--weeks", min=1, max=520, help="Horizon of the projection (with --project)."),
     sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0, max=1_000_000.0,
                                             help="Sessions a week to scale by (with --project)."),
     as_json: bool = typer.Option(False, "--json"),
@@ -69,7 +69,7 @@ def cost_command(
 def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--html",
                                                  help="Write the HTML report here (default: warden-report.html in "
                                                       "the current directory)."),
-                   agent: Optional[list[str]] = typer.Option(None, "--agent")) -> None:
+                   agent: Optional[list[str]] = typer.Option(None, "--agent", help="Only these agents (repeat; default: every agent).")) -> None:
     """One self-contained HTML file: learning curves, savings vs margins, bench spend, every receipt."""
     from warden.ingest.pricing import PriceTable
     from warden.report.html import render_report

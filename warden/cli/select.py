@@ -69,8 +69,9 @@ def select_command(
     budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
                                          help="Weighted-token budget of this invocation."),
     backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
-    model: Optional[str] = typer.Option(None, "--model"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY),
+    model: Optional[str] = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
+                                              help="Bench runs at a time (default: concurrency setting)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
@@ -176,7 +177,7 @@ def _render_claimed(claimed: Any) -> None:
                       f"{safe(item.get('pass_counts'), 40)} · {safe(item.get('backend'), 40)}/{safe(item.get('model'), 60)}")
 
 
-def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
+def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's rules."),
                      as_json: bool = typer.Option(False, "--json")) -> None:
     """The latest receipt of every rule."""
     from warden.names import validate_agent_name
@@ -202,7 +203,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent"),
 
 
 @memory_app.command("show")
-def memory_show(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to show."), as_json: bool = typer.Option(False, "--json")) -> None:
     """Print the installed MEMORY.md (and whether it drifted from the last compile)."""
     from warden.select.compile import check_drift, memory_path, read_existing
 
@@ -224,7 +225,7 @@ def memory_show(agent: str = typer.Option(..., "--agent"), as_json: bool = typer
 
 
 @memory_app.command("compile")
-def memory_compile(agent: str = typer.Option(..., "--agent"), as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to compile."), as_json: bool = typer.Option(False, "--json")) -> None:
     """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
     from warden.select.selector import known_agents, recompile_memory
     from warden.store.models import Rule
@@ -275,10 +276,12 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
 
 def nightly_command(
     agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS),
-    backend: Optional[str] = typer.Option(None, "--backend"),
-    model: Optional[str] = typer.Option(None, "--model"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
+                                         help="Weighted-token budget of the whole night."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
+                                              help="Bench runs at a time (default: concurrency setting)."),
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (default) or anthropic."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -308,8 +311,8 @@ def nightly_command(
 
 def demo_command(
     sessions: int = typer.Option(12, "--sessions", min=6, max=1000, help="Simulated real-work sessions to play."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
-    agent: str = typer.Option("backend", "--agent"),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of the simulated sessions."),
+    agent: str = typer.Option("backend", "--agent", help="The sim agent to run the loop for."),
     keep: Optional[str] = typer.Option(None, "--keep", help="Keep the demo home in this directory."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
