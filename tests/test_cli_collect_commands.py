@@ -289,6 +289,8 @@ def test_db_check_ignores_tables_beside_wardens_and_names_a_missing_one(
     con.execute("create table notes (id integer)")  # another program's, added later: not a drift
     con.commit()
     assert run(capsys, "db", "check")[0] == 0
+    code, out, _ = run(capsys, "db", "check", "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
     con.execute("drop table checkpoint_terms")
     con.commit()
     con.close()

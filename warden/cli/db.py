@@ -93,7 +93,7 @@ def _describe(entry: Any) -> str:
 
 
 @db_app.command("check")
-def check() -> None:
+def check(as_json: bool = typer.Option(False, "--json")) -> None:
     """Fail unless the database is at head and matches the models."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -111,4 +111,7 @@ def check() -> None:
     if diff:
         raise WardenError(f"database schema differs from the models ({len(diff)} difference(s)), "
                           f"first: {_describe(diff[0])}")
-    console.print(f"ok: at head {head}, schema matches the models")
+    if as_json:
+        print_json({"ok": True, "current": cur, "head": head})
+    else:
+        console.print(f"ok: at head {head}, schema matches the models")
