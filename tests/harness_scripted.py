@@ -97,7 +97,12 @@ class ScriptedModel:
             raise step
         if isinstance(step, httpx2.Response):
             return step
-        response = message(self.turn, step)
+        # as the API does: a reply's output never exceeds the max_tokens it was asked for
+        allowed = self.requests[-1].get("max_tokens")
+        spent = usage(self.turn)
+        if isinstance(allowed, int) and spent["output_tokens"] > allowed:
+            spent["output_tokens"] = allowed
+        response = message(self.turn, step, usage_override=spent)
         self.turn += 1
         return response
 

@@ -215,6 +215,28 @@ def test_an_unusable_response_is_infra_error(tmp_path: Path) -> None:
     assert result.outcome is Outcome.INFRA_ERROR and not result.completed
 
 
+@pytest.mark.parametrize("bad_usage, why", [
+    ({"output_tokens": 10}, "no input_tokens"),  # a gateway dropping a count: the call is not nearly free
+    ({"input_tokens": 1e300, "output_tokens": 10}, "absurd"),
+    ({"input_tokens": 10**14, "output_tokens": 10}, "more than any call reads"),
+    ({"input_tokens": 100, "output_tokens": 20_000}, "more output than max_tokens allowed"),
+])
+def test_usage_no_call_could_have_is_infra_error_and_charges_nothing(bad_usage: dict, why: str,
+                                                                     tmp_path: Path) -> None:
+    model = ScriptedModel([message(0, [text("done")], usage_override=bad_usage)])
+    result = play(model, make_project(tmp_path / "copy"), caps=RunCaps(max_output_tokens=16_000))
+    assert result.outcome is Outcome.INFRA_ERROR and "unusable model response" in result.error, why
+    assert result.usage.total == 0
+
+
+def test_a_call_is_priced_as_the_model_asked_for_whatever_the_reply_names(tmp_path: Path) -> None:
+    """A reply naming "<synthetic>" (free in the price table) or an unknown model must not make
+    a paid call free or unpriceable."""
+    model = ScriptedModel([message(0, [text("done")], model="<synthetic>")])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert [c.model for c in result.calls] == ["scripted-model"]
+
+
 def test_prompt_too_long_is_the_agents_budget(tmp_path: Path) -> None:
     model = ScriptedModel([[tool_use("t1", "list_dir", path=".")],
                            error_response(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000")])

@@ -175,13 +175,18 @@ def classify_error(exc: BaseException) -> Outcome:
     return Outcome.INFRA_ERROR
 
 
-def _token_count(value: Any) -> int:
-    """A usage field: a whole number of tokens, ≥ 0 (a negative or infinite count would let a
-    run slip under its token caps and pay into the ledger backwards)."""
-    if value is None:
+MAX_CALL_TOKENS = 10_000_000  # no Messages API call reads or writes more (context windows are ≤ 1M)
+
+
+def _token_count(value: Any, *, required: bool = False) -> int:
+    """A usage field: a whole number of tokens, ≥ 0 and at most :data:`MAX_CALL_TOKENS` (a
+    negative, infinite or absurd count would let a run slip under its token caps, pay into the
+    ledger backwards, or price every later plan out of its budget). A required one may not be
+    missing: an endpoint that drops it would record a costly call as nearly free."""
+    if value is None and not required:
         return 0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or value != int(value):
+            or value < 0 or value > MAX_CALL_TOKENS or value != int(value):
         raise ValueError(f"usage count {value!r} is not a token count")
     return int(value)
 
@@ -196,8 +201,8 @@ def usage_of(response_usage: Any) -> Usage:
         write_5m = _token_count(getattr(split, "ephemeral_5m_input_tokens", 0))
         write_1h = _token_count(getattr(split, "ephemeral_1h_input_tokens", 0))
     write_5m += max(0, creation - write_5m - write_1h)  # unsplit remainder: the default TTL
-    return Usage(input_tokens=_token_count(response_usage.input_tokens),
-                 output_tokens=_token_count(response_usage.output_tokens),
+    return Usage(input_tokens=_token_count(getattr(response_usage, "input_tokens", None), required=True),
+                 output_tokens=_token_count(getattr(response_usage, "output_tokens", None), required=True),
                  cache_write_5m=write_5m, cache_write_1h=write_1h,
                  cache_read=_token_count(getattr(response_usage, "cache_read_input_tokens", None)))
 
@@ -286,9 +291,13 @@ class _Loop:
                 return classify_error(exc), describe_error(exc)
             self.turns += 1
             try:
-                self.calls.append(CallUsage(model=str(getattr(response, "model", None) or self.model),
-                                            usage=usage_of(response.usage),
-                                            duration_s=self._last_call_s))
+                usage = usage_of(response.usage)
+                asked = self.request_max_tokens(output_left)
+                if usage.output_tokens > asked:
+                    raise ValueError(f"usage reports {usage.output_tokens} output tokens, {asked} were allowed")
+                # priced as the model asked for: the reply's name is the endpoint's word, and a
+                # "<synthetic>" or unknown name would make a paid call free
+                self.calls.append(CallUsage(model=self.model, usage=usage, duration_s=self._last_call_s))
                 assistant = [_block_param(b) for b in response.content]
             except (AttributeError, TypeError, ValueError, OverflowError) as exc:
                 return Outcome.INFRA_ERROR, _one_line(f"unusable model response: {exc}")
@@ -329,10 +338,13 @@ class _Loop:
         finally:
             self._last_call_s = time.monotonic() - started
 
+    def request_max_tokens(self, output_left: int) -> int:
+        return max(1, min(self.max_tokens_per_call, output_left))
+
     def request(self, output_left: int) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max(1, min(self.max_tokens_per_call, output_left)),
+            "max_tokens": self.request_max_tokens(output_left),
             "tools": TOOL_DEFINITIONS,
             "messages": _with_moving_breakpoint(self.messages),
             "timeout": max(0.001, min(self.call_timeout_s, self.time_left())),
