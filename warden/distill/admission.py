@@ -27,6 +27,7 @@ from warden.distill.rule_text import (MIN_RULE_CHARS, RuleTextError, find_near_d
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.names import validate_agent_name
+from warden.sanitize import redact_secrets
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.models import Rule
 
@@ -90,7 +91,7 @@ def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str
             return None, Refusal(body, "false economy: trades verification or testing for tokens")
         untrusted = untrusted_rule_problem(body, scope)
         if untrusted:
-            return None, Refusal(body, untrusted)
+            return None, Refusal(redact_secrets(body), untrusted)  # a refusal is shown: never its key
     return body, None
 
 
