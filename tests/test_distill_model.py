@@ -221,6 +221,8 @@ class _Malformed(FakeMessagesAPI):
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(json.loads(request.content))
+        if isinstance(self.body, tuple):  # (content type, text)
+            return httpx2.Response(200, text=self.body[1], headers={"content-type": self.body[0]})
         if isinstance(self.body, str):
             return httpx2.Response(200, text=self.body, headers={"content-type": "text/html"})
         return httpx2.Response(200, json=self.body)
@@ -228,6 +230,7 @@ class _Malformed(FakeMessagesAPI):
 
 @pytest.mark.parametrize("body", [
     "<html>502 Bad Gateway</html>",
+    ("application/json", '{"id": "m", "type": "message", "content": [{"type": "text", "text": "unterminated'),
     {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
      "content": [{"type": "text", "text": None}], "usage": {"input_tokens": 1, "output_tokens": 1}},
     {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",

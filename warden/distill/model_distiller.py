@@ -193,6 +193,10 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
         reply.error = f"Messages API unreachable: {type(exc).__name__}"
         log.warning("model distiller: %s; nothing admitted", reply.error)
         return reply
+    except ValueError as exc:  # a 200 whose body is not JSON (the SDK's decode error is a ValueError)
+        reply.error = f"malformed Messages API reply: {type(exc).__name__}"
+        log.warning("model distiller: %s; nothing admitted", reply.error)
+        return reply
     try:
         usage = getattr(response, "usage", None)
         if usage is not None:
