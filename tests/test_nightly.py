@@ -215,3 +215,18 @@ def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: 
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs", "sql"], collect=False)
     assert [r.agent for r in summary.selects] == ["sql"] and "docs" in summary.unusable_agents
     assert summary.exit_code == 2
+
+
+def test_a_night_whose_distiller_calls_all_failed_does_not_say_it_distilled(warden_home: Path,
+                                                                            monkeypatch) -> None:
+    import warden.distill.service as service
+    import warden.select.nightly as nightly
+    from warden.config import load_settings
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+
+    failed = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, infra_error=True) for i in range(3)]
+    monkeypatch.setattr(service, "distill_runs", lambda *a, **k: failed)
+    monkeypatch.setattr(nightly, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
+    assert summary.distilled_runs == 0 and summary.to_json()["distilled_runs"] == 0

@@ -191,7 +191,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     except LockBusy as exc:  # the queue stays queued for the next night
         say(f"distill: skipped, {exc}")
         reports = []
-    summary.distilled_runs = len(reports)
+    summary.distilled_runs = sum(1 for r in reports if not r.infra_error)  # a failed call left its run queued
     summary.candidates_added = sum(len(r.admitted) for r in reports)
     _set_stage(store, night_id, "select")
     if not chosen:
