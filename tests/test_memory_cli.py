@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from warden.cli.app import main
 from warden.config import load_settings
 from warden.select.compile import memory_path
@@ -43,8 +45,17 @@ def test_memory_compile_show_and_drift(warden_home: Path, capsys) -> None:
 def test_memory_compile_refuses_an_unknown_agent(warden_home: Path, capsys) -> None:
     assert main(["memory", "compile", "--agent", "backedn"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "warden: unknown agent 'backedn': no golden suite and no rules"
+    assert err == "warden: unknown agent 'backedn': no golden suite and no rules (known: backend, docs, sql, testing)"
     assert not memory_path(load_settings(), "backedn").parent.exists()
+
+
+@pytest.mark.parametrize("argv", [["memory", "show", "--agent", "backedn"], ["receipts", "--agent", "backedn"],
+                                  ["rules", "--agent", "backedn"], ["share", "--agent", "backedn"]])
+def test_a_mistyped_agent_is_a_usage_error_not_an_empty_answer(argv: list[str], warden_home: Path, capsys) -> None:
+    """'no receipts yet' for a typo would read as if all were well."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().startswith("warden: unknown agent 'backedn'") and err.count("\n") == 1
 
 
 def test_receipt_of_an_adopted_rule_shows_the_claimed_foreign_evidence(warden_home: Path, capsys) -> None:

@@ -104,7 +104,12 @@ def rules_list(
     """List rules (``warden rules --agent A``); subcommands manage them by hand."""
     if ctx.invoked_subcommand is not None:
         return
-    with store().session() as session:
+    s = settings()
+    with store(s).session() as session:
+        if agent is not None:
+            from warden.select.selector import require_rule_agent
+
+            require_rule_agent(session, s, agent)
         rows = rules_admin.list_rules(session, agent=agent, status=status)
         rents = rules_admin.memory_rent(session, agent=agent)
     if as_json:

@@ -63,15 +63,21 @@ def render_select_report(report: dict[str, Any]) -> None:
                       f"{safe(memory['path'])}" + ("  [yellow](it had drifted: recompiled)[/]" if memory["drifted"] else ""))
 
 
+# The bench options select and nightly share (one declaration each; typer reads them as metadata).
+BACKEND_OPTION = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code.")
+MODEL_OPTION = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md).")
+CONCURRENCY_OPTION = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
+                                  help="Bench runs at a time (default: concurrency setting).")
+
+
 def select_command(
     agent: Optional[str] = typer.Option(None, "--agent", help="Agent to decide rules for."),
     all_agents: bool = typer.Option(False, "--all", help="Every agent with a golden suite."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
                                          help="Weighted-token budget of this invocation."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
-                                              help="Bench runs at a time (default: concurrency setting)."),
+    backend: Optional[str] = BACKEND_OPTION,
+    model: Optional[str] = MODEL_OPTION,
+    concurrency: Optional[int] = CONCURRENCY_OPTION,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
@@ -180,12 +186,13 @@ def _render_claimed(claimed: Any) -> None:
 def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's rules."),
                      as_json: bool = typer.Option(False, "--json")) -> None:
     """The latest receipt of every rule."""
-    from warden.names import validate_agent_name
     from warden.select.receipts import latest_receipts
+    from warden.select.selector import require_rule_agent
 
-    if agent is not None:
-        validate_agent_name(agent)
-    with store().session() as session:
+    s = settings()
+    with store(s).session() as session:
+        if agent is not None:
+            require_rule_agent(session, s, agent)
         rows = latest_receipts(session, agent)
     if as_json:
         print_json(rows)
@@ -206,9 +213,11 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
 def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to show."), as_json: bool = typer.Option(False, "--json")) -> None:
     """Print the installed MEMORY.md (and whether it drifted from the last compile)."""
     from warden.select.compile import check_drift, memory_path, read_existing
+    from warden.select.selector import require_rule_agent
 
     s = settings()
     with store(s).session() as session:
+        require_rule_agent(session, s, agent)
         drift = check_drift(session, s, agent)
     path = memory_path(s, agent)
     data = read_existing(path)
@@ -227,14 +236,11 @@ def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose 
 @memory_app.command("compile")
 def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to compile."), as_json: bool = typer.Option(False, "--json")) -> None:
     """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
-    from warden.select.selector import known_agents, recompile_memory
-    from warden.store.models import Rule
+    from warden.select.selector import recompile_memory, require_rule_agent
 
     s = settings()
     with store(s).session() as session:
-        # A typo must not install a memory for an agent warden has never heard of.
-        if agent not in known_agents(s) and session.query(Rule.id).filter(Rule.agent == agent).first() is None:
-            raise UsageError(f"unknown agent {agent!r}: no golden suite and no rules")
+        require_rule_agent(session, s, agent)
         result = recompile_memory(session, s, agent)
     warn_if_drifted(result)
     payload = {"agent": agent, "path": str(result.path), "version": result.version, "changed": result.changed,
@@ -278,10 +284,9 @@ def nightly_command(
     agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
                                          help="Weighted-token budget of the whole night."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
-                                              help="Bench runs at a time (default: concurrency setting)."),
+    backend: Optional[str] = BACKEND_OPTION,
+    model: Optional[str] = MODEL_OPTION,
+    concurrency: Optional[int] = CONCURRENCY_OPTION,
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (default) or anthropic."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:

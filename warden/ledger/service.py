@@ -68,11 +68,9 @@ def ledger_document(session: Session, agent: str) -> dict[str, Any]:
 
 
 def share(session: Session, settings: Settings, agent: str, out: Path | None = None) -> tuple[Path, int]:
-    from warden.select.selector import known_agents
+    from warden.select.selector import require_rule_agent
 
-    validate_agent_name(agent)
-    if agent not in known_agents(settings) and session.scalar(select(Rule.id).where(Rule.agent == agent).limit(1)) is None:
-        raise UsageError(f"unknown agent {agent!r}: no golden suite and no rules")
+    require_rule_agent(session, settings, agent)
     doc = ledger_document(session, agent)
     data = canonical_bytes(doc)
     if len(data) > MAX_FILE_BYTES:

@@ -400,3 +400,16 @@ def require_agent(settings: Settings, agent: str) -> str:
     if agent not in agents:
         raise UsageError(f"unknown agent {agent!r}: golden suites exist for {', '.join(agents) or 'none'}")
     return agent
+
+
+def require_rule_agent(session: Session, settings: Settings, agent: str) -> str:
+    """``agent`` if it has a golden suite or rules, else a usage error: a typo must neither list
+    nothing as if all were well nor install a memory for an agent warden never heard of."""
+    from warden.names import validate_agent_name
+
+    validate_agent_name(agent)
+    if agent in known_agents(settings) or session.scalar(select(Rule.id).where(Rule.agent == agent).limit(1)):
+        return agent
+    with_rules = session.scalars(select(Rule.agent).distinct()).all()
+    known = sorted(set(known_agents(settings)) | set(with_rules))
+    raise UsageError(f"unknown agent {agent!r}: no golden suite and no rules (known: {', '.join(known) or 'none'})")
