@@ -215,6 +215,13 @@ def test_an_unusable_response_is_infra_error(tmp_path: Path) -> None:
     assert result.outcome is Outcome.INFRA_ERROR and not result.completed
 
 
+def test_a_reply_of_broken_json_is_infra_error_that_says_where_it_came_from(tmp_path: Path) -> None:
+    model = ScriptedModel([httpx2.Response(200, text='{"id": "m", "content": [{"type": "te',
+                                           headers={"content-type": "application/json"})])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and result.error.startswith("unreadable Messages API reply")
+
+
 @pytest.mark.parametrize("bad_usage, why", [
     ({"output_tokens": 10}, "no input_tokens"),  # a gateway dropping a count: the call is not nearly free
     ({"input_tokens": 1e300, "output_tokens": 10}, "absurd"),

@@ -160,6 +160,8 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__
         return _one_line(f"API connection error: {cause or exc}")
+    if isinstance(exc, ValueError):  # the SDK could not decode a 200's body (a gateway's broken JSON)
+        return _one_line(f"unreadable Messages API reply: {type(exc).__name__}: {exc}")
     return _one_line(f"{type(exc).__name__}: {exc}")
 
 
