@@ -280,6 +280,20 @@ def test_a_database_holding_another_programs_tables_is_refused_untouched(
     con.close()
 
 
+def test_a_database_with_wardens_tables_but_no_revision_says_so(warden_home: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    warden_home.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("create table rules (id integer)")  # what a first run cut short by an old warden left
+    con.commit()
+    con.close()
+    code, out, err = run(capsys, "status")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "holds some of warden's tables (rules) but no migration revision" in err
+
+
 def test_db_check_ignores_tables_beside_wardens_and_names_a_missing_one(
         warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import sqlite3

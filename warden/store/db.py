@@ -207,6 +207,17 @@ def foreign_tables(engine: Engine) -> list[str]:
         return sorted(name for name in inspect(conn).get_table_names() if name != "alembic_version")
 
 
+def _not_empty(url: str, tables: list[str]) -> StoreError:
+    from warden.store.models import Base
+
+    shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+    if set(tables) <= set(Base.metadata.tables):  # warden's own, with no revision: a cut-short first run
+        return StoreError(f"database {redact_url(url)} holds some of warden's tables ({shown}) but no migration "
+                          "revision: it was not made by a complete `warden` run; move it aside and run again")
+    return StoreError(f"database {redact_url(url)} holds tables that are not warden's ({shown}): "
+                      "give warden an empty database or schema of its own")
+
+
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
     """Open the settings' database, migrating it to head first (every command does this)."""
     engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
@@ -216,9 +227,7 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
             if current != HEAD_REVISION:
                 newer = newer_than_this_warden(current)
                 if newer is None and current is None and (tables := foreign_tables(engine)):
-                    shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-                    newer = StoreError(f"database {redact_url(settings.database_url)} holds tables that are not "
-                                       f"warden's ({shown}): give warden an empty database or schema of its own")
+                    newer = _not_empty(settings.database_url, tables)
                 if newer is not None:
                     engine.dispose()
                     raise newer
