@@ -428,3 +428,31 @@ def test_sweep_removes_only_what_dead_processes_left(tmp_path):
     assert sweep_stale_workdirs(runs, temp) == 3
     assert {path: path.exists() for path in names} == names
     assert target.is_dir()
+
+
+def test_a_pass_its_killed_process_left_running_is_marked_interrupted_by_the_next(store, tmp_path):
+    """A SIGKILLed runner cannot mark its pass: the next pass on this host does, once the pid is
+    gone, so no pass stays "running" for good (the resumed selector may plan a different one)."""
+    import json
+    import socket
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    bench = make_workbench(tmp_path, FakeBackend)
+    scheduler = BenchScheduler(store, bench)
+    from dataclasses import replace
+
+    stale_id, _ = scheduler.plan(replace(standard_request(bench), seed=21))
+    alive_id, _ = scheduler.plan(replace(standard_request(bench), seed=22))
+    with store.session() as s:
+        for pass_id, pid in ((stale_id, dead.pid), (alive_id, os.getppid())):
+            s.get(BenchPass, pass_id).status = "running"
+            s.get(BenchPass, pass_id).note = json.dumps({"runner": {"host": socket.gethostname(), "pid": pid}})
+        first_job = s.scalars(select(BenchJob).where(BenchJob.pass_id == stale_id)).first()
+        first_job.status = "running"
+    outcome = scheduler.run_request(replace(standard_request(bench), seed=23))
+    assert outcome.status == "done"
+    with store.session() as s:
+        assert s.get(BenchPass, stale_id).status == "interrupted"
+        assert s.get(BenchPass, alive_id).status == "running"  # its process lives: not ours to close
+        assert count(store, BenchJob, BenchJob.pass_id == stale_id, BenchJob.status == "running") == 0

@@ -34,6 +34,7 @@ import os
 import queue
 import random
 import shutil
+import socket
 import signal
 import statistics
 import tempfile
@@ -333,6 +334,34 @@ def _owner_pid(name: str) -> int | None:
     return next((plain_int(part[3:]) for part in name.split("-") if part.startswith("pid")), None)
 
 
+def _this_runner() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _note(bench_pass: BenchPass) -> dict[str, Any]:
+    try:
+        note = json.loads(bench_pass.note or "{}")
+    except ValueError:
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+def _close_abandoned_passes(session: Session) -> None:
+    """Passes left "running" by a process of this host that is gone (SIGKILLed): "interrupted",
+    their running jobs pending again, as a clean interruption leaves them. A pass the resumed
+    selector planned afresh would otherwise stay "running" for good."""
+    me = _this_runner()
+    for bench_pass in session.scalars(select(BenchPass).where(BenchPass.status == "running")):
+        runner = _note(bench_pass).get("runner")
+        pid = runner.get("pid") if isinstance(runner, dict) else None
+        if not isinstance(pid, int) or runner.get("host") != me["host"] or pid == me["pid"] or _pid_alive(pid):
+            continue
+        bench_pass.status = "interrupted"
+        for job in session.scalars(select(BenchJob).where(BenchJob.pass_id == bench_pass.id,
+                                                          BenchJob.status == "running")):
+            job.status = "pending"
+
+
 def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) -> int:
     """Remove pass directories, and run and demo temp directories, whose process is gone (it was
     SIGKILLed, so its own clean-up never ran)."""
@@ -463,8 +492,10 @@ class BenchScheduler:
                 select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
                 .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id == pass_id)) or 0.0)
             if bench_pass.status != "done" or len(done_ids) < len(jobs):
+                _close_abandoned_passes(session)
                 bench_pass.status = "running"
                 bench_pass.finished_at = None
+                bench_pass.note = json.dumps({**_note(bench_pass), "runner": _this_runner()})
         pending = [v for v in views if v.job_id not in done_ids]
         resumed = bool(done_ids)
         self.progress.start(pass_id, len(views), len(done_ids))
