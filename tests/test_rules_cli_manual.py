@@ -53,10 +53,13 @@ def test_add_refuses_invalid_and_duplicate_bodies(capsys) -> None:
 
 def test_protect_unprotect_scope_forget(capsys) -> None:
     rule_id = run_json(capsys, "rules", "add", "--agent", "coder", BODY)["id"]
-    assert run_json(capsys, "rules", "protect", str(rule_id))["state"] == "protected"
+    assert run_json(capsys, "rules", "protect", str(rule_id))["changed"] is True
+    again = run_json(capsys, "rules", "protect", str(rule_id))  # twice: nothing to do, not an error
+    assert again["state"] == "protected" and again["changed"] is False
     # never measured: unprotecting makes it a candidate that must earn its place
     assert run_json(capsys, "rules", "unprotect", str(rule_id))["state"] == "candidate"
-    assert main(["rules", "unprotect", str(rule_id)]) == 2
+    again = run_json(capsys, "rules", "unprotect", str(rule_id))
+    assert again["state"] == "candidate" and again["changed"] is False
     scoped = run_json(capsys, "rules", "scope", str(rule_id), "editing SQL migrations")
     assert scoped["scope"] == "editing SQL migrations"
     assert scoped["rent_tokens"] == rule_rent(MemoryRule(id=0, body=BODY, scope="editing SQL migrations"))
@@ -64,8 +67,9 @@ def test_protect_unprotect_scope_forget(capsys) -> None:
     assert cleared["scope"] is None and cleared["rent_tokens"] < scoped["rent_tokens"]
     assert main(["rules", "scope", str(rule_id)]) == 2  # neither a scope nor --clear
     forgotten = run_json(capsys, "rules", "forget", str(rule_id))
-    assert forgotten["state"] == "evicted" and forgotten["evict_reason"] == "manual"
-    assert main(["rules", "forget", str(rule_id)]) == 2
+    assert forgotten["state"] == "evicted" and forgotten["evict_reason"] == "manual" and forgotten["changed"]
+    assert run_json(capsys, "rules", "forget", str(rule_id))["changed"] is False
+    assert main(["rules", "protect", str(rule_id)]) == 2  # forgotten stays forgotten
     # the forgotten rule stays as negative data: a near-duplicate cannot come back
     assert main(["rules", "add", "--agent", "coder", BODY.replace("any file", "any files")]) == 2
     assert main(["rules", "protect", "999"]) == 2
@@ -136,3 +140,11 @@ def test_rules_json_and_receipt_json_show_a_rule_alike(capsys) -> None:  # type:
     [listed] = run_json(capsys, "rules", "--agent", "backend")["rules"]
     shown = run_json(capsys, "receipt", str(added["id"]))["rule"]
     assert listed == shown == added and listed["created_at"].endswith("Z") and "provenance_digest" in listed
+
+
+def test_forgetting_a_rule_a_verdict_evicted_makes_it_forgotten_for_good(capsys) -> None:
+    rule_id = _decided("refute", "evicted")
+    assert run_json(capsys, "rules", "unprotect", str(rule_id))["evict_reason"] == "refuted"
+    forgotten = run_json(capsys, "rules", "forget", str(rule_id))
+    assert forgotten["changed"] is True and forgotten["evict_reason"] == "manual"
+    assert main(["rules", "protect", str(rule_id)]) == 2

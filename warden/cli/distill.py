@@ -177,8 +177,9 @@ def rules_protect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MA
     """Protect a rule: kept in memory, counted for rent, never evicted for tokens."""
     with store().session() as session:
         row = rules_admin.protect(session, rule_id)
-        hint = _recompile(session, row["agent"])
-    _done(as_json, row, f"rule {rule_id} is protected{hint}")
+        hint = _recompile(session, row["agent"]) if row["changed"] else ""
+    _done(as_json, row, f"rule {rule_id} is protected{hint}" if row["changed"]
+          else f"rule {rule_id} is already protected: unchanged")
 
 
 @rules_app.command("unprotect")
@@ -187,8 +188,9 @@ def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=
     evicted); never measured → a candidate."""
     with store().session() as session:
         row = rules_admin.unprotect(session, rule_id)
-        hint = _recompile(session, row["agent"])
-    _done(as_json, row, f"rule {rule_id} is now {row['state']}{hint}")
+        hint = _recompile(session, row["agent"]) if row["changed"] else ""
+    _done(as_json, row, f"rule {rule_id} is now {row['state']}{hint}" if row["changed"]
+          else f"rule {rule_id} is {row['state']}, not protected: unchanged")
 
 
 @rules_app.command("scope")
@@ -214,8 +216,9 @@ def rules_forget(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX
     """Evict a rule by hand (reason: manual). It stays in the ledger as negative data."""
     with store().session() as session:
         row = rules_admin.forget(session, rule_id)
-        hint = _recompile(session, row["agent"])
-    _done(as_json, row, f"rule {rule_id} evicted (manual){hint}")
+        hint = _recompile(session, row["agent"]) if row["changed"] else ""
+    _done(as_json, row, f"rule {rule_id} evicted (manual){hint}" if row["changed"]
+          else f"rule {rule_id} is already forgotten: unchanged")
 
 
 def register(app: typer.Typer) -> None:

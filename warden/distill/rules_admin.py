@@ -75,9 +75,11 @@ def protect(session: Session, rule_id: int) -> dict[str, Any]:
     rule = get_rule(session, rule_id)
     if rule.state == "evicted" and rule.evict_reason == "manual":
         raise UsageError(f"rule {rule_id} was forgotten (`rules forget`); a forgotten rule stays out of memory")
+    if rule.state == "protected":
+        return {**rule_dict(rule), "changed": False}
     rule.state, rule.evict_reason, rule.decided_at = "protected", None, utcnow()
     session.flush()
-    return rule_dict(rule)
+    return {**rule_dict(rule), "changed": True}
 
 
 def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
@@ -86,8 +88,8 @@ def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
     from warden.store.models import Receipt
 
     rule = get_rule(session, rule_id)
-    if rule.state != "protected":
-        raise UsageError(f"rule {rule_id} is {rule.state}, not protected")
+    if rule.state != "protected":  # asked twice, or never protected: nothing to undo
+        return {**rule_dict(rule), "changed": False}
     latest = session.scalars(select(Receipt).where(Receipt.rule_id == rule_id, Receipt.verdict != "inconclusive")
                              .order_by(Receipt.id.desc()).limit(1)).first()
     if latest is None:
@@ -97,7 +99,7 @@ def unprotect(session: Session, rule_id: int) -> dict[str, Any]:
     else:
         rule.state = latest.state_after if latest.state_after in ("active", "probation") else "candidate"
     session.flush()
-    return rule_dict(rule)
+    return {**rule_dict(rule), "changed": True}
 
 
 def set_scope(session: Session, rule_id: int, scope: str | None) -> dict[str, Any]:
@@ -109,9 +111,11 @@ def set_scope(session: Session, rule_id: int, scope: str | None) -> dict[str, An
 
 
 def forget(session: Session, rule_id: int) -> dict[str, Any]:
+    """Evict by hand (reason "manual"), for good: a forgotten rule cannot be protected back. A rule
+    already evicted by a verdict is forgotten too; forgetting twice changes nothing."""
     rule = get_rule(session, rule_id)
-    if rule.state == "evicted":
-        raise UsageError(f"rule {rule_id} is already evicted ({rule.evict_reason or 'no reason'})")
+    if rule.state == "evicted" and rule.evict_reason == "manual":
+        return {**rule_dict(rule), "changed": False}
     rule.state, rule.evict_reason, rule.decided_at = "evicted", "manual", utcnow()
     session.flush()
-    return rule_dict(rule)
+    return {**rule_dict(rule), "changed": True}
