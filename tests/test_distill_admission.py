@@ -120,19 +120,16 @@ def test_injected_and_evasive_rules_from_a_model_are_refused(store, origin: str)
                      origin="manual").admitted
 
 
-def test_rules_from_a_model_holding_a_secret_or_a_file_path_are_refused(store) -> None:
-    """A rule is read by every run of the agent: a key in it leaks into every prompt, and one
-    project's file path makes it no general rule. General ones (a directory, a glob, a file
-    everyone has) pass."""
-    secret = ["Call the API with sk-ant-api03-" + "A" * 40 + " when stuck.",
-              "Use AWS key AKIAIOSFODNN7EXAMPLE and password hunter2 for the fixture."]
-    paths = ["Read ledgerly/money.py first before editing anything.", "Open ./src/app.ts before the router."]
-    general = ["Run tests in tests/ only, not the whole suite.", "Check docs/*.md for the API before guessing.",
-               "Check package.json scripts before running npm."]
+def test_rules_from_a_model_holding_a_key_are_refused_and_shown_redacted(store) -> None:
+    """A rule is read by every run of the agent: a key in it would leak into every prompt. Only
+    keys recognisable by their form count, so rules about settings that merely say "token" pass."""
+    keys = ["Call the API with sk-ant-api03-" + "A" * 40 + " when stuck.",
+            "Use AWS key AKIAIOSFODNN7EXAMPLE for the fixture bucket."]
+    general = ["Use max_tokens=1024 for quick summaries.", "Pass --api-key-file instead of flags.",
+               "Check .github/workflows/ci.yml only when CI fails."]
     with store.session() as session:
-        result = admit(session, "coder", secret + paths + general, origin="anthropic")
-    reasons = [r.reason for r in result.refused]
-    assert sum("holds a secret" in r for r in reasons) == 2 and sum("names a file path" in r for r in reasons) == 2
+        result = admit(session, "coder", keys + general, origin="anthropic")
+    assert sum("holds a key or token" in r.reason for r in result.refused) == 2
     assert sorted(rule.body for rule in result.admitted) == sorted(general)
     assert not any("AKIAIOSFODNN7EXAMPLE" in r.body or "A" * 40 in r.body for r in result.refused)  # shown redacted
 

@@ -85,6 +85,27 @@ def inline_markdown(text: str) -> str:
 
 REDACTED = "[REDACTED]"
 
+# Keys and tokens recognisable by their form alone (a provider's prefix and length): a match is
+# a secret whatever the words around it, unlike "password …" or "token=…", which can also be prose.
+_KEY_SHAPES: list[re.Pattern[str]] = [
+    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+    re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
+    re.compile(r"\b(?:npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_\-]{20,})"),
+    re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
+]
+
+
+def holds_key(text: str) -> bool:
+    """Whether ``text`` holds a key or token recognisable by its form (see :data:`_KEY_SHAPES`)."""
+    return any(shape.search(text) for shape in _KEY_SHAPES)
+
+
 # Order matters: whole private-key blocks first, then structured credentials, then key=value.
 _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
@@ -98,16 +119,7 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)\b(?P<pre>(?:authorization|proxy-authorization)\s*[:=]\s*)(?:bearer|basic|token)?\s*[A-Za-z0-9._~+/=\-]{8,}"),
      r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"), REDACTED),
-    (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"), REDACTED),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), REDACTED),
-    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
-    (re.compile(r"\b(?:npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_\-]{20,})"), REDACTED),
-    (re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"), REDACTED),  # SendGrid
+    *((shape, REDACTED) for shape in _KEY_SHAPES),
     # passwords given to clients on their command line: mysql -pSECRET, sshpass -p SECRET,
     # curl -u user:SECRET (--user too)
     (re.compile(r"(?P<pre>\b(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]*?\s-p)(?P<val>[^\s\"']{3,})"),

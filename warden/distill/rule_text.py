@@ -10,7 +10,7 @@ import re
 import unicodedata
 
 from warden.errors import UsageError
-from warden.sanitize import first_unsafe_char, markup_problem, redact_secrets
+from warden.sanitize import first_unsafe_char, holds_key, markup_problem
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -95,10 +95,6 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
     return None
 
 
-# A path with a directory and a file name ("ledgerly/money.py", "./src/app.ts"): a rule about one
-# project's files. A bare directory ("tests/") or a glob ("docs/*.md") is general enough.
-_FILE_PATH = re.compile(r"(?<![\w@:])(?:\.{0,2}/)?(?:[\w-]+/)+[\w-]+\.[A-Za-z]\w{0,5}\b")
-
 # What an efficiency rule never needs, but an injected one does: a rule from an untrusted source
 # (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -125,8 +121,6 @@ def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     for pattern, what in _UNTRUSTED_PATTERNS:
         if re.search(pattern, text, re.IGNORECASE) or re.search(pattern, folded, re.IGNORECASE):
             return f"mentions {what}: not something an efficiency rule needs {screened}"
-    if redact_secrets(text) != text or redact_secrets(folded) != folded:
-        return f"holds a secret (a key, token or password), which every run of the agent would read {screened}"
-    if _FILE_PATH.search(folded):
-        return f"names a file path: a rule must hold for any task, not one project's files {screened}"
+    if holds_key(text) or holds_key(folded):  # by its form: "max_tokens=1024" is no secret
+        return f"holds a key or token, which every run of the agent would read {screened}"
     return None
