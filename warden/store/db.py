@@ -201,21 +201,21 @@ def newer_than_this_warden(revision: str | None) -> StoreError | None:
                       "not know: a newer warden wrote it; upgrade warden (pip install -U) to use it")
 
 
-def foreign_tables(engine: Engine) -> list[str]:
-    """Tables of a database warden has never migrated: it must be empty, not another program's."""
-    with engine.connect() as conn:
-        return sorted(name for name in inspect(conn).get_table_names() if name != "alembic_version")
-
-
-def _not_empty(url: str, tables: list[str]) -> StoreError:
+def clashing_tables(engine: Engine) -> list[str]:
+    """Tables named like warden's in a database warden has never migrated: someone else's data
+    (or a cut-short first run), which the first migration must not be run over. Other tables
+    (another program's, an extension's such as PostGIS's spatial_ref_sys) may stay beside warden's."""
     from warden.store.models import Base
 
+    with engine.connect() as conn:
+        return sorted(set(inspect(conn).get_table_names()) & set(Base.metadata.tables))
+
+
+def _clash(url: str, tables: list[str]) -> StoreError:
     shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-    if set(tables) <= set(Base.metadata.tables):  # warden's own, with no revision: a cut-short first run
-        return StoreError(f"database {redact_url(url)} holds some of warden's tables ({shown}) but no migration "
-                          "revision: it was not made by a complete `warden` run; move it aside and run again")
-    return StoreError(f"database {redact_url(url)} holds tables that are not warden's ({shown}): "
-                      "give warden an empty database or schema of its own")
+    return StoreError(f"database {redact_url(url)} already holds tables named like warden's ({shown}) but no "
+                      "warden revision: another program's, or a first run cut short; give warden a database or "
+                      "schema of its own (or move a cut-short SQLite file aside)")
 
 
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
@@ -226,8 +226,8 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
             current = current_revision(engine)
             if current != HEAD_REVISION:
                 newer = newer_than_this_warden(current)
-                if newer is None and current is None and (tables := foreign_tables(engine)):
-                    newer = _not_empty(settings.database_url, tables)
+                if newer is None and current is None and (tables := clashing_tables(engine)):
+                    newer = _clash(settings.database_url, tables)
                 if newer is not None:
                     engine.dispose()
                     raise newer
