@@ -339,6 +339,12 @@ def test_an_empty_argument_is_a_usage_error_not_a_default(argv: tuple[str, ...],
     assert (f"empty value for {named}" if named else "an argument is empty") in err
 
 
+def test_empty_values_hook_scripts_pass_are_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    """README's recover call passes "$SESSION" and "$PWD", which a just-started session may not have."""
+    code, out, err = run(capsys, "recover", "--prompt", "csv exporter", "--cwd", "", "--session-id", "")
+    assert code == 0 and err == "" and out.startswith("warden: nothing")
+
+
 def test_hook_help_is_shown_not_taken_for_a_payload(warden_home: Path) -> None:
     import subprocess
     import sys
@@ -346,6 +352,10 @@ def test_hook_help_is_shown_not_taken_for_a_payload(warden_home: Path) -> None:
     proc = subprocess.run([str(Path(sys.executable).parent / "warden"), "hook", "stop", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "Usage: warden hook stop" in proc.stdout
+    # "-h" is no option of the CLI: the hook runs (and exits 0) as Claude Code would have it
+    proc = subprocess.run([str(Path(sys.executable).parent / "warden"), "hook", "stop", "-h"], input="{}",
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
     assert not (warden_home / "hooks.log").exists() or "not JSON" not in (warden_home / "hooks.log").read_text()
 
 

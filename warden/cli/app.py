@@ -102,7 +102,9 @@ def _without_flag_types(command: Any) -> Any:
     return command
 
 
-_MAY_BE_EMPTY = {"--prompt"}  # recover: a session with no words yet has nothing to score, and says so
+# Options an empty value is a fair answer to: hook scripts pass "$SESSION", "$PWD" and the prompt
+# as they have them (a session just started has no id yet), and an empty scope is no scope.
+_MAY_BE_EMPTY = {"--prompt", "--session-id", "--cwd", "--scope"}
 
 
 def _refuse_empty_arguments(argv: list[str]) -> None:

@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     # A hook must exit 0 within its budget whatever it is given: extra arguments are ignored,
     # and the full CLI (slower to import) is never loaded for it.
     if (len(args) >= 2 and args[0] == "hook" and args[1] in ("stop", "subagent-stop", "session-start")
-            and not {"--help", "-h"} & set(args[2:])):  # a person asking for help gets it
+            and "--help" not in args[2:]):  # a person asking for help gets it (hooks ignore the rest)
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
