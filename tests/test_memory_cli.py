@@ -45,7 +45,8 @@ def test_memory_compile_show_and_drift(warden_home: Path, capsys) -> None:
 def test_memory_compile_refuses_an_unknown_agent(warden_home: Path, capsys) -> None:
     assert main(["memory", "compile", "--agent", "backedn"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "warden: unknown agent 'backedn': no golden suite and no rules (known: backend, docs, sql, testing)"
+    assert err == ("warden: unknown agent 'backedn': no golden suite, rules or sessions "
+                   "(known: backend, docs, sql, testing)")
     assert not memory_path(load_settings(), "backedn").parent.exists()
 
 
@@ -122,3 +123,19 @@ def test_rules_past_the_cap_are_named_and_pay_no_rent(warden_home: Path, capsys)
     path = memory_path(load_settings(), "backend")
     in_file = sum(1 for line in path.read_text().splitlines() if line.startswith("- Rule number"))
     assert 0 < in_file < 150 and listing["memory_rent_tokens"]["backend"] == 50 * in_file
+
+
+def test_agents_known_from_sessions_or_an_installed_memory_are_not_refused(warden_home: Path, capsys) -> None:
+    """'main' and subagent types come from collected sessions; a MEMORY.md installed by hand can be shown."""
+    from warden.store.db import open_store
+    from warden.store.models import SessionRun
+
+    with open_store(load_settings()).session() as s:
+        s.add(SessionRun(run_key="s1:main", session_id="s1", agent="main"))
+    assert main(["rules", "--agent", "main"]) == 0 and main(["receipts", "--agent", "main"]) == 0
+    path = memory_path(load_settings(), "reviewer")
+    path.parent.mkdir(parents=True)
+    path.write_text("# hand-written\n")
+    capsys.readouterr()
+    assert main(["memory", "show", "--agent", "reviewer"]) == 0
+    assert "# hand-written" in capsys.readouterr().out

@@ -216,10 +216,11 @@ def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose 
     from warden.select.selector import require_rule_agent
 
     s = settings()
-    with store(s).session() as session:
-        require_rule_agent(session, s, agent)
-        drift = check_drift(session, s, agent)
     path = memory_path(s, agent)
+    with store(s).session() as session:
+        if not path.is_file():  # a file installed by hand is worth showing, known agent or not
+            require_rule_agent(session, s, agent)
+        drift = check_drift(session, s, agent)
     data = read_existing(path)
     if as_json:
         print_json({"agent": agent, "path": str(path), "exists": data is not None, "drift": drift,
