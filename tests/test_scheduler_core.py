@@ -414,17 +414,23 @@ def test_sweep_removes_only_what_dead_processes_left(tmp_path):
     is gone are removed; a live process's, another program's, and a symlink are left alone."""
     from warden.bench.scheduler import sweep_stale_workdirs
 
+    from warden.names import pid_namespace
+
     dead = subprocess.Popen(["true"])
     dead.wait()
+    ns = pid_namespace() or "x"
+    gone, alive = f"pid{dead.pid}-ns{ns}", f"pid{os.getpid()}-ns{ns}"
     runs, temp = tmp_path / "runs", tmp_path / "tmp"
-    names = {runs / f"pass-7-pid{dead.pid}-abc": False, runs / f"pass-8-pid{os.getpid()}-abc": True,
-             temp / f"warden-run-tmp-pid{dead.pid}-x1": False, temp / f"warden-demo-pid{dead.pid}-x2": False,
-             temp / f"warden-run-tmp-pid{os.getpid()}-x3": True, temp / f"other-pid{dead.pid}-x4": True}
+    names = {runs / f"pass-7-{gone}-abc": False, runs / f"pass-8-{alive}-abc": True,
+             temp / f"warden-run-tmp-{gone}-x1": False, temp / f"warden-demo-{gone}-x2": False,
+             temp / f"warden-run-tmp-{alive}-x3": True, temp / f"other-{gone}-x4": True,
+             # a pid of another PID namespace (a container sharing /tmp) says nothing about ours
+             temp / f"warden-run-tmp-pid{dead.pid}-ns1-x5": True}
     for path in names:
         (path / "inside").mkdir(parents=True)
     target = tmp_path / "kept"
     target.mkdir()
-    (temp / f"warden-demo-pid{dead.pid}-link").symlink_to(target)
+    (temp / f"warden-demo-{gone}-link").symlink_to(target)
     assert sweep_stale_workdirs(runs, temp) == 3
     assert {path: path.exists() for path in names} == names
     assert target.is_dir()
@@ -444,10 +450,15 @@ def test_a_pass_its_killed_process_left_running_is_marked_interrupted_by_the_nex
 
     stale_id, _ = scheduler.plan(replace(standard_request(bench), seed=21))
     alive_id, _ = scheduler.plan(replace(standard_request(bench), seed=22))
+    from warden.names import pid_namespace
+
+    other_ns_id, _ = scheduler.plan(replace(standard_request(bench), seed=24))
     with store.session() as s:
-        for pass_id, pid in ((stale_id, dead.pid), (alive_id, os.getppid())):
+        for pass_id, pid, ns in ((stale_id, dead.pid, pid_namespace()), (alive_id, os.getppid(), pid_namespace()),
+                                 (other_ns_id, dead.pid, "another-container")):
             s.get(BenchPass, pass_id).status = "running"
-            s.get(BenchPass, pass_id).note = json.dumps({"runner": {"host": socket.gethostname(), "pid": pid}})
+            s.get(BenchPass, pass_id).note = json.dumps(
+                {"runner": {"host": socket.gethostname(), "pidns": ns, "pid": pid}})
         first_job = s.scalars(select(BenchJob).where(BenchJob.pass_id == stale_id)).first()
         first_job.status = "running"
     outcome = scheduler.run_request(replace(standard_request(bench), seed=23))
@@ -455,4 +466,5 @@ def test_a_pass_its_killed_process_left_running_is_marked_interrupted_by_the_nex
     with store.session() as s:
         assert s.get(BenchPass, stale_id).status == "interrupted"
         assert s.get(BenchPass, alive_id).status == "running"  # its process lives: not ours to close
+        assert s.get(BenchPass, other_ns_id).status == "running"  # its pid means nothing in our namespace
         assert count(store, BenchJob, BenchJob.pass_id == stale_id, BenchJob.status == "running") == 0

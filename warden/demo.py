@@ -19,6 +19,7 @@ import typer
 
 from warden.config import load_settings
 from warden.errors import UsageError, WardenError
+from warden.names import process_tag
 from warden.store.db import open_store
 
 
@@ -35,7 +36,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
     if keep is not None and not keep.strip():
         raise UsageError("--keep needs a directory (leave it out to use a temporary one)")
     # a temporary home is named with this pid: if the demo is killed, a later bench sweeps it
-    home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix=f"warden-demo-pid{os.getpid()}-"))
+    home = Path(keep).expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix=f"warden-demo-{process_tag()}-"))
     try:
         if keep and home.exists() and (not home.is_dir() or any(home.iterdir())):
             raise UsageError(f"--keep {home}: " + ("is not empty (the demo starts from scratch: name a new "

@@ -3,6 +3,7 @@ once, here."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -54,3 +55,27 @@ def storable_text(text: str) -> str:
     """Untrusted text as every engine stores it: PostgreSQL's text type refuses the NUL character
     (SQLite keeps it), so it is dropped where transcript text is read, and both hold the same."""
     return text.replace("\x00", "") if "\x00" in text else text
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or "" where there is
+    none: a pid names a process only within its namespace, and containers sharing ``/tmp`` or a
+    database each have their own."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def process_tag() -> str:
+    """``pid<pid>-ns<namespace>``: put in a directory's name, it tells a later process whether
+    the one that made it is gone (see :func:`tagged_process`)."""
+    return f"pid{os.getpid()}-ns{pid_namespace() or 'x'}"
+
+
+def tagged_process(name: str) -> tuple[int | None, str | None]:
+    """The (pid, namespace) of a name holding a :func:`process_tag`, else (None, None)."""
+    parts = name.split("-")
+    pid = next((plain_int(p[3:]) for p in parts if p.startswith("pid")), None)
+    namespace = next((p[2:] for p in parts if p.startswith("ns")), None)
+    return pid, namespace

@@ -53,7 +53,7 @@ from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
-from warden.names import plain_int
+from warden.names import pid_namespace, process_tag, tagged_process
 from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.select.runner import config_key as rule_set_key
@@ -324,18 +324,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-# Temp directories named with the pid of the process that made them (a run's TMPDIR, a demo's
-# home): a later bench removes them once that process is gone, as it does pass directories.
+# Temp directories named with the process that made them (a run's TMPDIR, a demo's home; see
+# names.process_tag): a later bench removes them once that process is gone, as it does passes'.
 STALE_TEMP_PREFIXES = ("warden-run-tmp-pid", "warden-demo-pid")
 
 
-def _owner_pid(name: str) -> int | None:
-    """The pid in a name like ``pass-<id>-pid<pid>-<random>``, or None."""
-    return next((plain_int(part[3:]) for part in name.split("-") if part.startswith("pid")), None)
-
-
 def _this_runner() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return {"host": socket.gethostname(), "pidns": pid_namespace(), "pid": os.getpid()}
 
 
 def _note(bench_pass: BenchPass) -> dict[str, Any]:
@@ -354,7 +349,8 @@ def _close_abandoned_passes(session: Session) -> None:
     for bench_pass in session.scalars(select(BenchPass).where(BenchPass.status == "running")):
         runner = _note(bench_pass).get("runner")
         pid = runner.get("pid") if isinstance(runner, dict) else None
-        if not isinstance(pid, int) or runner.get("host") != me["host"] or pid == me["pid"] or _pid_alive(pid):
+        if (not isinstance(pid, int) or runner.get("host") != me["host"] or runner.get("pidns") != me["pidns"]
+                or pid == me["pid"] or _pid_alive(pid)):
             continue
         bench_pass.status = "interrupted"
         for job in session.scalars(select(BenchJob).where(BenchJob.pass_id == bench_pass.id,
@@ -373,9 +369,11 @@ def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) 
         except OSError:
             continue
     removed = 0
+    namespace = pid_namespace() or "x"
     for entry in entries:
-        pid = _owner_pid(entry.name)
-        if pid is None or _pid_alive(pid) or entry.is_symlink() or not entry.is_dir():
+        pid, owner_namespace = tagged_process(entry.name)  # another namespace's pid means nothing here
+        if pid is None or owner_namespace != namespace or _pid_alive(pid) or entry.is_symlink() \
+                or not entry.is_dir():
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1
@@ -556,7 +554,7 @@ class BenchScheduler:
         sweep_stale_workdirs(bench.work_root)
         try:
             bench.work_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-pid{os.getpid()}-", dir=bench.work_root))
+            pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-{process_tag()}-", dir=bench.work_root))
         except OSError as exc:  # read-only, full or not ours: the machine, not the agent
             with self.store.session() as session:
                 session.get(BenchPass, pass_id).status = "aborted"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from warden.names import plain_int
+from warden.names import plain_int, process_tag
 
 # Caps keep one tool result from flooding the context (and the run's token bill).
 MAX_RESULT_CHARS = 30_000
@@ -191,7 +191,7 @@ def run_tmpdir() -> Iterator[str]:
     same run would cost differently under load. Outside the copy, so no tool lists or greps it.
     """
     # named with this process's pid: if it is killed, a later bench removes the directory
-    with tempfile.TemporaryDirectory(prefix=f"warden-run-tmp-pid{os.getpid()}-") as path:
+    with tempfile.TemporaryDirectory(prefix=f"warden-run-tmp-{process_tag()}-") as path:
         yield path
 
 
