@@ -380,3 +380,16 @@ def test_every_option_of_every_command_has_help_and_a_plain_metavar(capsys: pyte
         shown = capsys.readouterr().out + run(capsys, *argv)[1]
         assert "AGENT" in shown or "LIMIT" in shown
         assert "<str>" not in shown and "<int" not in shown and "list[" not in shown
+
+
+def test_a_missing_column_is_one_line_pointing_at_db_check(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    assert run(capsys, "status")[0] == 0
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("alter table checkpoints drop column quality")
+    con.commit()
+    con.close()
+    code, out, err = run(capsys, "checkpoints", "list")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "no such column" in err and "warden db check" in err and "tables are missing" not in err

@@ -69,12 +69,14 @@ def _database_error(exc: Exception) -> str | None:
         return None
     orig = getattr(exc, "orig", None) or exc
     reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
-    missing = "does not exist" in reason or "no such table" in reason
-    if isinstance(exc, sa_exc.ProgrammingError) and not missing:
+    missing_table = ("relation" in reason and "does not exist" in reason) or "no such table" in reason
+    missing_column = ("column" in reason and "does not exist" in reason) or "no such column" in reason
+    if isinstance(exc, sa_exc.ProgrammingError) and not (missing_table or missing_column):
         return None  # a statement warden got wrong: an internal error, not the database's
     hint = (": another warden process is writing; run again when it ends" if "locked" in reason
             else ": warden's tables are missing from this database (dropped, or another database under the "
-                 "same URL?)" if missing else "")
+                 "same URL?)" if missing_table
+            else ": the schema differs from warden's (see `warden db check`)" if missing_column else "")
     return f"database error: {reason}{hint} (its open transaction was rolled back)"
 
 
