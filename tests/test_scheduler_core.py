@@ -418,7 +418,7 @@ def test_sweep_removes_only_what_dead_processes_left(tmp_path):
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    ns = pid_namespace() or "x"
+    ns = pid_namespace()
     gone, alive = f"pid{dead.pid}-ns{ns}", f"pid{os.getpid()}-ns{ns}"
     runs, temp = tmp_path / "runs", tmp_path / "tmp"
     names = {runs / f"pass-7-{gone}-abc": False, runs / f"pass-8-{alive}-abc": True,

@@ -58,19 +58,19 @@ def storable_text(text: str) -> str:
 
 
 def pid_namespace() -> str:
-    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or "" where there is
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or "x" where there is
     none: a pid names a process only within its namespace, and containers sharing ``/tmp`` or a
     database each have their own."""
     try:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
-        return ""
+        return "x"
 
 
 def process_tag() -> str:
     """``pid<pid>-ns<namespace>``: put in a directory's name, it tells a later process whether
     the one that made it is gone (see :func:`tagged_process`)."""
-    return f"pid{os.getpid()}-ns{pid_namespace() or 'x'}"
+    return f"pid{os.getpid()}-ns{pid_namespace()}"
 
 
 def tagged_process(name: str) -> tuple[int | None, str | None]:

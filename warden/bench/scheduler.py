@@ -369,7 +369,7 @@ def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) 
         except OSError:
             continue
     removed = 0
-    namespace = pid_namespace() or "x"
+    namespace = pid_namespace()
     for entry in entries:
         pid, owner_namespace = tagged_process(entry.name)  # another namespace's pid means nothing here
         if pid is None or owner_namespace != namespace or _pid_alive(pid) or entry.is_symlink() \

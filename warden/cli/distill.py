@@ -137,6 +137,11 @@ def _done(as_json: bool, payload: dict, message: str) -> None:
         console.print(message)
 
 
+def _change_message(session: Any, row: dict, done: str, unchanged: str) -> str:
+    """What a by-hand change says; only one that changed the rule recompiles MEMORY.md."""
+    return done + _recompile(session, row["agent"]) if row["changed"] else unchanged
+
+
 def _recompile(session: Any, agent: str) -> str:
     """Changes by hand reach MEMORY.md at once, in the same transaction."""
     from warden.select.selector import recompile_memory
@@ -177,9 +182,9 @@ def rules_protect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MA
     """Protect a rule: kept in memory, counted for rent, never evicted for tokens."""
     with store().session() as session:
         row = rules_admin.protect(session, rule_id)
-        hint = _recompile(session, row["agent"]) if row["changed"] else ""
-    _done(as_json, row, f"rule {rule_id} is protected{hint}" if row["changed"]
-          else f"rule {rule_id} is already protected: unchanged")
+        message = _change_message(session, row, f"rule {rule_id} is protected",
+                                  f"rule {rule_id} is already protected: unchanged")
+    _done(as_json, row, message)
 
 
 @rules_app.command("unprotect")
@@ -188,9 +193,9 @@ def rules_unprotect(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=
     evicted); never measured → a candidate."""
     with store().session() as session:
         row = rules_admin.unprotect(session, rule_id)
-        hint = _recompile(session, row["agent"]) if row["changed"] else ""
-    _done(as_json, row, f"rule {rule_id} is now {row['state']}{hint}" if row["changed"]
-          else f"rule {rule_id} is {row['state']}, not protected: unchanged")
+        message = _change_message(session, row, f"rule {rule_id} is now {row['state']}",
+                                  f"rule {rule_id} is {row['state']}, not protected: unchanged")
+    _done(as_json, row, message)
 
 
 @rules_app.command("scope")
@@ -216,9 +221,9 @@ def rules_forget(rule_id: int = typer.Argument(..., metavar="ID", min=1, max=MAX
     """Evict a rule by hand (reason: manual). It stays in the ledger as negative data."""
     with store().session() as session:
         row = rules_admin.forget(session, rule_id)
-        hint = _recompile(session, row["agent"]) if row["changed"] else ""
-    _done(as_json, row, f"rule {rule_id} evicted (manual){hint}" if row["changed"]
-          else f"rule {rule_id} is already forgotten: unchanged")
+        message = _change_message(session, row, f"rule {rule_id} evicted (manual)",
+                                  f"rule {rule_id} is already forgotten: unchanged")
+    _done(as_json, row, message)
 
 
 def register(app: typer.Typer) -> None:

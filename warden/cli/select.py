@@ -210,7 +210,8 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
 
 
 @memory_app.command("show")
-def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to show."), as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to show."),
+                as_json: bool = typer.Option(False, "--json")) -> None:
     """Print the installed MEMORY.md (and whether it drifted from the last compile)."""
     from warden.select.compile import check_drift, memory_path, read_existing
     from warden.select.selector import require_rule_agent
@@ -235,7 +236,8 @@ def memory_show(agent: str = typer.Option(..., "--agent", help="The agent whose 
 
 
 @memory_app.command("compile")
-def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to compile."), as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent whose MEMORY.md to compile."),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Recompile MEMORY.md from the rule ledger (and recovered checkpoints)."""
     from warden.select.selector import recompile_memory, require_rule_agent
 

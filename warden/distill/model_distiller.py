@@ -177,6 +177,13 @@ def parse_reply(text: str) -> tuple[list[str], str | None]:
     return bodies, None
 
 
+def _failed(reply: ModelReply, error: str) -> ModelReply:
+    """``reply`` marked failed (the run stays queued), and logged."""
+    reply.error = error
+    log.warning("model distiller: %s; nothing admitted", error)
+    return reply
+
+
 def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[Finding], digest: list[str],
                        context: DistillContext) -> ModelReply:
     """One Messages API call; never raises for API or reply problems (they are reported)."""
@@ -186,17 +193,11 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
             model=model, max_tokens=MAX_REPLY_TOKENS, system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": build_prompt(findings, digest, context)}])
     except anthropic.APIStatusError as exc:
-        reply.error = f"Messages API error {exc.status_code}: {type(exc).__name__}"
-        log.warning("model distiller: %s; nothing admitted", reply.error)
-        return reply
+        return _failed(reply, f"Messages API error {exc.status_code}: {type(exc).__name__}")
     except anthropic.APIError as exc:  # connection errors, timeouts, bodies the SDK cannot read
-        reply.error = f"Messages API unreachable: {type(exc).__name__}"
-        log.warning("model distiller: %s; nothing admitted", reply.error)
-        return reply
+        return _failed(reply, f"Messages API unreachable: {type(exc).__name__}")
     except ValueError as exc:  # a 200 whose body is not JSON (the SDK's decode error is a ValueError)
-        reply.error = f"malformed Messages API reply: {type(exc).__name__}"
-        log.warning("model distiller: %s; nothing admitted", reply.error)
-        return reply
+        return _failed(reply, f"malformed Messages API reply: {type(exc).__name__}")
     try:
         usage = getattr(response, "usage", None)
         if usage is not None:
@@ -208,9 +209,7 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
             raise TypeError("a text block without text")
         reply.raw_text = "".join(texts)
     except (AttributeError, TypeError, ValueError) as exc:  # a 200 whose body is not a Messages reply
-        reply.error = f"malformed Messages API reply: {type(exc).__name__}"
-        log.warning("model distiller: %s; nothing admitted", reply.error)
-        return reply
+        return _failed(reply, f"malformed Messages API reply: {type(exc).__name__}")
     bodies, why = parse_reply(reply.raw_text)
     if why is not None:
         reply.dropped.append(why)

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import func, select
@@ -40,6 +40,9 @@ from warden.names import clean_label
 from warden.store.bulk import execute_many
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
+
+if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
+    from warden.continuity.capture import StoredCaptures
 
 READ_CHUNK = 8 << 20
 MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
@@ -540,7 +543,7 @@ class Collector:
             offset_row.parser_version = PARSER_VERSION
             keys.append(run[2] if run else None)
         session.flush()
-        if self.post_ingest:
+        if self.post_ingest and any(runs):  # summary-only files have no run to capture from
             from warden.continuity.capture import load_stored_captures
             from warden.continuity.service import retention_horizon
 
@@ -754,7 +757,7 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
 
 
 def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun, settings: Settings,
-                        precaptured: Any = None, stored_captures: Any = None) -> None:
+                        precaptured: Any = None, stored_captures: StoredCaptures | None = None) -> None:
     """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
 
     ``parsed`` may be a resumed parse (``parsed.start_offset > 0``): its turns, tool calls and
@@ -861,8 +864,8 @@ def session_row_json(row: SessionRun) -> dict[str, Any]:
         "tool_calls": row.tool_calls, "file_reads": row.file_reads, "rereads": row.rereads, "greps": row.greps,
         "edits": row.edits, "failed_tool_results": row.failed_tool_results, "completed": row.completed,
         "placeholder_output": row.placeholder_output, "unknown_model": row.unknown_model,
-        "started_at": iso_utc(row.started_at, "seconds"), "ended_at": iso_utc(row.ended_at, "seconds"), "source_path": row.source_path,
-        "run_key": row.run_key,
+        "started_at": iso_utc(row.started_at, "seconds"), "ended_at": iso_utc(row.ended_at, "seconds"),
+        "source_path": row.source_path, "run_key": row.run_key,
     }
 
 

@@ -225,12 +225,12 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
         try:
             current = current_revision(engine)
             if current != HEAD_REVISION:
-                newer = newer_than_this_warden(current)
-                if newer is None and current is None and (tables := clashing_tables(engine)):
-                    newer = _clash(settings.database_url, tables)
-                if newer is not None:
+                refusal = newer_than_this_warden(current)
+                if refusal is None and current is None and (tables := clashing_tables(engine)):
+                    refusal = _clash(settings.database_url, tables)
+                if refusal is not None:
                     engine.dispose()
-                    raise newer
+                    raise refusal
                 _upgrade_unless_raced(engine)
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
