@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
+from warden.distill.admission import ADMISSION_LOCK
 from warden.store.locks import LockBusy, exclusive
 
 
@@ -65,13 +66,13 @@ def test_one_process_distills_at_a_time_and_nightly_goes_on_without(warden_home)
     from warden.store.db import open_store
 
     store = open_store(load_settings())
-    with exclusive(store, "distill", "held by the test"):
-        with pytest.raises(LockBusy, match="another warden process is distilling"):
+    with exclusive(store, ADMISSION_LOCK, "held by the test"):
+        with pytest.raises(LockBusy, match="another warden process is adding candidate rules"):
             distill_runs(store, load_settings())
         assert distill_runs(store, load_settings(), dry_run=True) == []  # a dry run needs no lock
         logged: list[str] = []
         summary = run_nightly(store, load_settings(), agents=["docs"], collect=False, log=logged.append)
-    assert any(line.startswith("distill: skipped, another warden process is distilling") for line in logged)
+    assert any(line.startswith("distill: skipped, another warden process is adding candidate rules") for line in logged)
     assert summary.exit_code == 0
 
 

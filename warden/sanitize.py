@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 # C0 controls except tab and newline (CR included), DEL, C1 controls, every format character
@@ -51,6 +52,16 @@ def one_line(text: str, limit: int) -> str:
     (newlines included) made one space, cut to ``limit`` characters with an ellipsis."""
     text = " ".join(strip_controls(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def count_text(value: object) -> str:
+    """A token count for people: thousands separated; '—' for none, and for what no count can be
+    (NaN, ±Infinity, an integer past a double's range, not a number: foreign evidence)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    if isinstance(value, int) and abs(value) > 2**53 or isinstance(value, float) and not math.isfinite(value):
+        return "—"
+    return f"{value:,.0f}"
 
 
 # Markdown/HTML that would give a one-line memory entry a structure of its own: an HTML tag,

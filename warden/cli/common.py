@@ -60,7 +60,10 @@ def _json_value(value: Any) -> Any:
 
 def print_json(data: Any) -> None:
     # Under a locale that is not UTF-8 (LC_ALL=en_US.ISO-8859-1), \u escapes keep the JSON whole.
-    text = json.dumps(data, indent=2, ensure_ascii=not writes_utf8(sys.stdout), default=_json_value)
+    from warden.strict_json import json_safe
+
+    text = json.dumps(json_safe(data), indent=2, ensure_ascii=not writes_utf8(sys.stdout), default=_json_value,
+                      allow_nan=False)
     sys.stdout.write(escape_unsafe_in_json(text) + "\n")
 
 

@@ -69,10 +69,7 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
     from warden.ledger.service import adopt
     from warden.select.selector import known_agents
 
-    with store().session() as session:
-        report = adopt(session, path, agent=agent, dry_run=dry_run, suites=known_agents(settings()))
-        if dry_run:
-            session.rollback()
+    report = adopt(store(), path, agent=agent, dry_run=dry_run, suites=known_agents(settings()))
     if as_json:
         print_json(report.to_json())
         return

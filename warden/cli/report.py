@@ -10,7 +10,7 @@ from rich.table import Table
 
 from warden.cli.common import console, print_json, safe, settings, store, wide_console
 from warden.errors import UsageError
-from warden.report.html import count_text
+from warden.sanitize import count_text
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_c
                                safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
+from warden.sanitize import count_text
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
 
@@ -161,10 +162,6 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
                           f"rule {passes[2]}/{passes[3]} diffs {[round(x) for x in diffs][:12]}")
 
 
-def _num(value: Any) -> str:
-    return _fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else safe(str(value), 20)
-
-
 def _render_claimed(claimed: Any) -> None:
     """An adopted rule's foreign evidence, item by item: shown, never used in a verdict."""
     if not isinstance(claimed, dict):
@@ -178,8 +175,8 @@ def _render_claimed(claimed: Any) -> None:
             continue
         lo, hi = (list(item.get("interval") or []) + ["?", "?"])[:2]
         console.print(f"    {safe(item.get('decided_at'), 30)} {safe(item.get('kind'), 20)} → {safe(item.get('verdict'), 20)}"
-                      f" · saving {_num(item.get('estimate'))}/run [{_num(lo)}, {_num(hi)}], margin "
-                      f"{_num(item.get('margin'))}, {_num(item.get('n_pairs'))} pairs, passes "
+                      f" · saving {count_text(item.get('estimate'))}/run [{count_text(lo)}, {count_text(hi)}], margin "
+                      f"{count_text(item.get('margin'))}, {count_text(item.get('n_pairs'))} pairs, passes "
                       f"{safe(item.get('pass_counts'), 40)} · {safe(item.get('backend'), 40)}/{safe(item.get('model'), 60)}")
 
 

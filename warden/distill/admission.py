@@ -74,6 +74,12 @@ def rent_of(body: str, scope: str | None) -> int:
     return rule_rent(MemoryRule(id=0, body=body, scope=scope))
 
 
+# One process at a time adds candidates (distill, adopt, nightly): two would each miss the
+# other's uncommitted rules and insert the same candidate twice.
+ADMISSION_LOCK = "admission"
+ADMISSION_BUSY = "another warden process is adding candidate rules (distill, adopt or nightly); run again when it ends"
+
+
 def agent_rules(session: Session, agent: str) -> list[Rule]:
     return list(session.scalars(select(Rule).where(Rule.agent == agent).order_by(Rule.id)))
 

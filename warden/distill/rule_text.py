@@ -6,6 +6,7 @@ Pure: every writer of a rule body (distillers, ``rules add``, ``adopt``, ``verif
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -68,10 +69,11 @@ def _mixed_script_word(text: str) -> str | None:
     return None
 
 
-def _trigrams(text: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # a ledger's 500 rules are compared pairwise
+def _trigrams(text: str) -> frozenset[str]:
     norm = " ".join(unicodedata.normalize("NFC", text).casefold().split())
     padded = f"  {norm} "
-    return {padded[i:i + 3] for i in range(len(padded) - 2)}
+    return frozenset(padded[i:i + 3] for i in range(len(padded) - 2))
 
 
 def trigram_jaccard(a: str, b: str) -> float:
@@ -111,12 +113,24 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Cyrillic, Greek and Armenian letters drawn like Latin ones: a whole word of them ("ѕѕһ") passes
+# the mixed-script check, so the screen reads them as the Latin letters they imitate.
+_LATIN_LOOKALIKES = str.maketrans(
+    "аеорсухѕіјһԁԛԝӏАВЕКМНОРСТХЅІЈҮҺԚԜ"
+    "αβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
+    "օսհոզ",
+    "aeopcyxsijhdqwlABEKMHOPCTXSIJYHQW"
+    "aBeikvoptuxABEZHIKMNOPTYX"
+    "ouhnq")
+
+
 def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None.
     The scope is screened with the body, as the agent reads them: "(when SCOPE) BODY". Look-alike
-    letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞) are screened as the letters they imitate."""
+    letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞, Cyrillic ѕѕһ) are screened as the letters
+    they imitate."""
     text = f"(when {scope}) {body}" if scope else body
-    folded = unicodedata.normalize("NFKC", text)
+    folded = unicodedata.normalize("NFKC", text).translate(_LATIN_LOOKALIKES)
     screened = "(rules from models and ledgers are screened)"
     for pattern, what in _UNTRUSTED_PATTERNS:
         if re.search(pattern, text, re.IGNORECASE) or re.search(pattern, folded, re.IGNORECASE):

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from warden.config import Settings
 from warden.distill import heuristic
-from warden.distill.admission import Refusal, admit, screen_body
+from warden.distill.admission import ADMISSION_BUSY, ADMISSION_LOCK, Refusal, admit, screen_body
 from warden.distill.detectors import Finding, detect_waste
 from warden.distill.model_distiller import (MAX_CONSECUTIVE_FAILURES, DistillContext, ModelReply, digest_lines,
                                             distill_with_model, make_client)
@@ -241,8 +241,7 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
     from warden.store.locks import exclusive
 
     check_distiller(distiller)
-    busy = "another warden process is distilling (distill or nightly); run again when it ends"
-    with nullcontext() if dry_run else exclusive(store, "distill", busy):
+    with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY):
         if run_id is None and not dry_run:
             from warden.distill.trigger import sweep
 

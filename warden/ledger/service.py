@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,17 @@ from sqlalchemy.orm import Session
 
 from warden import __version__
 from warden.config import Settings
-from warden.distill.admission import validate_scope
+from warden.distill.admission import ADMISSION_BUSY, ADMISSION_LOCK, validate_scope
 from warden.distill.rule_text import RuleTextError, find_near_duplicate, validate_rule_body
 from warden.errors import UsageError
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
-from warden.ledger.verify import load_verified, verify_bytes
+from warden.ledger.verify import Problem, load_verified, verify_bytes
 from warden.names import validate_agent_name
+from warden.sanitize import one_line
 from warden.select.compile import write_atomic
 from warden.select.memory import MemoryRule, rule_rent
+from warden.store.db import Store
+from warden.store.locks import exclusive
 from warden.store.models import Receipt, Rule
 
 SHARED_STATES = ("active", "protected")
@@ -79,12 +83,29 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     # no longer supports it (its scope raised its rent since, a borderline keep) is named here.
     problems = verify_bytes(data, f"{agent}.json")
     if problems:
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UsageError(f"cannot share {agent}: {problems[0]}{more}; re-measure the rule "
-                         "(`warden select`) or forget it, then share again")
+        raise UsageError(_share_refusal(session, agent, doc, problems))
     target = out or settings.ledgers_dir / f"{agent}.json"
     write_atomic(target, data, target.parent)
     return target, len(doc["rules"])
+
+
+def _share_refusal(session: Session, agent: str, doc: dict[str, Any], problems: list[Problem]) -> str:
+    """Why ``agent``'s rules cannot be shared, naming the rule by its local id (the ledger orders
+    rules by body) and what would change it."""
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    first = problems[0]
+    if first.index is None:
+        return f"cannot share {agent}: {first}{more}"
+    entry = doc["rules"][first.index]
+    rule = session.scalars(select(Rule).where(Rule.agent == agent, Rule.body == entry["body"],
+                                              Rule.state.in_(SHARED_STATES))).first()
+    if rule is None:  # cannot happen: the document was built from these rows
+        return f"cannot share {agent}: {first}{more}"
+    remedy = (f"forget it (`warden rules forget {rule.id}`) or add it again worded otherwise"
+              if rule.state == "protected" else
+              f"re-measure it (`warden select --agent {agent}`) or forget it (`warden rules forget {rule.id}`)")
+    return (f"cannot share {agent}: rule {rule.id} ({rule.state}) {one_line(rule.body, 50)!r}: {first.reason}{more}; "
+            f"{remedy}, then share again")
 
 
 @dataclass
@@ -99,12 +120,22 @@ class AdoptReport:
         return dict(self.__dict__)
 
 
-def adopt(session: Session, path: Path, *, agent: str | None = None, dry_run: bool = False,
+def adopt(store: Store, path: Path, *, agent: str | None = None, dry_run: bool = False,
           suites: Collection[str] | None = None) -> AdoptReport:
-    """Verify ``path``, then import its new rules as local candidates of ``agent``. ``suites``:
-    the agents with a golden suite here; a target without one is refused (its candidates could
-    never be measured)."""
+    """Verify ``path``, then import its new rules as local candidates of ``agent``, committed
+    under the admission lock (:class:`~warden.store.locks.LockBusy` while another process adds
+    candidates); a dry run writes nothing and needs no lock. ``suites``: the agents with a golden
+    suite here; a target without one is refused (its candidates could never be measured)."""
     doc = load_verified(path)
+    with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY), store.session() as session:
+        report = _import_rules(session, doc, path, agent, dry_run, suites)
+        if dry_run:
+            session.rollback()
+    return report
+
+
+def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str | None, dry_run: bool,
+                  suites: Collection[str] | None) -> AdoptReport:
     target = validate_agent_name(agent or doc["agent"])
     if suites is not None and target not in suites:
         raise UsageError(f"no golden suite for agent {target!r} here, so its candidates could never be measured "

@@ -21,6 +21,7 @@ from warden.distill.admission import validate_scope
 from warden.distill.rule_text import (NEAR_DUPLICATE_JACCARD, RuleTextError, trigram_jaccard, untrusted_rule_problem,
                                       validate_rule_body)
 from warden.errors import UsageError
+from warden.habits import is_false_economy
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
 from warden.sanitize import first_unsafe_char, strip_controls
@@ -33,6 +34,7 @@ class Problem:
     file: str
     rule: str | None  # "rule 3 'Grep for…'" or None for file-level problems
     reason: str
+    index: int | None = None  # the rule's position in the file (0-based), for a rule's problem
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.rule}: " if self.rule else f"{self.file}: "
@@ -147,35 +149,41 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     seen: list[tuple[str, str]] = []
     for index, rule in enumerate(rules):
         label = _label(index, rule)
+
+        def problem(reason: str) -> None:
+            problems.append(Problem(name, label, reason, index))  # noqa: B023 (called at once)
+
         try:
             body = validate_rule_body(rule["body"])
             if body != rule["body"]:
-                problems.append(Problem(name, label, "body is not in canonical form (NFC, trimmed)"))
+                problem("body is not in canonical form (NFC, trimmed)")
         except RuleTextError as exc:
-            problems.append(Problem(name, label, f"rule body rejected: {exc}"))
+            problem(f"rule body rejected: {exc}")
             body = str(rule["body"])
+        if is_false_economy(body):  # the bench cannot see what skipped verification costs later
+            problem("rule rejected: false economy: trades verification or testing for tokens")
         untrusted = untrusted_rule_problem(body, rule["scope"] if isinstance(rule["scope"], str) else None)
         if untrusted:
-            problems.append(Problem(name, label, f"rule rejected: {untrusted}"))
+            problem(f"rule rejected: {untrusted}")
         try:
             if validate_scope(rule["scope"]) != rule["scope"]:
-                problems.append(Problem(name, label, "scope is not in canonical form (NFC, trimmed, null when empty)"))
+                problem("scope is not in canonical form (NFC, trimmed, null when empty)")
         except RuleTextError as exc:
-            problems.append(Problem(name, label, f"scope rejected: {exc}"))
+            problem(f"scope rejected: {exc}")
         if rule["rent"] != rule_rent(MemoryRule(0, body, rule["scope"])):
-            problems.append(Problem(name, label, f"rent {rule['rent']} is not the rule's rent as compiled "
-                                                 f"({rule_rent(MemoryRule(0, body, rule['scope']))} tokens)"))
+            problem(f"rent {rule['rent']} is not the rule's rent as compiled "
+                    f"({rule_rent(MemoryRule(0, body, rule['scope']))} tokens)")
         if rule_hash(rule) != rule["sha256"]:
-            problems.append(Problem(name, label, "sha256 does not match the rule's content (edited after export?)"))
+            problem("sha256 does not match the rule's content (edited after export?)")
         for other_label, other_body in seen:
             similarity = trigram_jaccard(body, other_body)
             if body == other_body or similarity > NEAR_DUPLICATE_JACCARD:
-                problems.append(Problem(name, label, f"duplicate of {other_label} (similarity {similarity:.2f})"))
+                problem(f"duplicate of {other_label} (similarity {similarity:.2f})")
                 break
         seen.append((label, body))
         why = evidence_supports_keeping(rule)
         if why:
-            problems.append(Problem(name, label, why))
+            problem(why)
     if [rule_order(r) for r in rules] != sorted(rule_order(r) for r in rules):
         problems.append(Problem(name, None, "rules are not in canonical order (by body, then scope); "
                                             "re-export it with `warden share`"))
@@ -188,30 +196,37 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     return problems
 
 
-def verify_path(path: Path) -> list[Problem]:
+def _read_ledger(path: Path) -> bytes | Problem:
+    """The file's bytes (a regular file, not a symlink, within the size limit), read once."""
     name = str(path)
     try:
-        st = os.lstat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block
     except OSError as exc:
-        return [Problem(name, None, f"cannot read: {exc.strerror}")]
-    if not stat.S_ISREG(st.st_mode):
-        return [Problem(name, None, "not a regular file")]
-    if st.st_size > MAX_FILE_BYTES:
-        return [Problem(name, None, f"file is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")]
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        return [Problem(name, None, f"cannot read: {exc.strerror}")]
-    return verify_bytes(data, name)
+        return Problem(name, None, "not a regular file" if os.path.islink(path) else f"cannot read: {exc.strerror}")
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())  # of what was opened, not of what the name points at now
+        if not stat.S_ISREG(st.st_mode):
+            return Problem(name, None, "not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            return Problem(name, None, f"file is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
+        try:
+            return fh.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            return Problem(name, None, f"cannot read: {exc.strerror}")
+
+
+def verify_path(path: Path) -> list[Problem]:
+    data = _read_ledger(path)
+    return [data] if isinstance(data, Problem) else verify_bytes(data, str(path))
 
 
 def load_verified(path: Path) -> dict[str, Any]:
-    """The ledger document, or a UsageError listing what is wrong with it."""
-    from warden.errors import UsageError
-
-    problems = verify_path(path)
+    """The ledger document, or a UsageError listing what is wrong with it. The document is parsed
+    from the very bytes that were verified: the file may change on disk in between."""
+    data = _read_ledger(path)
+    problems = [data] if isinstance(data, Problem) else verify_bytes(data, str(path))
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UsageError(f"ledger rejected: {problems[0]}{more}")
-    return json.loads(path.read_bytes().decode("utf-8"))
+    assert isinstance(data, bytes)
+    return json.loads(data.decode("utf-8"))

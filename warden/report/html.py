@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from warden import __version__
-from warden.sanitize import strip_controls
+from warden.sanitize import count_text, strip_controls
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d232b}
@@ -22,11 +22,6 @@ details{margin:.3rem 0}summary{cursor:pointer}
 
 def esc(value: object) -> str:
     return html.escape(strip_controls(str(value), keep_newlines=False), quote=True)
-
-
-def count_text(x: float | None) -> str:
-    """A token count for people: thousands separated, '—' for none."""
-    return "—" if x is None else f"{x:,.0f}"
 
 
 def _usd(x: float | None, digits: int = 2) -> str:
