@@ -134,6 +134,20 @@ def test_reaudit_measures_a_fresh_round_even_when_prior_evidence_decides() -> No
     assert audit.decision.verdict is Verdict.KEEP and audit.decision.kind == REAUDIT
 
 
+def test_a_reaudit_the_budget_cannot_measure_is_inconclusive_not_a_verdict() -> None:
+    """The prior evidence alone decides nothing on a re-audit: without a fresh round (the budget
+    does not buy one) it is inconclusive, so a rule on probation is never cleared unmeasured."""
+    runner = _runner(0.30, seed=11)
+    admission = decide_rule(runner, REF, RULE, _ids(runner), 40)
+    assert admission.decision.verdict is Verdict.KEEP
+    before = runner.tokens_spent
+    audit = decide_rule(runner, REF, RULE, _ids(runner), 40, prior_evidence=admission.evidence, kind=REAUDIT,
+                        budget_tokens=1, cost_hints={t: 100_000.0 for t in _ids(runner)})
+    assert audit.rounds == 0 and runner.tokens_spent == before
+    assert audit.decision.verdict is Verdict.INCONCLUSIVE
+    assert "fresh round" in audit.decision.reasons[-1]
+
+
 def test_reaudit_misses_a_rule_that_turned_harmful() -> None:
     runner = _runner(-0.20, seed=12)
     audit = decide_rule(runner, REF, RULE, _ids(runner), 40, kind=REAUDIT)

@@ -222,3 +222,61 @@ def test_cost_project_without_real_work_says_so(warden_home: Path) -> None:
                          cwd=REPO, env=dict(os.environ), timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert "no projection" in cli.stdout and "without warden 0" not in " ".join(cli.stdout.split())
+
+
+def test_an_open_interval_is_drawn_to_the_axis_edge_and_printed_as_standard_json(warden_home: Path, capsys) -> None:
+    """An inconclusive receipt after a single pair has an infinite interval end: the report draws
+    it to the edge of the axis, `receipt` prints −∞, and `--json` says null (not -Infinity,
+    which JSON readers refuse)."""
+    from warden.cli.app import main
+    from warden.strict_json import loads_strict
+
+    store = open_store(load_settings())
+    with store.session() as s:
+        rule = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                    state="candidate", rent_tokens=17)
+        s.add(rule)
+        s.flush()
+        write_receipt(s, rule, kind="admission", verdict="inconclusive", reason="budget spent", state_after="candidate",
+                      estimate=1200.0, ci_low=float("-inf"), ci_high=42_228.0, margin=34.0, k=2.0,
+                      n_per_side={"backend-01": [1, 1]}, paired_diffs={"backend-01": [1200.0]},
+                      pass_counts={"backend-01": [1, 1, 1, 1]}, tokens_spent=120_000.0, model="sim-naive-1",
+                      backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                      method={"relative_interval": [float("-inf"), 0.4], "llr": float("nan")})
+    page = _report(store)
+    assert "−∞" in page and "nan" not in page.lower().replace("nanos", "")
+    assert main(["receipt", "1"]) == 0
+    assert "−∞" in capsys.readouterr().out
+    for command in (["receipt", "1", "--json"], ["receipts", "--json"]):
+        assert main(command) == 0
+        out = capsys.readouterr().out
+        assert "Infinity" not in out and "NaN" not in out
+        loads_strict(out)
+
+
+def test_stacked_rules_are_priced_on_what_the_earlier_ones_leave(warden_home: Path) -> None:
+    """Each rule's relative saving was measured on top of the rules kept before it: applied in
+    that order, the savings add up to the combined effect (1 − 0.5)(1 − 0.2) = 0.4 of a session,
+    never to 0.5 + 0.2 of it."""
+    store = open_store(load_settings())
+    with store.session() as s:
+        s.add(SessionRun(run_key="s:main", session_id="s", agent="backend", weighted_tokens=100_000.0,
+                         started_at=utcnow(), ended_at=utcnow()))
+        first = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                     state="active", rent_tokens=17)
+        second = Rule(agent="backend", body="Read each file at most once per task and keep notes.",
+                      state="active", rent_tokens=15)
+        s.add_all([second, first])  # ids in the other order than the decisions
+        s.flush()
+        for rule, relative in ((first, 0.5), (second, 0.2)):
+            write_receipt(s, rule, kind="admission", verdict="keep", reason="test", state_after="active",
+                          estimate=relative * 90_000, ci_low=1.0, ci_high=2.0, margin=34.0, k=2.0,
+                          n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1_000_000.0,
+                          model="sim-naive-1", backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                          method={"relative_estimate": relative, "reference_cost": 90_000.0})
+        first_id, second_id = first.id, second.id
+    with store.session() as s:
+        cost = rule_costs(s, "backend", DEFAULT_TABLE)
+    saving = {r["rule_id"]: r["saving_tokens_per_session"] for r in cost["rules"]}
+    assert saving[first_id] == pytest.approx(50_000) and saving[second_id] == pytest.approx(10_000)
+    assert project(cost, weeks=1, sessions_per_week=1, bench_tokens_per_week=0)["saving_tokens"] == pytest.approx(60_000)

@@ -190,6 +190,21 @@ def test_an_invocation_budget_too_small_for_a_round_writes_no_inconclusive(env) 
         assert s.query(Receipt).count() == 1 and s.get(Rule, rid).state == "candidate"
 
 
+def test_an_evidence_budget_too_small_for_one_pair_is_a_skip_not_a_receipt(env) -> None:
+    """An evidence budget that buys no pair at all measures nothing: no receipt (its estimate
+    would be NaN), no inconclusive strike, and one line saying what to raise."""
+    settings, store = env
+    settings = replace(settings, evidence_budget_tokens=30_000)
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.25}, seed=5)
+    for _ in range(4):
+        report = _selector(settings, store, runner).run()
+        assert report.decisions == [] and "evidence_budget_tokens" in report.skipped[0]
+    with store.session() as s:
+        assert s.query(Receipt).count() == 0 and s.get(Rule, rid).state == "candidate"
+    assert runner.tokens_spent == 0
+
+
 def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp_path: Path) -> None:
     """Night 1 measures a candidate against the empty active set before anything was compiled;
     the night's compile makes version 1 of that same empty set. Night 2's candidate reuses

@@ -55,11 +55,13 @@ def one_line(text: str, limit: int) -> str:
 
 
 def count_text(value: object) -> str:
-    """A token count for people: thousands separated; '—' for none, and for what no count can be
-    (NaN, ±Infinity, an integer past a double's range, not a number: foreign evidence)."""
+    """A token count for people: thousands separated; ±∞ for the open end of an interval; '—' for
+    none, and for what no count can be (NaN, an integer past a double's range, not a number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "—"
-    if isinstance(value, int) and abs(value) > 2**53 or isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if isinstance(value, int) and abs(value) > 2**53 or isinstance(value, float) and math.isnan(value):
         return "—"
     return f"{value:,.0f}"
 

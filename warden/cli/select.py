@@ -30,13 +30,9 @@ def _say(message: str) -> None:
     err_console.print(f"[dim]· {safe(message)}[/]")
 
 
-def _fmt(x: float) -> str:
-    return f"{x:,.0f}"
-
-
 def render_select_report(report: dict[str, Any]) -> None:
     console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
-                  f"{safe(report['model'])} · spent {_fmt(report['tokens_spent'])} weighted tokens "
+                  f"{safe(report['model'])} · spent {count_text(report['tokens_spent'])} weighted tokens "
                   f"({report['runs_made']} runs, {report['runs_reused']} reused)"
                   + (" · decided before this night was resumed" if report.get("decided_before_resume") else ""))
     if report["decisions"]:
@@ -46,8 +42,8 @@ def render_select_report(report: dict[str, Any]) -> None:
         for d in report["decisions"]:
             lo, hi = d["interval_tokens"]
             table.add_row(str(d["rule_id"]), d["kind"], d["verdict"], f"{d['state_before']} → {d['state_after']}",
-                          _fmt(d["estimate_tokens"]), f"[{_fmt(lo)}, {_fmt(hi)}]", _fmt(d["margin_tokens"]),
-                          _fmt(d["tokens_spent"]), safe(d["body"], 200))
+                          count_text(d["estimate_tokens"]), f"[{count_text(lo)}, {count_text(hi)}]", count_text(d["margin_tokens"]),
+                          count_text(d["tokens_spent"]), safe(d["body"], 200))
         wide_console().print(table)
     elif not report["skipped"] and not report["aborted"]:
         console.print("  no pending candidates and nothing to re-audit")
@@ -153,8 +149,8 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
         lo, hi = r["interval"]
         console.print(f"\n  [bold]#{r['id']}[/] {r['created_at']} {r['kind']} → {r['verdict']} (state {r['state_after']})"
                       f" · {safe(r['backend'])}/{safe(r['model'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
-        console.print(f"    saving {_fmt(r['estimate'])}/run, interval [{_fmt(lo)}, {_fmt(hi)}], margin "
-                      f"{_fmt(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {_fmt(r['tokens_spent'])} weighted tokens")
+        console.print(f"    saving {count_text(r['estimate'])}/run, interval [{count_text(lo)}, {count_text(hi)}], margin "
+                      f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted tokens")
         console.print(f"    {safe(r['reason'], 400)}")
         for task, diffs in sorted(r["paired_diffs"].items()):
             passes = r["pass_counts"].get(task, [0, 0, 0, 0])
@@ -201,8 +197,8 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
     for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "spent", "body"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], _fmt(r["estimate"]),
-                      _fmt(r["margin"]), _fmt(r["tokens_spent"]), safe(r["body"], 200))
+        table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], count_text(r["estimate"]),
+                      count_text(r["margin"]), count_text(r["tokens_spent"]), safe(r["body"], 200))
     wide_console().print(table)
 
 
@@ -265,19 +261,19 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
     if as_json:
         print_json(plan)
         return
-    console.print(f"[bold]{safe(agent)}[/]: reference cost {_fmt(plan['reference_cost'])} weighted tokens per run "
-                  f"({plan['basis']}); budget per rule {_fmt(plan['budget'])}"
+    console.print(f"[bold]{safe(agent)}[/]: reference cost {count_text(plan['reference_cost'])} weighted tokens per run "
+                  f"({plan['basis']}); budget per rule {count_text(plan['budget'])}"
                   + (" (the evidence budget caps --budget)" if budget and budget > plan["budget"] else ""))
     for r in plan["rules"]:
         fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
         shown = ("" if r["shown_saving"] is None
                  else f" (its evidence so far shows a {100 * r['shown_saving']:.1f}% saving)")
-        console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{_fmt(r['expected_tokens'])} expected{shown}, "
-                      f"≤ {_fmt(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 200)}")
+        console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{count_text(r['expected_tokens'])} expected{shown}, "
+                      f"≤ {count_text(r['worst_case_tokens'])} worst case — {fits} · {safe(r['body'], 200)}")
     if not plan["rules"]:
         console.print("  nothing pending")
     else:
-        console.print(f"  at most {_fmt(plan['total_worst_case_tokens'])} in all: each decision stops at its budget")
+        console.print(f"  at most {count_text(plan['total_worst_case_tokens'])} in all: each decision stops at its budget")
 
 
 def nightly_command(
@@ -305,7 +301,7 @@ def nightly_command(
     else:
         console.print(f"[bold]night #{payload['night_id']}[/]{' (resumed)' if payload['resumed'] else ''}: "
                       f"{payload['collected_runs']} runs collected, {payload['distilled_runs']} distilled, "
-                      f"{payload['candidates_added']} new candidates, {_fmt(payload['tokens_spent'])} bench tokens")
+                      f"{payload['candidates_added']} new candidates, {count_text(payload['tokens_spent'])} bench tokens")
         for report in payload["agents"]:
             render_select_report(report)
     for name, why in summary.unusable_agents.items():

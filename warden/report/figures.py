@@ -123,22 +123,35 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
 
     The receipt's relative saving (a fraction of a bench run, already net of the rule's own
     in-session cost) is applied to the agent's mean real-work session; without real-work
-    sessions the bench's reference cost stands in (and says so)."""
+    sessions the bench's reference cost stands in (and says so). A rule was measured on top of
+    the rules decided before it, so each saving applies to what those leave (in the order of
+    the rules' latest decisive receipts): the savings then add up to the combined effect
+    1 − Π(1 − saving), the multiplicative model the decision core measures on."""
     per_session, n_sessions = real_work_per_session(session, agent)
     model = agent_model(session, agent)
     input_price = prices.price(model).input
-    rules_out = []
+    priced = []
     for rule in session.scalars(select(Rule).where(Rule.agent == agent,
                                                    Rule.state.in_(("active", "probation", "protected")))
                                 .order_by(Rule.id)):
         receipts = list(session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id)))
-        spent = sum(r.tokens_spent for r in receipts)
         decisive = [r for r in receipts if r.verdict in ("keep", "refute")]
-        latest = decisive[-1] if decisive else None
+        priced.append((rule, receipts, decisive[-1] if decisive else None))
+    left = 1.0  # share of a session the rules priced so far leave
+    savings: dict[int, float | None] = {}
+    for rule, _, latest in sorted(priced, key=lambda p: (p[2] is None, p[2].id if p[2] else 0)):
         relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
         reference_cost = float((latest.method or {}).get("reference_cost", 0.0)) if latest else 0.0
-        basis_cost = per_session if per_session else reference_cost
-        saving = relative * basis_cost if relative is not None and basis_cost else None
+        # a reference run already had the earlier rules on: its own cost needs no discount
+        basis_cost = per_session * left if per_session else reference_cost
+        savings[rule.id] = relative * basis_cost if relative is not None and basis_cost else None
+        if relative is not None and rule.state != "protected":
+            left *= 1.0 - relative
+    rules_out = []
+    for rule, receipts, latest in priced:
+        spent = sum(r.tokens_spent for r in receipts)
+        relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
+        saving = savings[rule.id]
         net = saving  # a measured saving already includes the rule's rent
         rules_out.append({
             "rule_id": rule.id, "body": rule.body, "state": rule.state, "rent_tokens": rule.rent_tokens,

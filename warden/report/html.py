@@ -42,6 +42,10 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks if len(ticks) >= 2 else [first, first + step]
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _short(x: float) -> str:
     """Compact axis label: 1.2M, 45k, 320."""
     for unit, size in (("M", 1e6), ("k", 1e3)):
@@ -84,10 +88,15 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
     labelled token axis; each row also states its figures in words."""
     left, right, top, row_h = 50, 250, 48, 26
     height = top + row_h * max(len(rows), 1) + 24
-    vals = [v for r in rows for v in (r["lo"], r["hi"], r["margin"], r["estimate"])] + [0.0]
+    # An interval still open (one pair: an infinite end) runs to the edge of the axis.
+    vals = [v for r in rows for v in (r["lo"], r["hi"], r["margin"], r["estimate"]) if _finite(v)] + [0.0]
     ticks = _ticks(min(vals), max(vals), 6)
     lo_axis, hi_axis = ticks[0], ticks[-1]
-    x = lambda v: left + (v - lo_axis) / (hi_axis - lo_axis) * (width - left - right)  # noqa: E731
+
+    def x(v: float) -> float:
+        v = min(max(v, lo_axis), hi_axis) if not math.isnan(v) else lo_axis
+        return left + (v - lo_axis) / (hi_axis - lo_axis) * (width - left - right)
+
     axis_y = height - 20
     parts = [_svg_open(chart_id, title, width, height, 10),
              f'<text x="{width - right + 12}" y="34" font-size="10" fill="#69737d">saving/run [interval] · margin</text>']
@@ -103,8 +112,8 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
             f'<g class="rule-bar"><title>rule {esc(r["rule_id"])}: {count_text(r["estimate"])} [{count_text(r["lo"])}, {count_text(r["hi"])}] '
             f'margin {count_text(r["margin"])}</title><text x="8" y="{y + 4}" font-size="11">#{esc(r["rule_id"])}</text>'
             f'<line x1="{x(r["lo"]):.1f}" y1="{y}" x2="{x(r["hi"]):.1f}" y2="{y}" stroke="{color}" stroke-width="4"/>'
-            f'<circle cx="{x(r["estimate"]):.1f}" cy="{y}" r="4.5" fill="{color}"/>'
-            f'<line x1="{x(r["margin"]):.1f}" y1="{y - 8}" x2="{x(r["margin"]):.1f}" y2="{y + 8}" stroke="#d00" '
+            + (f'<circle cx="{x(r["estimate"]):.1f}" cy="{y}" r="4.5" fill="{color}"/>' if _finite(r["estimate"]) else "")
+            + f'<line x1="{x(r["margin"]):.1f}" y1="{y - 8}" x2="{x(r["margin"]):.1f}" y2="{y + 8}" stroke="#d00" '
             f'stroke-width="2"/><text x="{width - right + 12}" y="{y + 4}" font-size="11">'
             f'{count_text(r["estimate"])} [{count_text(r["lo"])}, {count_text(r["hi"])}] · {count_text(r["margin"])} '
             f'<tspan fill="{color}">{esc(r["verdict"])}</tspan></text></g>')

@@ -540,7 +540,10 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
         plan = list(decision.next_tasks)
         if not plan:  # a final verdict on prior evidence: re-audits still measure one round
             plan, _ = plan_round(decision.tasks, 0.0, 0.0, params, budget - spent, cost_hints)
-            if not plan:
+            if not plan:  # ... and without one the old evidence alone clears no probation
+                decision = replace(decision, verdict=Verdict.INCONCLUSIVE, reasons=decision.reasons + (
+                    "the budget does not buy the re-audit's fresh round: the earlier evidence alone decides "
+                    "nothing",))
                 break
         slots: list[PairRequest] = []
         for task_id, count in plan:

@@ -198,12 +198,16 @@ class Selector:
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind, cost_hints=hints)
-        # The invocation's budget ran out before every task had a pair: no verdict and no
-        # inconclusive strike; the runs made are stored and reused when the rule is measured again.
-        uncovered = any(not t.log_ratios for t in result.decision.tasks)
-        if result.decision.verdict is Verdict.INCONCLUSIVE and (uncovered or result.rounds == 0) and partial_budget:
-            return Skipped("the invocation budget left does not buy a pair of every golden task",
-                           result.tokens_spent)
+        # Nothing measured, or the invocation's budget ran out before every task had a pair: no
+        # verdict and no inconclusive strike; the runs made are stored and reused next time.
+        if result.decision.verdict is Verdict.INCONCLUSIVE:
+            uncovered = any(not t.log_ratios for t in result.decision.tasks)
+            if partial_budget and (uncovered or result.rounds == 0):
+                return Skipped("the invocation budget left does not buy a pair of every golden task",
+                               result.tokens_spent)
+            if result.rounds == 0 or result.decision.n_pairs == 0:
+                return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
+                               "every golden task; raise evidence_budget_tokens", result.tokens_spent)
         unpaid = self._unreceipted_select_runs(result.new_runs)
         return self._commit(rule_id, kind, result, body, state_before,
                             (sum(r.weighted_tokens for r in unpaid), sum(r.raw_tokens for r in unpaid)))
