@@ -280,3 +280,16 @@ def test_stacked_rules_are_priced_on_what_the_earlier_ones_leave(warden_home: Pa
     saving = {r["rule_id"]: r["saving_tokens_per_session"] for r in cost["rules"]}
     assert saving[first_id] == pytest.approx(50_000) and saving[second_id] == pytest.approx(10_000)
     assert project(cost, weeks=1, sessions_per_week=1, bench_tokens_per_week=0)["saving_tokens"] == pytest.approx(60_000)
+
+
+def test_cost_knows_the_agents_every_other_command_knows(warden_home: Path, capsys) -> None:
+    """An agent with a golden suite and nothing measured yet is priced as having no rules (as
+    `rules`, `receipts` and `plan` accept it); an empty home says there is nothing to price."""
+    from warden.cli.app import main
+
+    assert main(["cost"]) == 0
+    assert "nothing to price" in capsys.readouterr().out
+    assert main(["cost", "--agent", "backend", "--json"]) == 0
+    [out] = json.loads(capsys.readouterr().out)
+    assert out["agent"] == "backend" and out["rules"] == []
+    assert main(["cost", "--agent", "bakcend"]) == 2

@@ -30,13 +30,13 @@ def cost_command(
     from warden.ingest.pricing import PriceTable
     from warden.report.figures import agents_in_store, bench_tokens_per_week, project as project_cost, rule_costs
 
+    from warden.select.selector import require_rule_agent
+
     s = settings()
     with store(s).session() as session:
-        agents = agents_in_store(session)
-        if agent and agent not in agents:
-            raise UsageError(f"unknown agent {agent!r}: the store knows {', '.join(agents) or 'no agents'}")
+        agents = [require_rule_agent(session, s, agent)] if agent else agents_in_store(session)
         results = []
-        for name in [agent] if agent else agents:
+        for name in agents:
             cost = rule_costs(session, name, PriceTable(s.pricing))
             if project:
                 cost["projection"] = project_cost(cost, weeks, sessions_per_week, bench_tokens_per_week(session, name))
@@ -44,6 +44,8 @@ def cost_command(
     if as_json:
         print_json(results)
         return
+    if not results:
+        console.print("nothing to price: no agent has rules, bench runs or sessions yet")
     for cost in results:
         console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok input"
                       f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
