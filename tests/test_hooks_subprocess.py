@@ -207,6 +207,27 @@ def test_a_symlink_planted_as_the_log_is_never_written_through(tmp_path: Path) -
     assert victim.read_text() == "ORIGINAL\n"
 
 
+@pytest.mark.parametrize("reader", [False, True])
+def test_a_fifo_planted_as_the_log_never_blocks_a_hook(tmp_path: Path, reader: bool) -> None:
+    """A FIFO at hooks.log (nobody reading it, or someone reading and never done) must not hold
+    the hook past its budget: the log is written only to a regular file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "hooks.log")
+    keeper = os.open(home / "hooks.log", os.O_RDONLY | os.O_NONBLOCK) if reader else None
+    try:
+        env = {**os.environ, "WARDEN_HOME": str(home)}
+        for event in ("stop", "session-start"):
+            start = time.monotonic()
+            proc = subprocess.run([WARDEN, "hook", event], input=b"not json", capture_output=True, env=env, timeout=30)
+            assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S, event
+        if keeper is not None:
+            assert os.read(keeper, 4096) == b""  # nothing was written into the pipe
+    finally:
+        if keeper is not None:
+            os.close(keeper)
+
+
 def test_a_session_start_without_a_transcript_is_no_news_in_the_log(warden_home: Path) -> None:
     """A starting session may have no transcript yet: its hook logs nothing for that, while a
     stop hook without one is logged (it was asked to ingest and could not)."""

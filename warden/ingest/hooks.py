@@ -73,11 +73,16 @@ class Deadline:
 
 
 class _PrivateLog(logging.handlers.RotatingFileHandler):
-    """The hooks' log: owner-only, and never written through a symlink (a link planted there
-    would have hooks append to whatever it points at; the line is dropped instead)."""
+    """The hooks' log: owner-only, a regular file, never written through a symlink (a link
+    planted there would have hooks append to whatever it points at) nor into a FIFO or device (a
+    write there blocks the hook past its budget); the line is dropped instead."""
 
     def _open(self):  # type: ignore[no-untyped-def]
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(self.baseFilename,
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{self.baseFilename} is not a regular file")
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
