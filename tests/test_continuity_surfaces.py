@@ -222,6 +222,22 @@ def test_hook_session_start_prints_only_a_pointer(store, tmp_path: Path) -> None
     assert other.returncode == 0 and other.stdout == b""
 
 
+def test_a_queue_that_cannot_be_written_still_leaves_the_pointer(store, tmp_path: Path) -> None:
+    """The ingest job of a session-start is dropped (and logged) when the queue cannot be
+    written (a full disk, a file where its directory should be); the pointer is still printed."""
+    _record(store, "sess-old", "Port the exporter", cwd="/w/app")
+    home = load_settings().home
+    (home / "hook-queue").write_text("not a directory")
+    payload = {"session_id": "sess-new", "cwd": "/w/app", "hook_event_name": "SessionStart", "source": "startup",
+               "transcript_path": str(tmp_path / "t.jsonl")}
+    (tmp_path / "t.jsonl").write_text("{}\n")
+    exe = Path(sys.executable).with_name("warden")
+    proc = subprocess.run([str(exe), "hook", "session-start"], input=json.dumps(payload).encode(),
+                          capture_output=True, env=os.environ.copy(), timeout=60)
+    assert proc.returncode == 0 and "warden checkpoints show" in proc.stdout.decode()
+    assert "dropped" in (home / "hooks.log").read_text()
+
+
 def test_hook_pointer_never_creates_a_database(tmp_path: Path) -> None:
     from warden.continuity.pointer import session_start_hook_line
 

@@ -202,3 +202,26 @@ def test_invisible_characters_never_reach_a_screen_and_json_keeps_them_as_escape
     assert strip_controls(text) == "fix it now[31m é 漢 😀"
     escaped = escape_unsafe_in_json(json.dumps(text, ensure_ascii=False))
     assert json.loads(escaped) == text and "\U000e0049" not in escaped and "\\udb40\\udc49" in escaped
+
+
+@pytest.mark.parametrize("path", ["/home/me/.warden/warden.db", "/h#x/w.db", "/h?x/w.db", "/h%41x/w.db",
+                                  "/a b/c+d/w.db", "/ü/ñ/w.db", "relative/w.db"])
+def test_the_sqlite_url_and_path_agree_with_sqlalchemy_without_importing_it(path: str) -> None:
+    """The hooks' fast path builds and reads the default SQLite URL without SQLAlchemy (its
+    import is a third of the session-start budget on a busy machine); SQLAlchemy reads the same."""
+    import subprocess
+    import sys
+
+    from sqlalchemy.engine import make_url
+
+    from warden.config import Settings, sqlite_url
+
+    url = sqlite_url(Path(path))
+    assert make_url(url).database == path
+    settings = Settings(home=Path("/h"), database_url=url, claude_home=Path("/c"), memory_dir=Path("/m"),
+                        golden_dir=Path("/g"), fixture_dir=Path("/f"), ledgers_dir=Path("/l"))
+    assert settings.sqlite_path == Path(path)
+    probe = ("import sys; from pathlib import Path; from warden.config import load_settings; "
+             "s = load_settings(); s.sqlite_path; print('sqlalchemy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

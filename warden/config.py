@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from warden.errors import UsageError
 
@@ -55,7 +56,10 @@ class Settings:
 
     @property
     def sqlite_path(self) -> Path | None:
-        from sqlalchemy.engine import make_url
+        if self.database_url.startswith(_SQLITE_PREFIX) and "?" not in self.database_url:
+            database = unquote(self.database_url[len(_SQLITE_PREFIX):])  # what sqlite_url wrote
+            return Path(database) if database and database != ":memory:" else None
+        from sqlalchemy.engine import make_url  # any other shape: a driver name, a query string
         from sqlalchemy.exc import ArgumentError
 
         try:
@@ -67,12 +71,14 @@ class Settings:
         return Path(url.database)
 
 
+_SQLITE_PREFIX = "sqlite:///"
+
+
 def sqlite_url(path: Path) -> str:
     """The SQLAlchemy URL of a SQLite file; '?', '#' and '%' in the path are escaped, so a home
-    directory named ``a?b`` is not read as ``a`` with a query string."""
-    from sqlalchemy.engine import URL
-
-    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+    directory named ``a?b`` is not read as ``a`` with a query string. Built as SQLAlchemy renders
+    it, without importing SQLAlchemy: the hooks' fast path cannot pay for that import."""
+    return _SQLITE_PREFIX + quote(str(path), safe=" +/")
 
 
 def repo_root() -> Path:

@@ -215,11 +215,14 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
     try:
         stream = stdin if stdin is not None else (sys.stdin.buffer if sys.stdin is not None else None)
         seen: dict[str, Any] = {}
-        job = prepare(event, stream, deadline, log, seen=seen)
-        if job is not None:
-            enqueue(job, _home())
-            if spawn:
-                _spawn_worker(log, event)
+        try:
+            job = prepare(event, stream, deadline, log, seen=seen)
+            if job is not None:
+                enqueue(job, _home())
+                if spawn:
+                    _spawn_worker(log, event)
+        except Exception as exc:  # noqa: BLE001 — a queue that cannot be written still leaves the pointer
+            _log_drop(log, event, exc)
         if event == "session-start" and deadline.left() > 0.2:  # continuity: a pointer, never content
             from warden.continuity.pointer import session_start_hook_line
 
