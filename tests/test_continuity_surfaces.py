@@ -276,6 +276,33 @@ def test_a_forgotten_checkpoint_leaves_no_detail_file_after_the_next_compile(sto
     assert f"cp-{gone}.md" not in {p.name for p in folder.iterdir()}
 
 
+def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_being_forgotten(store, capsys) -> None:
+    """Forgetting is a privacy action: a MEMORY.md that cannot be rewritten (a symlink into a
+    dotfiles repo, a read-only directory) does not roll it back. The checkpoint is gone from the
+    store and from recall; the command says which file still needs attention and exits 1."""
+    _record(store, "sess-1", "Stream the exporter")
+    _record(store, "sess-2", "Add retries to the uploader")
+    settings = load_settings()
+    with store.session() as s:
+        section = memory_section_for_agent(s, "main")
+        compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
+        gone = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-1"))
+    path = memory_path(settings, "main")
+    elsewhere = path.parent.parent / "dotfiles-MEMORY.md"
+    elsewhere.write_text(path.read_text())
+    path.unlink()
+    path.symlink_to(elsewhere)
+    code, out, err = run_cli(capsys, "checkpoints", "forget", str(gone))
+    assert code == 1 and out.startswith("forgot 1 ")
+    assert "main's MEMORY.md could not be rewritten" in err and "warden memory compile --agent main" in err
+    with store.session() as s:
+        assert s.get(Checkpoint, gone) is None
+    code, out, err = run_cli(capsys, "checkpoints", "prune", "--older-than", "0")
+    assert code == 1 and out.startswith("pruned ")
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == 0
+
+
 @pytest.mark.parametrize("name", ["h#x", "h?x", "h%41x"])
 def test_the_pointer_reads_a_home_whose_name_has_url_characters(name: str, tmp_path: Path, monkeypatch) -> None:
     from warden.continuity.pointer import session_start_hook_line

@@ -11,22 +11,36 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import MAX_ID, MAX_ROWS, console, print_json, safe, settings, store
+from warden.cli.common import MAX_ID, MAX_ROWS, console, print_json, safe, say_error, settings, store
 from warden.continuity import service
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
 
-def _recompile_memories(db: Any, s: Any) -> None:
-    """No MEMORY.md keeps pointing at a removed checkpoint. (The selector, and its statistics
-    stack, is imported only by the commands that change checkpoints.)"""
-    from warden.select.selector import recompile_compiled_memories
-
+def _recompile_memories(s: Any) -> bool:
+    """After checkpoints were removed, no MEMORY.md keeps pointing at one. The removal is
+    committed first and each agent's compile is a transaction of its own: a MEMORY.md that
+    cannot be written (a symlink, a read-only directory) never keeps a checkpoint from being
+    forgotten. False when some file could not be rewritten (one stderr line each). (The selector,
+    and its statistics stack, is imported only by the commands that change checkpoints.)"""
     from warden.cli.common import warn_if_drifted
+    from warden.errors import WardenError
+    from warden.select.selector import compiled_agents, recompile_memory
 
-    for result in recompile_compiled_memories(db, s):
-        warn_if_drifted(result)
+    st = store(s)
+    with st.session() as db:
+        agents = compiled_agents(db)
+    rewritten = True
+    for agent in agents:
+        try:
+            with st.session() as db:
+                warn_if_drifted(recompile_memory(db, s, agent))
+        except (WardenError, OSError) as exc:
+            rewritten = False
+            say_error(f"forgotten in the store, but {agent}'s MEMORY.md could not be rewritten ({exc}) and may "
+                      f"still point at it: fix the file, then run `warden memory compile --agent {agent}`")
+    return rewritten
 
 
 checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune.", no_args_is_help=True)
@@ -119,11 +133,13 @@ def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, min=1, max=MAX_I
     s = settings()
     with store(s).session() as db:
         n = service.forget(db, checkpoint_ids=list(checkpoint_ids or []), session_id=session_id)
-        _recompile_memories(db, s)  # no MEMORY.md keeps pointing at a forgotten checkpoint
+    rewritten = _recompile_memories(s)  # no MEMORY.md keeps pointing at a forgotten checkpoint
     if as_json:
         print_json({"forgotten": n})
     else:
         console.print(f"forgot {n} checkpoint(s)")
+    if not rewritten:
+        raise typer.Exit(1)
 
 
 @checkpoints_app.command("prune")
@@ -138,11 +154,13 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
     with store(s).session() as db:
         res = service.prune(db, max_age_days=s.checkpoint_max_age_days if older_than is None else older_than,
                             keep=s.checkpoint_keep if keep is None else keep)
-        _recompile_memories(db, s)
+    rewritten = _recompile_memories(s)
     if as_json:
         print_json({"deleted_by_age": res.by_age, "deleted_by_count": res.by_count, "remaining": res.remaining})
     else:
         console.print(f"pruned {res.by_age} by age, {res.by_count} by count; {res.remaining} remain")
+    if not rewritten:
+        raise typer.Exit(1)
 
 
 @checkpoints_app.command("reindex")

@@ -384,12 +384,11 @@ def recompile_memory(session: Session, settings: Settings, agent: str) -> Compil
     return compile_memory(session, settings, agent, extra, files)
 
 
-def recompile_compiled_memories(session: Session, settings: Settings) -> list[CompileResult]:
-    """Recompile every MEMORY.md warden has compiled (after checkpoints were forgotten or pruned)."""
+def compiled_agents(session: Session) -> list[str]:
+    """The agents warden has compiled a MEMORY.md for."""
     from warden.store.models import RulesetVersion
 
-    agents = sorted(set(session.scalars(select(RulesetVersion.agent).distinct())))
-    return [recompile_memory(session, settings, agent) for agent in agents]
+    return sorted(set(session.scalars(select(RulesetVersion.agent).distinct())))
 
 
 def known_agents(settings: Settings) -> list[str]:
