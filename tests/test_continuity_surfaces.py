@@ -37,6 +37,22 @@ def _record(store, session_id: str, task: str, cwd: str = "/w/app", when: dateti
         record_checkpoints(s, None, b.build())
 
 
+def test_a_forgotten_session_stays_forgotten_for_runs_collected_later(store) -> None:
+    """`forget --session S` covers what S captures later too: a subagent transcript of S that
+    arrives after the forget stores no checkpoint."""
+    _record(store, "sess-c", "Port the invoice generator")
+    with store.session() as s:
+        assert forget(s, session_id="sess-c") == 1
+    later = RunBuilder(session_id="sess-c", agent_id="a123", cwd="/w/app", start=utcnow() - timedelta(hours=1))
+    later.prompt("Port the invoice generator functions").turn(60_000, "done", [edit("/w/app/invoice.py")])
+    with store.session() as s:
+        assert record_checkpoints(s, None, later.build()) == 0
+        assert s.scalar(select(func.count()).select_from(Checkpoint).where(Checkpoint.session_id == "sess-c")) == 0
+    _record(store, "sess-d", "Port the invoice generator")  # another session is not affected
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint).where(Checkpoint.session_id == "sess-d")) == 1
+
+
 @pytest.fixture
 def store():
     return open_store(load_settings())

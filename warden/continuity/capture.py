@@ -586,6 +586,16 @@ def forgotten_triggers(state: Any) -> str | frozenset[str]:
     return frozenset(str(t) for t in value) if isinstance(value, list) else frozenset()
 
 
+def session_tombstone_key(session_id: str) -> str:
+    """The capture-state key that marks a whole session forgotten, runs collected later
+    included (a run's own key is ``<session>:<agent>``)."""
+    return f"forgotten-session/{session_id}"
+
+
+def _session_of(run_key: str) -> str:
+    return run_key.rpartition(":")[0]
+
+
 def with_forgotten(state: Any, triggers: str | Collection[str]) -> dict[str, Any]:
     """``state`` with ``triggers`` (a collection of triggers, or the string ``"all"``) added to
     what is forgotten."""
@@ -610,6 +620,7 @@ class StoredCaptures:
     horizon: datetime | None = None  # new checkpoints captured before this are not stored (retention)
     states: dict[str, Any] = field(default_factory=dict)  # run key -> CaptureState
     checkpoints: dict[str, list[Any]] = field(default_factory=dict)  # run key -> its Checkpoint rows
+    forgotten_sessions: set[str] = field(default_factory=set)  # sessions a user forgot as a whole
 
 
 def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500,
@@ -621,11 +632,15 @@ def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 5
     from warden.store.models import CaptureState, Checkpoint
 
     found = StoredCaptures(run_keys=set(run_keys), horizon=horizon)
-    keys = sorted(found.run_keys)
+    tombstones = {session_tombstone_key(_session_of(k)): _session_of(k) for k in found.run_keys}
+    keys = sorted(found.run_keys | set(tombstones))
     for i in range(0, len(keys), chunk):
         part = keys[i:i + chunk]
         for state in session.scalars(select(CaptureState).where(CaptureState.run_key.in_(part))):
-            found.states[state.run_key] = state
+            if state.run_key in tombstones:
+                found.forgotten_sessions.add(tombstones[state.run_key])
+            else:
+                found.states[state.run_key] = state
         for row in session.scalars(select(Checkpoint).where(Checkpoint.run_key.in_(part))):
             found.checkpoints.setdefault(row.run_key, []).append(row)
     return found
@@ -662,6 +677,8 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     else:
         captured, carry = capture(parsed, agent=agent, carry=prior)
     forgotten = forgotten_triggers(state_row.state) if state_row is not None else frozenset()
+    if _session_of(parsed.run_key) in stored.forgotten_sessions:
+        forgotten = "all"
     if state_row is None:
         state_row = stored.states[parsed.run_key] = CaptureState(run_key=parsed.run_key)
         session.add(state_row)

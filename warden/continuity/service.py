@@ -16,7 +16,7 @@ from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
-from warden.continuity.capture import CheckpointData, forgotten_triggers, with_forgotten
+from warden.continuity.capture import CheckpointData, forgotten_triggers, session_tombstone_key, with_forgotten
 from warden.continuity.fence import fence_checkpoint
 from warden.continuity.pointer import pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
@@ -176,6 +176,7 @@ def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session
         run_keys |= set(session.scalars(select(SessionRun.run_key).where(SessionRun.session_id == session_id)))
         for run_key in sorted(run_keys):
             _remember_forgotten(session, run_key, "all")
+        _remember_forgotten(session, session_tombstone_key(session_id), "all")  # and runs collected later
     return _delete_ids(session, sorted(set(ids)))
 
 
