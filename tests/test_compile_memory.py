@@ -150,6 +150,42 @@ def test_rules_beyond_the_cap_are_not_in_the_ruleset_version(env) -> None:
     assert ids[-1] not in result.rule_ids  # the least saving rule did not fit
 
 
+def test_the_ruleset_version_names_exactly_the_rules_in_the_file_whatever_its_header_length(env) -> None:
+    """The fit is checked with the header the file gets ('v100' is two bytes longer than 'v0'): a
+    rule that fits only under the shorter header is left out of both the file and the version."""
+    from warden.select.compile import memory_rules
+    from warden.select.memory import MAX_BYTES, render_memory, rule_line
+
+    settings, store = env
+    with store.session() as s:
+        s.add(RulesetVersion(agent="backend", version=99, rule_ids=[], rules_sha256="", memory_sha256="",
+                             memory_path=""))
+    for i in range(200):  # fill to just past the cap
+        _add(store, f"Rule number {i:03d} keeps the agent terse " + "x" * 150, saving=float(1000 - i))
+    with store.session() as s:
+        rules = memory_rules(s, "backend")
+        fitted = render_memory("backend", rules, 0).splitlines()
+        last = [r for r in rules if rule_line(r) in fitted][-1]
+        slack = MAX_BYTES - len(render_memory("backend", rules, 0).encode())
+        row = s.get(Rule, last.id)
+        row.body = row.body + "y" * slack  # the last rule now fits under 'v0' with 0 bytes to spare
+    with store.session() as s:
+        result = compile_memory(s, settings, "backend")
+    text = memory_path(settings, "backend").read_text()
+    assert result.version == 100 and len(text.encode()) <= MAX_BYTES
+    assert last.id not in result.rule_ids and last.id in result.left_out
+    in_file = {r.id for r in memory_rules_in(text, store)}
+    assert set(result.rule_ids) == in_file
+
+
+def memory_rules_in(text: str, store) -> list:
+    from warden.select.compile import memory_rules
+    from warden.select.memory import rule_line
+
+    with store.session() as s:
+        return [r for r in memory_rules(s, "backend") if rule_line(r) in text.splitlines()]
+
+
 def test_atomic_writes_refuse_a_directory_or_fifo_in_the_files_place(tmp_path: Path) -> None:
     import os
 

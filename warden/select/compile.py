@@ -146,13 +146,14 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     """
     path = memory_path(settings, agent)
     rules = memory_rules(session, agent)
-    # Rules beyond the 200-line / 25 KB cap are not in the file, so not in the ruleset version.
-    fitted = render_memory(agent, rules, 0).splitlines()
+    previous = latest_version(session, agent)
+    version = (previous.version if previous else 0)
+    # Rules beyond the 200-line / 25 KB cap are not in the file, so not in the ruleset version;
+    # fitted under the longest header this compile can write (the version may still go up by one).
+    fitted = render_memory(agent, rules, version + 1).splitlines()
     left_out = [r.id for r in rules if rule_line(r) not in fitted]
     rules = [r for r in rules if rule_line(r) in fitted]
     rule_ids = [r.id for r in rules]
-    previous = latest_version(session, agent)
-    version = (previous.version if previous else 0)
     existing = read_existing(path)
     drifted = existing is not None and (previous is None or _sha256(existing) != previous.memory_sha256)
 
