@@ -54,6 +54,14 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# Cyrillic, Greek and Armenian letters drawn like Latin ones, which NFKC keeps apart: a screen
+# for words ("system:", "ssh") reads them as the Latin letter they imitate. One character for
+# one, so positions in the translated copy line up with the original.
+LATIN_LOOKALIKES = str.maketrans(
+    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզ",
+    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnq")
+
+
 def count_text(value: object) -> str:
     """A token count for people: thousands separated; ±∞ for the open end of an interval; '—' for
     none, and for what no count can be (NaN, an integer past a double's range, not a number)."""

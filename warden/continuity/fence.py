@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from warden.continuity.capture import CheckpointData, project_of
-from warden.sanitize import one_line, strip_controls
+from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
 
 MARKER_WORD = "warden-recovered-data"
 DEFAULT_MAX_CHARS = 4000
 
-_ROLE_LINE = re.compile(r"(?im)^(?P<lead>[\s>*_`#\-+\"'\[(|~]*)(?P<role>system|assistant|user|human|tool|developer)"
+# a role label at the start of a line, behind any quote, emphasis, bullet or list number
+_ROLE_LINE = re.compile(r"(?im)^(?P<lead>(?:[\s>*_`#\-+\"'\[(|~•·◦‣⁃▪▫■□●○–—]|\d+[.)])*)"
+                        r"(?P<role>system|assistant|user|human|tool|developer)"
                         r"(?P<tail>\s*(?:\*\*|__|`)?\s*)[:：]")
 _MARKER_LIKE = re.compile(
     r"(?im)<{3,}[^\n]*?(?:>{3,}|$)|>{3,}|<{3,}|warden[\s\-_]*recovered[\s\-_]*data|"
@@ -47,17 +49,10 @@ def _defang_marker(match: re.Match[str]) -> str:
     return f"\n[defanged marker: {text}]\n"
 
 
-# Cyrillic and Greek letters that look Latin (NFKC keeps them apart): role lines are matched on a
-# copy with these read as the Latin letter, one character for one, so positions line up.
-_LATIN_LOOKALIKES = str.maketrans(
-    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖ",
-    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZ")
-
-
 def _defang_roles(text: str) -> str:
     out: list[str] = []
     done = 0
-    for match in _ROLE_LINE.finditer(text.translate(_LATIN_LOOKALIKES)):
+    for match in _ROLE_LINE.finditer(text.translate(LATIN_LOOKALIKES)):
         lead, role, tail = (text[match.start(g):match.end(g)] for g in ("lead", "role", "tail"))
         out.append(f"{text[done:match.start()]}{lead}[defanged role] {role}{tail}∶")
         done = match.end()

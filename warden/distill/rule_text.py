@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from warden.errors import UsageError
-from warden.sanitize import first_unsafe_char, holds_key, markup_problem
+from warden.sanitize import LATIN_LOOKALIKES, first_unsafe_char, holds_key, markup_problem
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -113,24 +113,13 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
-# Cyrillic, Greek and Armenian letters drawn like Latin ones: a whole word of them ("ѕѕһ") passes
-# the mixed-script check, so the screen reads them as the Latin letters they imitate.
-_LATIN_LOOKALIKES = str.maketrans(
-    "аеорсухѕіјһԁԛԝӏАВЕКМНОРСТХЅІЈҮҺԚԜ"
-    "αβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
-    "օսհոզ",
-    "aeopcyxsijhdqwlABEKMHOPCTXSIJYHQW"
-    "aBeikvoptuxABEZHIKMNOPTYX"
-    "ouhnq")
-
-
 def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None.
     The scope is screened with the body, as the agent reads them: "(when SCOPE) BODY". Look-alike
     letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞, Cyrillic ѕѕһ) are screened as the letters
     they imitate."""
     text = f"(when {scope}) {body}" if scope else body
-    folded = unicodedata.normalize("NFKC", text).translate(_LATIN_LOOKALIKES)
+    folded = unicodedata.normalize("NFKC", text).translate(LATIN_LOOKALIKES)
     screened = "(rules from models and ledgers are screened)"
     for pattern, what in _UNTRUSTED_PATTERNS:
         if re.search(pattern, text, re.IGNORECASE) or re.search(pattern, folded, re.IGNORECASE):
