@@ -221,6 +221,21 @@ def test_cli_runs_as_a_real_process(store) -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("warden: nothing relevant found:")
 
 
+@pytest.mark.parametrize("cwd", ["/w/app", "/w/app/", "/w/app/src/module"])
+def test_the_pointer_finds_the_project_from_a_trailing_slash_or_a_subdirectory(store, cwd: str) -> None:
+    """A session started in the project's subdirectory (or with a trailing slash) is the same
+    project, as recall treats it; a sibling directory is not."""
+    from warden.continuity.pointer import session_start_hook_line
+
+    _record(store, "sess-old", "Port the exporter", cwd="/w/app")
+    assert "warden checkpoints show" in (session_start_hook_line(cwd, "sess-new", load_settings()) or "")
+    with store.session() as s:
+        assert "warden checkpoints show" in (session_start_pointer(s, cwd, "sess-new") or "")
+    assert session_start_hook_line("/w/application", "sess-new", load_settings()) is None
+    with store.session() as s:
+        assert session_start_pointer(s, "/w/application", "sess-new") is None
+
+
 def test_hook_session_start_prints_only_a_pointer(store, tmp_path: Path) -> None:
     _record(store, "sess-old", "Port the exporter " + FORGED, cwd="/w/app")
     exe = Path(sys.executable).with_name("warden")

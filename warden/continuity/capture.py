@@ -147,6 +147,15 @@ _AMBIENT_ROOTS = ("/tmp", "/var", "/etc", "/usr", "/opt", "/proc", "/dev", "/sys
                   "/sbin", "/lib", "/nix")
 
 
+def same_project(a: str, b: str) -> bool:
+    """Two project directories are one project: equal (a trailing slash is no difference), or
+    one a checkout nested in the other. The root directory is only itself."""
+    a, b = a.rstrip("/"), b.rstrip("/")
+    if not a or not b:
+        return a == b
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
 def _is_within(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/") or root == "/"

@@ -27,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
-from warden.continuity.capture import CheckpointData, project_of
+from warden.continuity.capture import CheckpointData, project_of, same_project
 from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
 
 MARKER_WORD = "warden-recovered-data"
@@ -71,10 +71,7 @@ def defang(text: str) -> str:
 
 def _matches_project(item_project: str | None, current: str) -> bool:
     """Ambient items (no project) always stay; nested checkouts count as the same project."""
-    if item_project is None:
-        return True
-    a, b = item_project.rstrip("/"), current.rstrip("/")
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+    return item_project is None or same_project(item_project, current)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,22 @@ def pointer_line(checkpoint_id: int, captured_at: datetime, now: datetime) -> st
             f"`warden checkpoints show {int(checkpoint_id)}` prints it, fenced as data.")
 
 
-_SQLITE_QUERY = ("SELECT id, captured_at FROM checkpoints WHERE project = ? AND captured_at >= ? "
-                 "AND session_id != ? AND active_task != '' ORDER BY captured_at DESC, id DESC LIMIT 1")
+# The window's checkpoints, newest first (a few hundred at most in 48 h; captured_at is indexed):
+# the project is matched in Python, where a subdirectory or a trailing slash is the same project.
+POINTER_SCAN_LIMIT = 2000
+_SQLITE_QUERY = ("SELECT id, captured_at, project FROM checkpoints WHERE captured_at >= ? AND session_id != ? "
+                 f"AND active_task != '' ORDER BY captured_at DESC, id DESC LIMIT {POINTER_SCAN_LIMIT}")
+
+
+def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:
+    """The first (id, captured_at) of ``rows`` (id, captured_at, project) in the cwd's project."""
+    from warden.continuity.capture import same_project
+
+    for checkpoint_id, captured_at, project in rows:
+        if project and same_project(str(project), cwd):
+            when = captured_at if isinstance(captured_at, datetime) else datetime.fromisoformat(str(captured_at))
+            return int(checkpoint_id), when
+    return None
 
 
 def _sqlite_pointer(path: str, cwd: str, session_id: str, since: datetime) -> tuple[int, datetime] | None:
@@ -37,10 +51,10 @@ def _sqlite_pointer(path: str, cwd: str, session_id: str, since: datetime) -> tu
 
     conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=0.3)
     try:
-        row = conn.execute(_SQLITE_QUERY, (cwd, since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id)).fetchone()
+        rows = conn.execute(_SQLITE_QUERY, (since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id)).fetchall()
     finally:
         conn.close()
-    return (int(row[0]), datetime.fromisoformat(str(row[1]))) if row else None
+    return first_of_project(rows, cwd)
 
 
 def session_start_hook_line(cwd: Any, session_id: Any, settings: Any = None) -> str | None:

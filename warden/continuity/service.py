@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from warden.config import Settings
 from warden.continuity.capture import CheckpointData, forgotten_triggers, session_tombstone_key, with_forgotten
 from warden.continuity.fence import fence_checkpoint
-from warden.continuity.pointer import pointer_line, pointer_since
+from warden.continuity.pointer import POINTER_SCAN_LIMIT, first_of_project, pointer_line, pointer_since
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError
@@ -99,14 +99,14 @@ def session_start_pointer(store_session: Session, cwd: str | None, session_id: s
     if not cwd:
         return None
     now = now or utcnow()
-    conditions = [Checkpoint.project == cwd, Checkpoint.captured_at >= pointer_since(now, window_days),
-                  Checkpoint.active_task != ""]
+    conditions = [Checkpoint.captured_at >= pointer_since(now, window_days), Checkpoint.active_task != ""]
     if session_id:
         conditions.append(Checkpoint.session_id != session_id)
-    row = store_session.execute(
-        select(Checkpoint.id, Checkpoint.captured_at).where(*conditions)
-        .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(1)).first()
-    return pointer_line(row[0], row[1], now) if row else None
+    rows = store_session.execute(
+        select(Checkpoint.id, Checkpoint.captured_at, Checkpoint.project).where(*conditions)
+        .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(POINTER_SCAN_LIMIT)).all()
+    found = first_of_project(rows, cwd)
+    return pointer_line(found[0], found[1], now) if found else None
 
 
 # ---------------------------------------------------------------- operator surface
