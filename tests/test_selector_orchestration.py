@@ -88,12 +88,13 @@ def test_inconclusive_keeps_candidate_and_pools_evidence_next_night(env) -> None
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
-    first = _selector(settings, store, runner).run(budget_tokens=4_000_000)
+    settings = replace(settings, evidence_budget_tokens=4_000_000)  # the rule's own budget is spent
+    first = _selector(settings, store, runner).run()
     assert first.decisions[0].verdict == "inconclusive"
     with store.session() as s:
         assert s.get(Rule, rid).state == "candidate"
         n_first = len(s.query(Receipt).one().evidence)
-    _selector(settings, store, runner).run(budget_tokens=4_000_000)
+    _selector(settings, store, runner).run()
     with store.session() as s:
         receipts = s.query(Receipt).order_by(Receipt.id).all()
         assert len(receipts) == 2 and len(receipts[1].evidence) > n_first
@@ -176,18 +177,20 @@ def test_reaudit_picks_the_active_unprotected_rule_decided_longest_ago(env) -> N
         assert reaudit_target(s, "backend").id == rows["recent"].id
 
 
-def test_an_invocation_budget_too_small_for_a_round_writes_no_inconclusive(env) -> None:
-    """A spent *invocation* budget is not the rule's evidence budget: no zero-run inconclusive
-    receipt (three of which would evict the rule as inconclusive) — the rule waits, skipped."""
+def test_an_invocation_budget_that_runs_out_writes_no_inconclusive(env) -> None:
+    """A spent *invocation* budget is not the rule's evidence budget: no inconclusive receipt
+    (three of which would evict the rule as inconclusive), whether it ran out before the first
+    round or after a few pairs — the rule waits, skipped. Its evidence budget still decides."""
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
-    assert _selector(settings, store, runner).run(budget_tokens=4_000_000).decisions[0].verdict == "inconclusive"
-    for _ in range(3):
-        report = _selector(settings, store, runner).run(budget_tokens=1_000)
-        assert report.decisions == [] and f"rule {rid}" in report.skipped[0]
+    for budget in (4_000_000, 1_000, 1_000, 2_000_000):
+        report = _selector(settings, store, runner).run(budget_tokens=budget)
+        assert report.decisions == [] and f"rule {rid}: the invocation budget ran out" in report.skipped[0]
     with store.session() as s:
-        assert s.query(Receipt).count() == 1 and s.get(Rule, rid).state == "candidate"
+        assert s.query(Receipt).count() == 0 and s.get(Rule, rid).state == "candidate"
+    small = replace(settings, evidence_budget_tokens=4_000_000)  # the rule's own budget: inconclusive
+    assert _selector(small, store, runner).run().decisions[0].verdict == "inconclusive"
 
 
 def test_an_evidence_budget_too_small_for_one_pair_is_a_skip_not_a_receipt(env) -> None:
@@ -277,5 +280,5 @@ def test_runs_of_a_decision_the_invocation_budget_cut_off_are_charged_to_it(env)
 
     first_round = sum(HINTS.values()) * 2
     report = _selector(settings, store, LosesOneTask()).run(budget_tokens=int(first_round * 1.1))
-    assert report.decisions == [] and "does not buy a pair of every golden task" in report.skipped[0]
+    assert report.decisions == [] and "the invocation budget ran out" in report.skipped[0]
     assert inner.tokens_spent > 0 and report.tokens_spent == pytest.approx(inner.tokens_spent)

@@ -174,8 +174,8 @@ class Selector:
 
     def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | Skipped:
         """Decide one rule and commit it; :class:`Skipped` when the invocation's budget (smaller
-        than the rule's evidence budget) could not give every task a pair: nothing is written, the
-        rule waits, and the runs it made are reused next time."""
+        than the rule's evidence budget) ran out before a verdict: nothing is written, the rule
+        waits, and the runs it made are reused next time."""
         with self.store.session() as session:
             rule = session.get(Rule, rule_id)
             assert rule is not None
@@ -198,13 +198,13 @@ class Selector:
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind, cost_hints=hints)
-        # Nothing measured, or the invocation's budget ran out before every task had a pair: no
-        # verdict and no inconclusive strike; the runs made are stored and reused next time.
+        # Undecided because the *invocation's* budget ran out (not the rule's evidence budget), or
+        # nothing measured: no verdict and no inconclusive strike (three evict); the runs made are
+        # stored and reused when the rule is measured again.
         if result.decision.verdict is Verdict.INCONCLUSIVE:
-            uncovered = any(not t.log_ratios for t in result.decision.tasks)
-            if partial_budget and (uncovered or result.rounds == 0):
-                return Skipped("the invocation budget left does not buy a pair of every golden task",
-                               result.tokens_spent)
+            if partial_budget:
+                return Skipped("the invocation budget ran out before the rule was decided (its runs are kept "
+                               "for the next select)", result.tokens_spent)
             if result.rounds == 0 or result.decision.n_pairs == 0:
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
