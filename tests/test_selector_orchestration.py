@@ -115,6 +115,30 @@ def test_two_strike_reaudit(env) -> None:
     assert states.index("probation") < states.index("evicted")
 
 
+def test_a_resumed_night_reaudits_as_the_uninterrupted_night_would(env) -> None:
+    """An interrupted night resumes with the queue it would have had: a rule admitted earlier that
+    night is not re-audited, and a night that already re-audited a rule does not re-audit another."""
+    from datetime import timedelta
+
+    from warden.store.models import utcnow
+
+    settings, store = env
+    night_start = utcnow() - timedelta(minutes=5)
+    admitted = _rule(store, "Grep for the symbol or text you need before opening any file.", state="active")
+    with store.session() as s:
+        s.get(Rule, admitted).decided_at = utcnow()  # kept earlier this night
+    runner = SyntheticRunner(TASKS, savings={str(admitted): 0.25}, seed=3)
+    assert _selector(settings, store, runner).run(since=night_start).decisions == []
+    older = _rule(store, "Read each file at most once per task and keep notes.", state="active")
+    with store.session() as s:
+        s.get(Rule, older).decided_at = night_start - timedelta(days=3)
+    [audit] = _selector(settings, store, runner).run(since=night_start).decisions
+    assert audit.rule_id == older and audit.kind == REAUDIT
+    assert _selector(settings, store, runner).run(since=night_start).decisions == []  # one re-audit a night
+    # a select of its own (no night) re-audits the rule decided longest ago: the one admitted
+    assert [d.rule_id for d in _selector(settings, store, runner).run().decisions] == [admitted]
+
+
 def test_state_machine_is_pure_and_complete() -> None:
     rule = Rule(agent="a", body="x" * 12, state="active", strikes=0)
     assert next_state(rule, REAUDIT, Verdict.REFUTE, 0)[0] == "probation"

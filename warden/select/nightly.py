@@ -172,6 +172,10 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     from warden.ingest.collector import collect_paths
 
     night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
+    with store.session() as session:
+        night_row = session.get(NightlyRun, night_id)
+        assert night_row is not None
+        started_at = night_row.started_at  # a resumed night re-audits as the whole night would have
     summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before)
     if resumed:
         say(f"resuming unfinished night #{night_id} ({spent_before:,.0f} bench tokens spent before)")
@@ -210,7 +214,8 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         say(f"select: {agent}")
         try:
             report = select_agent(store, settings, agent, budget_tokens=remaining, backend=backend, model=model,
-                                  concurrency=concurrency, progress=progress, base_seed=base_seed, log=say)
+                                  concurrency=concurrency, progress=progress, base_seed=base_seed, log=say,
+                                  since=started_at)
         except LockBusy as exc:  # its rules are being decided right now; the next night takes it up
             say(f"select {agent}: skipped, {exc}")
             summary.busy_agents.append(agent)

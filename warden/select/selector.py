@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
@@ -91,10 +92,17 @@ def pending_candidates(session: Session, agent: str) -> list[Rule]:
                                 .order_by(Rule.created_at, Rule.id)).all())
 
 
-def reaudit_target(session: Session, agent: str) -> Rule | None:
-    """The active (or probation), non-protected rule decided longest ago."""
-    return session.scalars(select(Rule).where(Rule.agent == agent, Rule.state.in_(("active", "probation")))
-                           .order_by(Rule.decided_at.is_(None).desc(), Rule.decided_at, Rule.id)
+def reaudit_target(session: Session, agent: str, since: datetime | None = None) -> Rule | None:
+    """The active (or probation), non-protected rule decided longest ago. ``since``: the start of
+    the night this select resumes — the night re-audits once, and only a rule decided before it
+    (a rule kept earlier that night is not due)."""
+    query = select(Rule).where(Rule.agent == agent, Rule.state.in_(("active", "probation")))
+    if since is not None:
+        if session.scalar(select(Receipt.id).where(Receipt.agent == agent, Receipt.kind == REAUDIT,
+                                                   Receipt.created_at >= since).limit(1)) is not None:
+            return None
+        query = query.where(or_(Rule.decided_at.is_(None), Rule.decided_at < since))
+    return session.scalars(query.order_by(Rule.decided_at.is_(None).desc(), Rule.decided_at, Rule.id)
                            .limit(1)).first()
 
 
@@ -293,7 +301,9 @@ class Selector:
         sections, files = self.memory_sections(session, self.agent)
         return sections, files
 
-    def run(self, budget_tokens: float | None = None) -> SelectReport:
+    def run(self, budget_tokens: float | None = None, since: datetime | None = None) -> SelectReport:
+        """Decide the pending candidates and re-audit one rule. ``since``: the start of the
+        interrupted night this run resumes (see :func:`reaudit_target`)."""
         report = SelectReport(self.agent, self.backend, self.model)
         remaining = float("inf") if budget_tokens is None else float(budget_tokens)
         with self.store.session() as session:
@@ -301,7 +311,7 @@ class Selector:
             start_ids = set(start.rule_ids) if start else set()
             start_sha = start.memory_sha256 if start else None
             queue = [(r.id, ADMISSION) for r in pending_candidates(session, self.agent)]
-            target = reaudit_target(session, self.agent)
+            target = reaudit_target(session, self.agent, since)
             if target is not None:
                 queue.append((target.id, REAUDIT))
         for rule_id, kind in queue:
@@ -351,10 +361,11 @@ class Selector:
 
 def select_agent(store: Store, settings: Settings, agent: str, *, budget_tokens: float | None = None,
                  backend: str | None = None, model: str | None = None, concurrency: int | None = None,
-                 progress: Any = None, base_seed: int = 0, log: Callable[[str], None] | None = None) -> SelectReport:
+                 progress: Any = None, base_seed: int = 0, log: Callable[[str], None] | None = None,
+                 since: datetime | None = None) -> SelectReport:
     """Run the selector for one agent over the real bench (the ``warden select`` entry point).
     One process at a time decides an agent's rules: :class:`~warden.store.locks.LockBusy` if
-    another (a nightly job, a manual select) is at it."""
+    another (a nightly job, a manual select) is at it. ``since``: see :meth:`Selector.run`."""
     from warden.bench.suite_runner import BenchSuiteRunner
     from warden.store.locks import exclusive
 
@@ -364,7 +375,7 @@ def select_agent(store: Store, settings: Settings, agent: str, *, budget_tokens:
                                   progress=progress, base_seed=base_seed)
         selector = Selector(store, settings, agent, runner, backend=runner.backend, model=runner.model, log=log,
                             memory_sections=checkpoint_sections(settings))
-        return selector.run(budget_tokens)
+        return selector.run(budget_tokens, since)
 
 
 def checkpoint_sections(settings: Settings) -> Callable[[Session, str], tuple[list[str], dict[str, str]]]:
