@@ -228,3 +228,52 @@ def test_memory_md_gets_the_mode_of_any_new_file(env) -> None:
     umask = os.umask(0o022)
     os.umask(umask)
     assert mode == 0o666 & ~umask
+
+
+def test_memory_md_changes_only_when_its_transaction_commits(env) -> None:
+    """The file follows the database: a compile whose transaction rolls back (the decision was
+    not recorded) leaves MEMORY.md as it was and no temp file behind; one that commits installs it."""
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    path = memory_path(settings, "backend")
+    before = path.read_bytes()
+    _add(store, "Read each file at most once per task and keep notes.")
+
+    class Interrupted(Exception):
+        pass
+
+    with pytest.raises(Interrupted), store.session() as s:
+        compile_memory(s, settings, "backend")
+        assert path.read_bytes() == before  # staged, not yet in place
+        raise Interrupted
+    assert path.read_bytes() == before and not list(path.parent.glob(".*.tmp"))
+    with store.session() as s:
+        result = compile_memory(s, settings, "backend")
+        assert path.read_bytes() == before
+    assert path.read_bytes() != before and "Read each file" in path.read_text() and result.version == 2
+
+
+def test_a_temp_file_of_a_killed_compile_is_swept_by_the_next(env) -> None:
+    import subprocess
+    import sys
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    folder = memory_path(settings, "backend").parent
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    from warden.names import pid_namespace, process_tag
+
+    orphan = folder / f".MEMORY.md-pid{dead}-ns{pid_namespace()}-abc123.tmp"
+    mine = folder / f".MEMORY.md-{process_tag()}-def456.tmp"  # a live process's: kept
+    untagged = folder / ".MEMORY.md.xyz.tmp"  # no owner to ask: kept
+    for f in (orphan, mine, untagged):
+        f.write_text("partial")
+    _add(store, "Read each file at most once per task and keep notes.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    assert not orphan.exists() and mine.exists() and untagged.exists()

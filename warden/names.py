@@ -79,3 +79,21 @@ def tagged_process(name: str) -> tuple[int | None, str | None]:
     pid = next((plain_int(p[3:]) for p in parts if p.startswith("pid")), None)
     namespace = next((p[2:] for p in parts if p.startswith("ns")), None)
     return pid, namespace
+
+
+def pid_alive(pid: int) -> bool:
+    """A process with this pid exists in our PID namespace (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def tagged_process_gone(name: str) -> bool:
+    """The process whose :func:`process_tag` ``name`` holds is gone: of our namespace, not
+    running. A name without a tag, or from another namespace, is never taken for gone."""
+    pid, namespace = tagged_process(name)
+    return pid is not None and namespace == pid_namespace() and not pid_alive(pid)

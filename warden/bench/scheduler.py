@@ -53,7 +53,7 @@ from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
-from warden.names import pid_namespace, process_tag, tagged_process
+from warden.names import pid_alive, pid_namespace, process_tag, tagged_process_gone
 from warden.sanitize import strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.select.runner import config_key as rule_set_key
@@ -314,16 +314,6 @@ class PassOutcome:
 # ---------------------------------------------------------------- work directories
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # Temp directories named with the process that made them (a run's TMPDIR, a demo's home; see
 # names.process_tag): a later bench removes them once that process is gone, as it does passes'.
 STALE_TEMP_PREFIXES = ("warden-run-tmp-pid", "warden-demo-pid")
@@ -350,7 +340,7 @@ def _close_abandoned_passes(session: Session) -> None:
         runner = _note(bench_pass).get("runner")
         pid = runner.get("pid") if isinstance(runner, dict) else None
         if (not isinstance(pid, int) or runner.get("host") != me["host"] or runner.get("pidns") != me["pidns"]
-                or pid == me["pid"] or _pid_alive(pid)):
+                or pid == me["pid"] or pid_alive(pid)):
             continue
         bench_pass.status = "interrupted"
         for job in session.scalars(select(BenchJob).where(BenchJob.pass_id == bench_pass.id,
@@ -369,11 +359,8 @@ def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) 
         except OSError:
             continue
     removed = 0
-    namespace = pid_namespace()
     for entry in entries:
-        pid, owner_namespace = tagged_process(entry.name)  # another namespace's pid means nothing here
-        if pid is None or owner_namespace != namespace or _pid_alive(pid) or entry.is_symlink() \
-                or not entry.is_dir():
+        if not tagged_process_gone(entry.name) or entry.is_symlink() or not entry.is_dir():
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1

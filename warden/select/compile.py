@@ -2,7 +2,8 @@
 
 The file is a build artifact. It is written atomically (temp file in the same directory, fsync,
 rename), never through a symlink, and its bytes are recorded with a new ruleset version in the
-caller's transaction, so a later run can tell which memory it carried. A file whose bytes differ
+caller's transaction, so a later run can tell which memory it carried. The rename waits for that
+transaction to commit: the file never shows a rule the database has not decided. A file whose bytes differ
 from the last recorded compile has drifted (hand-edited or stale) and is recompiled with a
 warning.
 """
@@ -11,18 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
-from warden.continuity.memory_section import remove_stale_detail_files
+from warden.continuity.memory_section import DETAIL_DIR, remove_stale_detail_files
 from warden.errors import WardenError
-from warden.names import validate_agent_name
+from warden.names import process_tag, tagged_process_gone, validate_agent_name
 from warden.select.memory import MemoryRule, render_memory, rule_line
 from warden.store.models import Rule, RulesetVersion
 
@@ -101,6 +103,13 @@ def write_atomic(path: Path, data: bytes, root: Path) -> None:
         raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _staged_or_error(path: Path, data: bytes, root: Path) -> Path:
+    try:
+        return _stage(path, data, root)
+    except OSError as exc:
+        raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def _umask() -> int:
     """The process umask, read without changing it where Linux shows it (os.umask can only set)."""
     try:
@@ -115,24 +124,82 @@ def _umask() -> int:
     return mask
 
 
-def _write_atomic(path: Path, data: bytes, root: Path) -> None:
+def _stage(path: Path, data: bytes, root: Path) -> Path:
+    """``data`` in a temp file beside ``path`` (checked as a write is), not yet in place. Its name
+    carries this process's tag: a later compile removes it if this process died before the rename."""
     root.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path.parent, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path, root)
     if path.exists() and not path.is_file():
         raise WardenError(f"refusing to write {path}: {'it is a directory' if path.is_dir() else 'not a regular file'}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-{process_tag()}-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets any new file's mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def _write_atomic(path: Path, data: bytes, root: Path) -> None:
+    tmp = _stage(path, data, root)
+    try:
+        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+_STAGED_NAME = re.compile(r"\..+-pid\d+-ns[^-]+-[^/]*\.tmp")
+
+
+def sweep_staged(directory: Path) -> None:
+    """Remove temp files a compile staged in ``directory`` whose process is gone (SIGKILLed
+    between staging and its commit)."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if _STAGED_NAME.fullmatch(entry.name) and tagged_process_gone(entry.name) and not entry.is_symlink():
+            entry.unlink(missing_ok=True)
+
+
+def _install_on_commit(session: Session, staged: list[tuple[Path, Path]]) -> None:
+    """Rename the staged (temp, path) files into place when the caller's transaction commits,
+    detail files first, or delete them if it rolls back: MEMORY.md never shows a rule the
+    database has not decided, and a decision never commits beside a file it could not stage."""
+    settled = False
+
+    def install(_session: Session) -> None:
+        nonlocal settled
+        if settled:
+            return
+        settled = True
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                for left, _ in staged:
+                    left.unlink(missing_ok=True)
+                raise WardenError(f"cannot write {path}: {exc.strerror or exc} (the decision is recorded; the "
+                                  "next compile rewrites the file)") from None
+
+    def discard(_session: Session) -> None:
+        nonlocal settled
+        if settled:
+            return
+        settled = True
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+    event.listen(session, "after_commit", install, once=True)
+    event.listen(session, "after_rollback", discard, once=True)
 
 
 def compile_memory(session: Session, settings: Settings, agent: str,
@@ -175,14 +242,24 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     session.flush()
     changed = existing != data
     root = settings.memory_dir
-    for rel, text in (extra_files or {}).items():
-        target = (path.parent / rel)
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
-        write_atomic(target, text.encode("utf-8"), root)
-    remove_stale_detail_files(path.parent, (extra_files or {}).keys())  # forgotten checkpoints leave no file
-    if changed:
-        write_atomic(path, data, root)
+    sweep_staged(path.parent)
+    sweep_staged(path.parent / DETAIL_DIR)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for rel, text in (extra_files or {}).items():
+            target = (path.parent / rel)
+            if ".." in Path(rel).parts or Path(rel).is_absolute():
+                raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
+            staged.append((_staged_or_error(target, text.encode("utf-8"), root), target))
+        if changed:
+            staged.append((_staged_or_error(path, data, root), path))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    _install_on_commit(session, staged)
+    # At once, not at commit: a forgotten checkpoint's text must not linger even if this compile fails.
+    remove_stale_detail_files(path.parent, (extra_files or {}).keys())
     before = set(previous.rule_ids) if previous else set()
     return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
