@@ -119,8 +119,13 @@ def plan_rule(replicates: Mapping[str, Sequence[float]], rent_tokens: float, bud
         as_shown = max((information - held) * tokens_per_information, paired_pass)
         shown_saving = stats.relative_saving(theta)
     fits = worst <= budget_tokens
-    basis = ("assumed spread (fewer than 3 replicate degrees of freedom)" if assumed
-             else f"spread from {'paired runs' if len(paired_log_ratios) >= 4 else 'replicates'}")
+    if assumed:
+        basis = "assumed spread (fewer than 3 replicate degrees of freedom)"
+    elif len(paired_log_ratios) >= 4:
+        basis = "spread from paired runs"
+    else:  # pairs that share a seed (the sim backend) vary less than two independent runs
+        basis = ("spread from unpaired replicates: an upper estimate until a decision has paired runs, "
+                 "most of all where pairs share a seed, as on the sim backend")
     if fits:
         reason = f"decidable within the budget even in the slowest case ({basis})"
     elif min(dead, effective) <= budget_tokens:
