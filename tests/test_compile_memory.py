@@ -277,3 +277,43 @@ def test_a_temp_file_of_a_killed_compile_is_swept_by_the_next(env) -> None:
     with store.session() as s:
         compile_memory(s, settings, "backend")
     assert not orphan.exists() and mine.exists() and untagged.exists()
+
+
+def test_a_rename_that_fails_after_the_commit_is_one_clear_error(env, monkeypatch) -> None:
+    """The decision is committed; the file could not be renamed into place: the caller gets the
+    one-line WardenError (not a rollback error on a committed session), and the next compile,
+    seeing the drift, rewrites the file."""
+    import os
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    real_replace = os.replace
+
+    def failing(src, dst):  # type: ignore[no-untyped-def]
+        if str(dst).endswith("MEMORY.md"):
+            raise PermissionError(13, "Permission denied")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(WardenError, match="the decision is recorded"), store.session() as s:
+        compile_memory(s, settings, "backend")
+    with store.session() as s:
+        assert s.query(RulesetVersion).count() == 1  # committed
+    path = memory_path(settings, "backend")
+    assert not path.exists() and not list(path.parent.glob(".*.tmp"))
+    monkeypatch.setattr(os, "replace", real_replace)
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    assert "Grep for the symbol" in path.read_text()
+
+
+def test_a_savepoint_neither_installs_nor_discards_the_staged_file(env) -> None:
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    path = memory_path(settings, "backend")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+        s.begin_nested().commit()
+        s.begin_nested().rollback()
+        assert not path.exists() and list(path.parent.glob(".*.tmp"))
+    assert "Grep for the symbol" in path.read_text() and not list(path.parent.glob(".*.tmp"))

@@ -176,9 +176,9 @@ def _install_on_commit(session: Session, staged: list[tuple[Path, Path]]) -> Non
     database has not decided, and a decision never commits beside a file it could not stage."""
     settled = False
 
-    def install(_session: Session) -> None:
+    def install(ended: Session) -> None:
         nonlocal settled
-        if settled:
+        if settled or ended.in_nested_transaction():  # a SAVEPOINT released: wait for the real commit
             return
         settled = True
         for tmp, path in staged:
@@ -190,16 +190,16 @@ def _install_on_commit(session: Session, staged: list[tuple[Path, Path]]) -> Non
                 raise WardenError(f"cannot write {path}: {exc.strerror or exc} (the decision is recorded; the "
                                   "next compile rewrites the file)") from None
 
-    def discard(_session: Session) -> None:
+    def discard(ended: Session) -> None:
         nonlocal settled
-        if settled:
+        if settled or ended.in_nested_transaction():
             return
         settled = True
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
 
-    event.listen(session, "after_commit", install, once=True)
-    event.listen(session, "after_rollback", discard, once=True)
+    event.listen(session, "after_commit", install)
+    event.listen(session, "after_rollback", discard)
 
 
 def compile_memory(session: Session, settings: Settings, agent: str,

@@ -156,10 +156,12 @@ class Store:
         with self.sessions() as session:
             try:
                 yield session
-                session.commit()
             except BaseException:
                 session.rollback()
                 raise
+            # Outside the try: a commit that failed has rolled itself back, and one that succeeded
+            # must not be "rolled back" when an after-commit step (installing MEMORY.md) raises.
+            session.commit()
 
 
 def _upgrade_unless_raced(engine: Engine) -> None:
