@@ -232,6 +232,31 @@ def test_an_evidence_budget_too_small_for_one_pair_is_a_skip_not_a_receipt(env) 
     assert runner.tokens_spent == 0
 
 
+class _Everything:
+    def __contains__(self, _key: object) -> bool:
+        return True
+
+
+def test_nights_smaller_than_the_evidence_budget_still_decide_every_rule(env) -> None:
+    """Each night's budget (3M) is below a rule's evidence budget (8M): an undecided rule is
+    skipped with its runs kept (the bench runner reuses them, as here), and once its gathered
+    evidence holds its evidence budget it is inconclusive — it never holds the queue's head for
+    good, so the rule behind it is decided too."""
+    from warden.select.runner import ReusingRunner
+
+    settings, store = env
+    settings = replace(settings, evidence_budget_tokens=8_000_000)
+    hard = _rule(store, "Mention the weather in every reply you write today.")
+    good = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = ReusingRunner(SyntheticRunner(TASKS, savings={str(hard): 0.03, str(good): 0.30}, seed=5), [])
+    runner.reusable = _Everything()  # the bench runner reuses every stored run within its window
+    for _ in range(12):
+        _selector(settings, store, runner).run(budget_tokens=3_000_000)
+    with store.session() as s:
+        verdicts = {rid: [r.verdict for r in s.query(Receipt).filter_by(rule_id=rid)] for rid in (hard, good)}
+        assert "inconclusive" in verdicts[hard] and s.get(Rule, good).state == "active", verdicts
+
+
 def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp_path: Path) -> None:
     """Night 1 measures a candidate against the empty active set before anything was compiled;
     the night's compile makes version 1 of that same empty set. Night 2's candidate reuses

@@ -206,13 +206,16 @@ class Selector:
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind, cost_hints=hints)
-        # Undecided because the *invocation's* budget ran out (not the rule's evidence budget), or
-        # nothing measured: no verdict and no inconclusive strike (three evict); the runs made are
-        # stored and reused when the rule is measured again.
+        # Undecided because the *invocation's* budget ran out, or nothing measured: no verdict and
+        # no inconclusive strike (three evict); the runs made are stored and reused when the rule
+        # is measured again. Over such nights its evidence grows, and once it holds the rule's
+        # evidence budget the rule is inconclusive (or it would hold the queue's head for good).
         if result.decision.verdict is Verdict.INCONCLUSIVE:
-            if partial_budget:
-                return Skipped("the invocation budget ran out before the rule was decided (its runs are kept "
-                               "for the next select)", result.tokens_spent)
+            gathered = result.evidence.weighted_tokens
+            if partial_budget and (result.rounds == 0 or gathered < float(self.settings.evidence_budget_tokens)):
+                return Skipped(f"the invocation budget ran out before the rule was decided (its runs are kept for "
+                               f"the next select: {gathered:,.0f} of its {self.settings.evidence_budget_tokens:,} "
+                               "evidence tokens so far)", result.tokens_spent)
             if result.rounds == 0 or result.decision.n_pairs == 0:
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
