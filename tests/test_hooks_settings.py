@@ -136,6 +136,15 @@ def test_settings_json_claude_code_cannot_read_is_refused(tmp_path: Path, text: 
     assert (claude / "settings.json").read_text() == text
 
 
+def test_a_large_integer_claude_code_reads_does_not_block_install(tmp_path: Path) -> None:
+    """JSON.parse reads any integer (rounding it): only ledgers need exact ones."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"x": {"id": 1234567890123456789012}}')
+    assert install_hooks(claude, command=CMD)["changed"]
+    assert _settings(claude)["x"]["id"] == 1234567890123456789012
+
+
 def test_a_claude_home_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
     home = tmp_path / "claude"
     home.write_text("not a directory")

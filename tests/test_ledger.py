@@ -329,3 +329,23 @@ def test_claimed_evidence_out_of_range_is_shown_not_crashed_on(warden_home: Path
     assert main(["receipt", "1"]) == 0
     assert main(["report", "--html", str(warden_home / "r.html")]) == 0
     assert "claimed" in (warden_home / "r.html").read_text()
+
+
+def test_share_leaves_out_evidence_with_an_open_interval(tmp_path: Path, monkeypatch) -> None:
+    """An inconclusive re-audit after one pair has an infinite interval end, which JSON cannot
+    carry and which says nothing: the ledger leaves that receipt out and still verifies."""
+    settings, store = _home(tmp_path, "team-f", monkeypatch)
+    _seed_rules(store)
+    with store.session() as s:
+        kept = s.query(Rule).filter(Rule.state == "active").one()
+        write_receipt(s, kept, kind="reaudit", verdict="inconclusive", reason="budget", state_after="active",
+                      estimate=4000.0, ci_low=float("-inf"), ci_high=9000.0, margin=34.0, k=2.0,
+                      n_per_side={"t1": [1, 1]}, paired_diffs={"t1": [4000.0]}, pass_counts={"t1": [1, 1, 1, 1]},
+                      tokens_spent=1e5, model="sim-naive-1", backend="sim", suite_hash="ab" * 32,
+                      fixture_hash="cd" * 32, method={"n_pairs": 1})
+    out = tmp_path / "ledgers" / "backend.json"
+    with store.session() as s:
+        share(s, settings, "backend", out)
+    assert verify_path(out) == []
+    doc = json.loads(out.read_bytes())
+    assert [e["verdict"] for e in _active(doc)["evidence"]] == ["keep"]

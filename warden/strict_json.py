@@ -31,12 +31,14 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads_strict(text: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
-    """``json.loads`` that refuses non-finite numbers; ValueError for any invalid input, including
-    nesting too deep for the decoder."""
+def loads_strict(text: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+                 exact_ints: bool = False) -> Any:
+    """``json.loads`` that refuses non-finite numbers (and, with ``exact_ints``, integers a double
+    cannot hold exactly: a ledger's figures must mean the same to every reader); ValueError for
+    any invalid input, including nesting too deep for the decoder."""
     try:
-        return json.loads(text, parse_float=_finite, parse_int=_exact_int, parse_constant=_no_constant,
-                          object_pairs_hook=object_pairs_hook)
+        return json.loads(text, parse_float=_finite, parse_int=_exact_int if exact_ints else None,
+                          parse_constant=_no_constant, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 

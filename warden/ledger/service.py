@@ -7,6 +7,7 @@ the foreign evidence kept as "claimed" (shown on the receipt, never used in a ve
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Collection
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -64,9 +65,11 @@ def ledger_document(session: Session, agent: str) -> dict[str, Any]:
     entries = []
     for rule in rules:
         receipts = session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id)).all()
+        # An interval still open (one pair: an infinite end) says nothing and JSON cannot carry it.
+        finite = [r for r in receipts if all(math.isfinite(x) for x in (r.estimate, r.ci_low, r.ci_high, r.margin))]
         entries.append({"body": rule.body, "scope": rule.scope, "state": rule.state,
                         "rent": rule_rent(MemoryRule(rule.id, rule.body, rule.scope)),
-                        "evidence": [evidence_summary(r) for r in receipts[-MAX_EVIDENCE:]],
+                        "evidence": [evidence_summary(r) for r in finite[-MAX_EVIDENCE:]],
                         "provenance": _provenance(rule)})
     return build_ledger(agent, entries, __version__)
 

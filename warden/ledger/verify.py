@@ -120,7 +120,7 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     except UnicodeDecodeError as exc:
         return [Problem(name, None, f"not UTF-8 ({exc.reason} at byte {exc.start})")]
     try:
-        doc = loads_strict(text, object_pairs_hook=_no_duplicate_keys)
+        doc = loads_strict(text, object_pairs_hook=_no_duplicate_keys, exact_ints=True)
     except ValueError as exc:
         return [Problem(name, None, f"invalid JSON: {exc}")]
     if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and len(doc["rules"]) > MAX_RULES:
