@@ -223,17 +223,27 @@ def test_cli_runs_as_a_real_process(store) -> None:
 
 @pytest.mark.parametrize("cwd", ["/w/app", "/w/app/", "/w/app/src/module"])
 def test_the_pointer_finds_the_project_from_a_trailing_slash_or_a_subdirectory(store, cwd: str) -> None:
-    """A session started in the project's subdirectory (or with a trailing slash) is the same
-    project, as recall treats it; a sibling directory is not."""
+    """A session started in the project's subdirectory (or with a trailing slash) works in that
+    project; a sibling directory, or a parent, does not."""
     from warden.continuity.pointer import session_start_hook_line
 
     _record(store, "sess-old", "Port the exporter", cwd="/w/app")
     assert "warden checkpoints show" in (session_start_hook_line(cwd, "sess-new", load_settings()) or "")
     with store.session() as s:
         assert "warden checkpoints show" in (session_start_pointer(s, cwd, "sess-new") or "")
-    assert session_start_hook_line("/w/application", "sess-new", load_settings()) is None
-    with store.session() as s:
-        assert session_start_pointer(s, "/w/application", "sess-new") is None
+    for elsewhere in ("/w/application", "/w", "/"):  # a sibling, or a parent of the project
+        assert session_start_hook_line(elsewhere, "sess-new", load_settings()) is None
+        with store.session() as s:
+            assert session_start_pointer(s, elsewhere, "sess-new") is None
+
+
+def test_the_home_directory_is_no_project_holding_every_session_below_it(store) -> None:
+    from warden.continuity.pointer import session_start_hook_line
+
+    home = os.path.expanduser("~")
+    _record(store, "sess-home", "Tidy the dotfiles", cwd=home)
+    assert session_start_hook_line(home + "/work/app", "sess-new", load_settings()) is None
+    assert "warden checkpoints show" in (session_start_hook_line(home, "sess-new", load_settings()) or "")
 
 
 def test_hook_session_start_prints_only_a_pointer(store, tmp_path: Path) -> None:

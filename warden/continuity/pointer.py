@@ -8,6 +8,7 @@ query in SQLAlchemy). The line is warden's own text — an id and an age — nev
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -34,12 +35,21 @@ _SQLITE_QUERY = ("SELECT id, captured_at, project FROM checkpoints WHERE capture
                  f"AND active_task != '' ORDER BY captured_at DESC, id DESC LIMIT {POINTER_SCAN_LIMIT}")
 
 
-def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:
-    """The first (id, captured_at) of ``rows`` (id, captured_at, project) in the cwd's project."""
-    from warden.continuity.capture import same_project
+def works_in(cwd: str, project: str) -> bool:
+    """A session started in ``cwd`` works in ``project``: the same directory (a trailing slash is
+    no difference) or one inside it. Not the other way round — a session in ``~`` is not working
+    in every project below it — and neither ``/`` nor the home directory is a project that holds
+    every session started below it."""
+    cwd, project = cwd.rstrip("/"), project.rstrip("/")
+    if cwd == project:
+        return bool(cwd)
+    return bool(project) and project != os.path.expanduser("~").rstrip("/") and cwd.startswith(project + "/")
 
+
+def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:
+    """The first (id, captured_at) of ``rows`` (id, captured_at, project) the cwd works in."""
     for checkpoint_id, captured_at, project in rows:
-        if project and same_project(str(project), cwd):
+        if project and works_in(cwd, str(project)):
             when = captured_at if isinstance(captured_at, datetime) else datetime.fromisoformat(str(captured_at))
             return int(checkpoint_id), when
     return None
