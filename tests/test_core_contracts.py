@@ -130,6 +130,7 @@ def test_memory_dir_follows_the_claude_home_setting_and_empty_values_are_unset(t
     home = tmp_path / "h"
     home.mkdir()
     monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)  # it would beat the file
     (home / "warden.toml").write_text(f"[warden]\nclaude_home = '{tmp_path / 'cc'}'\n")
     assert load_settings().memory_dir == tmp_path / "cc" / "agent-memory"
     monkeypatch.setenv("WARDEN_CLAUDE_HOME", str(tmp_path / "env-cc"))
@@ -225,3 +226,39 @@ def test_the_sqlite_url_and_path_agree_with_sqlalchemy_without_importing_it(path
              "s = load_settings(); s.sqlite_path; print('sqlalchemy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("line, message", [
+    ("concurrency = 2.9", "not a whole number"), ("concurrency = 0.5", "not a whole number"),
+    ("max_turns = true", "not a valid value"), ("keep_margin_k = true", "not a valid value"),
+    ("alpha = '0.01'", None), ("evidence_budget_tokens = 6e6", None),
+])
+def test_settings_file_values_are_typed_as_strictly_as_the_environment(tmp_path, monkeypatch, line: str,
+                                                                        message: str | None) -> None:
+    """A fraction is no number of workers and `true` is no margin: the file is held to what the
+    environment is, and a whole number written as 6e6 means the same in both."""
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(f"[warden]\n{line}\n")
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    if message:
+        with pytest.raises(ConfigError, match=message):
+            load_settings()
+    else:
+        load_settings()
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", "2e6")
+    if not message:
+        assert load_settings().evidence_budget_tokens == 2_000_000
+
+
+def test_claude_config_dir_in_the_environment_beats_the_settings_file(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(f"[warden]\nclaude_home = '{tmp_path / 'from-toml'}'\n")
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "from-env"))
+    settings = load_settings()
+    assert settings.claude_home == tmp_path / "from-env"
+    assert settings.memory_dir == tmp_path / "from-env" / "agent-memory"
+    monkeypatch.setenv("WARDEN_CLAUDE_HOME", str(tmp_path / "warden-env"))  # warden's own name wins
+    assert load_settings().claude_home == tmp_path / "warden-env"

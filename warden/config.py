@@ -6,6 +6,7 @@ the nightly job can run several homes side by side.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -125,12 +126,30 @@ def _in_range(key: str, value: float) -> float:
     return value
 
 
+def _number(value: Any) -> float:
+    """A setting's number from the file (a TOML number) or the environment (text): never a
+    boolean, which Python would take for 0 or 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("not a number")
+    return float(value)
+
+
+def _whole(key: str, value: Any) -> int:
+    """A whole number, also when written 6e6; a fraction is refused, never cut."""
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value)  # exact, however long
+    number = _number(value)
+    if math.isfinite(number) and number != int(number):
+        raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a whole number")
+    return int(number)
+
+
 def _coerce(key: str, value: Any) -> Any:
     try:
         if key in _FLOAT_KEYS:
-            return _in_range(key, float(value))
+            return _in_range(key, _number(value))
         if key in _INT_KEYS:
-            return _in_range(key, int(value))
+            return _in_range(key, _whole(key, value))
         if key in _PATH_KEYS:
             return Path(str(value)).expanduser()
         if key in _STR_KEYS:
@@ -206,6 +225,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         values["database_url"] = env["WARDEN_DATABASE_URL"]
     if env.get("WARDEN_MEMORY_DIR"):
         values["memory_dir"] = Path(env["WARDEN_MEMORY_DIR"]).expanduser()
+    if env.get("CLAUDE_CONFIG_DIR"):  # the environment beats the file (WARDEN_CLAUDE_HOME beats both)
+        values["claude_home"] = claude_home
     for f in fields(Settings):
         key = f"WARDEN_{f.name.upper()}"
         if env.get(key) and f.name not in ("home", "database_url", "memory_dir", "pricing"):
