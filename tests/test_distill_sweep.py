@@ -33,3 +33,23 @@ def test_sweep_queues_expensive_runs_whatever_the_ingest_order(warden_home) -> N
     assert states["s6:a"] == states["s7:a"] == "skipped"
     with store.session() as s:
         assert sweep(s, settings) == 0  # each run is queued at most once
+
+
+def test_a_dry_run_shows_what_the_real_distill_would_sweep_in_and_writes_nothing(warden_home) -> None:
+    """`distill --dry-run` answers "what would distill do now": runs the sweep would queue are
+    in it, and nothing (queue state included) is written."""
+    from warden.distill.service import distill_runs
+
+    settings = load_settings()
+    store = open_store(settings)
+    t0 = datetime(2026, 11, 1)
+    costs = [100, 110, 90, 105, 95, 400, 100, 98]
+    with store.session() as s:
+        for i in reversed(range(len(costs))):
+            s.add(SessionRun(run_key=f"s{i}:a", session_id=f"s{i}", agent_id="a", agent="backend",
+                             started_at=t0 + timedelta(hours=i), completed=True, weighted_tokens=float(costs[i])))
+    dry = distill_runs(store, settings, dry_run=True)
+    assert [r.run_key for r in dry] == ["s5:a"]
+    with store.session() as s:
+        assert {r.distill_state for r in s.query(SessionRun)} == {None}  # nothing written
+    assert [r.run_key for r in distill_runs(store, settings)] == ["s5:a"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import anthropic
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from warden.config import Settings
 from warden.distill import heuristic
@@ -121,7 +122,7 @@ def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Findin
     }
 
 
-def _rule_context(session, agent: str) -> DistillContext:  # noqa: ANN001 - sqlalchemy Session
+def _rule_context(session: Session, agent: str) -> DistillContext:
     rules = list(session.scalars(select(Rule).where(Rule.agent == agent).order_by(Rule.id)))
     evicted = sorted((r for r in rules if r.state == "evicted"),
                      key=lambda r: r.updated_at or r.created_at, reverse=True)
@@ -160,10 +161,14 @@ def select_runs(store: Store, *, agent: str | None = None, run_id: int | None = 
             if agent and run.agent != agent:
                 raise UsageError(f"session run {run_id} belongs to agent {run.agent!r}, not {agent!r}")
             return [run_id]
-        query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
-        if agent:
-            query = query.where(SessionRun.agent == agent)
-        return list(session.scalars(query.order_by(SessionRun.id)))
+        return _queued(session, agent)
+
+
+def _queued(session: Session, agent: str | None) -> list[int]:
+    query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
+    if agent:
+        query = query.where(SessionRun.agent == agent)
+    return list(session.scalars(query.order_by(SessionRun.id)))
 
 
 def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str = "heuristic",
@@ -242,12 +247,17 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
 
     check_distiller(distiller)
     with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY):
-        if run_id is None and not dry_run:
+        if run_id is None:
             from warden.distill.trigger import sweep
 
             with store.session() as session:  # settle runs ingested before their priors were stored
                 sweep(session, settings, [agent] if agent else None)
-        run_ids = select_runs(store, agent=agent, run_id=run_id)
+                if dry_run:  # what distill would take up now, the sweep included; nothing written
+                    session.flush()
+                    run_ids = _queued(session, agent)
+                    session.rollback()
+        if run_id is not None or not dry_run:
+            run_ids = select_runs(store, agent=agent, run_id=run_id)
         if distiller == "anthropic" and client is None and run_ids:
             client = make_client(settings)
         reports: list[RunReport] = []
