@@ -213,6 +213,17 @@ def test_cli_checkpoints_list_show_forget_prune(store, capsys) -> None:
     assert out.strip() == "no checkpoints stored"
 
 
+def test_checkpoints_list_by_project_takes_the_directory_and_those_inside_it(store, capsys) -> None:
+    _record(store, "sess-a", "Port the exporter", cwd="/w/app")
+    _record(store, "sess-b", "Port the importer", cwd="/w/app/sub")
+    _record(store, "sess-c", "Unrelated work", cwd="/w/app_2")  # '_' is no wildcard
+    for project in ("/w/app", "/w/app/"):
+        code, out, _ = run_cli(capsys, "checkpoints", "list", "--project", project, "--json")
+        assert code == 0 and sorted(r["session_id"] for r in json.loads(out)) == ["sess-a", "sess-b"]
+    code, out, _ = run_cli(capsys, "checkpoints", "list", "--project", "/nowhere")
+    assert code == 0 and out.strip() == "no checkpoints match"
+
+
 def test_cli_runs_as_a_real_process(store) -> None:
     _record(store, "sess-a", "Make the CSV exporter stream rows")
     exe = Path(sys.executable).with_name("warden")

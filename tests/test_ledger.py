@@ -349,3 +349,18 @@ def test_share_leaves_out_evidence_with_an_open_interval(tmp_path: Path, monkeyp
     assert verify_path(out) == []
     doc = json.loads(out.read_bytes())
     assert [e["verdict"] for e in _active(doc)["evidence"]] == ["keep"]
+
+
+def test_a_bare_verify_reads_the_ledgers_of_the_repository_it_runs_in(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Run from another team's checkout, `verify-ledger` checks that checkout's ledgers/, not
+    those of the checkout warden is installed from."""
+    from warden.cli.app import main
+
+    repo = tmp_path / "other-team"
+    (repo / "ledgers").mkdir(parents=True)
+    (repo / "ledgers" / "broken.json").write_text("{not json")
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("WARDEN_REPO", raising=False)
+    monkeypatch.delenv("WARDEN_LEDGERS_DIR", raising=False)
+    assert main(["verify-ledger"]) == 1
+    assert "broken.json" in capsys.readouterr().out

@@ -88,6 +88,9 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
                               f"/run [{lo:,.0f}, {hi:,.0f}] margin {r['margin']:,.0f} · {safe(r['body'], 70)}")
             console.print(f"\n[bold]{safe(memory_file)}[/]:")
             typer.echo(safe_block(memory_text), nl=False)  # as the agent reads it: never re-wrapped
+            if keep:
+                console.print(f"\nexplore it: WARDEN_HOME={safe(home / 'warden')} CLAUDE_CONFIG_DIR="
+                              f"{safe(home / 'claude')} warden status", markup=False, soft_wrap=True)
         if summary.aborted:
             raise WardenError(f"demo aborted: {summary.aborted}")
         return result

@@ -99,7 +99,7 @@ def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="O
         print_json(_clean(rows))
         return
     if not rows:
-        console.print("no checkpoints stored")
+        console.print("no checkpoints match" if session_id or project else "no checkpoints stored")
         return
     for r in rows:
         when = r["captured_at"].strftime("%Y-%m-%d %H:%M") if r["captured_at"] else "undated"

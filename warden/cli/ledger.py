@@ -32,14 +32,28 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
         console.print(f"wrote {count} rule(s) to {safe(path)}")
 
 
-def verify_command(paths: Optional[list[Path]] = typer.Argument(None, help="Default: ledgers/*.json."),
+def _default_ledgers_dir() -> Path:
+    """Where a bare `verify-ledger` looks: the ledgers directory set for warden (WARDEN_LEDGERS_DIR,
+    WARDEN_REPO), else ./ledgers when the current directory has one (the repository under
+    review), else warden's checkout's."""
+    import os
+
+    configured = settings().ledgers_dir
+    if os.environ.get("WARDEN_LEDGERS_DIR") or os.environ.get("WARDEN_REPO"):
+        return configured
+    here = Path.cwd() / "ledgers"
+    return here if here.is_dir() else configured
+
+
+def verify_command(paths: Optional[list[Path]] = typer.Argument(
+                       None, help="Default: ledgers/*.json here (else in WARDEN_REPO or warden's checkout)."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
     from warden.ledger.verify import verify_path
 
     files = list(paths or [])
     if not files:
-        root = settings().ledgers_dir
+        root = _default_ledgers_dir()
         files = sorted(root.glob("*.json")) if root.is_dir() else []
         if not files:  # a pull request that removes the last ledger passes the gate
             if as_json:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, delete, func, literal, select
+from sqlalchemy import case, delete, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
@@ -117,8 +117,10 @@ def list_checkpoints(session: Session, *, session_id: str | None = None, project
     query = select(Checkpoint).order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(limit)
     if session_id:
         query = query.where(Checkpoint.session_id == session_id)
-    if project:
-        query = query.where(Checkpoint.project == project)
+    if project:  # the directory or one inside it, with or without a trailing slash
+        root = project.rstrip("/") or "/"
+        inside = root.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+        query = query.where(or_(Checkpoint.project == root, Checkpoint.project.like(inside, escape="\\")))
     return list(session.scalars(query))
 
 
