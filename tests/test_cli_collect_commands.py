@@ -273,9 +273,10 @@ def test_a_database_holding_tables_named_like_wardens_is_refused_untouched(
     con.execute("create table orders (id integer)")
     con.commit()
     con.close()
-    code, out, err = run(capsys, "status")
-    assert code == 1 and out == "" and err.count("\n") == 1
-    assert "already holds tables named like warden's (rules) but no warden revision" in err
+    for command in (["status"], ["db", "upgrade"]):  # `db upgrade` as well: never the raw SQL error
+        code, out, err = run(capsys, *command)
+        assert code == 1 and out == "" and err.count("\n") == 1, (command, err)
+        assert "already holds tables named like warden's (rules) but no warden revision" in err
     con = sqlite3.connect(db)
     assert sorted(r[0] for r in con.execute("select name from sqlite_master where type = 'table'")) == ["orders", "rules"]
     con.execute("drop table rules")

@@ -59,6 +59,8 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
     s = settings()
     with _database(s, create=True) as engine:
         current = _not_newer(engine)
+        if current is None:
+            db.refuse_foreign_tables(engine, s.database_url)
         if current is not None and revision != "head" and db.is_older(revision, current):
             raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
                              "downgrade a database (restore a backup taken before the upgrade instead)")

@@ -213,6 +213,13 @@ def clashing_tables(engine: Engine) -> list[str]:
         return sorted(set(inspect(conn).get_table_names()) & set(Base.metadata.tables))
 
 
+def refuse_foreign_tables(engine: Engine, url: str) -> None:
+    """:class:`StoreError` when a database warden never migrated holds tables named like its own."""
+    tables = clashing_tables(engine)
+    if tables:
+        raise _clash(url, tables)
+
+
 def _clash(url: str, tables: list[str]) -> StoreError:
     shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
     return StoreError(f"database {redact_url(url)} already holds tables named like warden's ({shown}) but no "
