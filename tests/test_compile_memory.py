@@ -317,3 +317,28 @@ def test_a_savepoint_neither_installs_nor_discards_the_staged_file(env) -> None:
         s.begin_nested().rollback()
         assert not path.exists() and list(path.parent.glob(".*.tmp"))
     assert "Grep for the symbol" in path.read_text() and not list(path.parent.glob(".*.tmp"))
+
+
+def test_a_commit_that_fails_at_commit_is_rolled_back_and_its_file_discarded(env, monkeypatch) -> None:
+    """COMMIT itself fails (a full disk, a busy database, a signal) with the transaction still
+    open: it is rolled back — the next session sees none of it and gets a clean connection — and
+    the staged MEMORY.md is discarded, never installed."""
+    import sqlite3
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    path = memory_path(settings, "backend")
+    dialect = store.engine.dialect
+    real_commit = dialect.do_commit
+
+    def full_disk(dbapi_connection):  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(dialect, "do_commit", real_commit)  # once
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(dialect, "do_commit", full_disk)
+    with pytest.raises(Exception, match="disk is full"), store.session() as s:
+        compile_memory(s, settings, "backend")
+        s.get(Rule, 1).state = "evicted"
+    with store.session() as s:
+        assert s.query(RulesetVersion).count() == 0 and s.get(Rule, 1).state == "active"
+    assert not path.exists() and not list(path.parent.glob(".*.tmp"))

@@ -217,6 +217,7 @@ def test_checkpoints_list_by_project_takes_the_directory_and_those_inside_it(sto
     _record(store, "sess-a", "Port the exporter", cwd="/w/app")
     _record(store, "sess-b", "Port the importer", cwd="/w/app/sub")
     _record(store, "sess-c", "Unrelated work", cwd="/w/app_2")  # '_' is no wildcard
+    _record(store, "sess-d", "Other work", cwd="/w/App/x")  # case counts, on SQLite too
     for project in ("/w/app", "/w/app/"):
         code, out, _ = run_cli(capsys, "checkpoints", "list", "--project", project, "--json")
         assert code == 0 and sorted(r["session_id"] for r in json.loads(out)) == ["sess-a", "sess-b"]
@@ -255,6 +256,9 @@ def test_the_home_directory_is_no_project_holding_every_session_below_it(store) 
     _record(store, "sess-home", "Tidy the dotfiles", cwd=home)
     assert session_start_hook_line(home + "/work/app", "sess-new", load_settings()) is None
     assert "warden checkpoints show" in (session_start_hook_line(home, "sess-new", load_settings()) or "")
+    from warden.continuity.pointer import works_in
+
+    assert works_in("/", "/") and works_in("/w/app/", "/w/app") and not works_in("/w/app", "/")
 
 
 def test_hook_session_start_prints_only_a_pointer(store, tmp_path: Path) -> None:

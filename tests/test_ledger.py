@@ -357,10 +357,20 @@ def test_a_bare_verify_reads_the_ledgers_of_the_repository_it_runs_in(tmp_path: 
     from warden.cli.app import main
 
     repo = tmp_path / "other-team"
-    (repo / "ledgers").mkdir(parents=True)
+    (repo / ".git").mkdir(parents=True)
+    (repo / "ledgers").mkdir()
     (repo / "ledgers" / "broken.json").write_text("{not json")
-    monkeypatch.chdir(repo)
+    (repo / "src" / "deep").mkdir(parents=True)
     monkeypatch.delenv("WARDEN_REPO", raising=False)
     monkeypatch.delenv("WARDEN_LEDGERS_DIR", raising=False)
-    assert main(["verify-ledger"]) == 1
-    assert "broken.json" in capsys.readouterr().out
+    for where in (repo, repo / "src" / "deep"):  # from anywhere inside it
+        monkeypatch.chdir(where)
+        assert main(["verify-ledger"]) == 1
+        assert "broken.json" in capsys.readouterr().out
+    (repo / "ledgers" / "broken.json").unlink()
+    (repo / "ledgers").rmdir()  # a pull request removed the last ledger: it passes
+    assert main(["verify-ledger"]) == 0
+    assert "nothing to verify" in capsys.readouterr().out
+    monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(tmp_path / "configured"))  # configured wins
+    assert main(["verify-ledger"]) == 0
+    assert "configured" in capsys.readouterr().out

@@ -239,9 +239,9 @@ class _Everything:
 
 def test_nights_smaller_than_the_evidence_budget_still_decide_every_rule(env) -> None:
     """Each night's budget (3M) is below a rule's evidence budget (8M): an undecided rule is
-    skipped with its runs kept (the bench runner reuses them, as here), and once its gathered
-    evidence holds its evidence budget it is inconclusive — it never holds the queue's head for
-    good, so the rule behind it is decided too."""
+    skipped (its runs are reused by the next night, as the bench runner does) and what such
+    nights spend adds up until it reaches the evidence budget: inconclusive. It never holds the
+    queue's head for good, so the rule behind it is decided too."""
     from warden.select.runner import ReusingRunner
 
     settings, store = env
@@ -253,8 +253,24 @@ def test_nights_smaller_than_the_evidence_budget_still_decide_every_rule(env) ->
     for _ in range(12):
         _selector(settings, store, runner).run(budget_tokens=3_000_000)
     with store.session() as s:
-        verdicts = {rid: [r.verdict for r in s.query(Receipt).filter_by(rule_id=rid)] for rid in (hard, good)}
-        assert "inconclusive" in verdicts[hard] and s.get(Rule, good).state == "active", verdicts
+        receipts = {rid: s.query(Receipt).filter_by(rule_id=rid).all() for rid in (hard, good)}
+        assert "inconclusive" in [r.verdict for r in receipts[hard]] and s.get(Rule, good).state == "active"
+        # the first inconclusive came once the evidence budget was spent, and its receipt says so
+        assert receipts[hard][0].tokens_spent >= 8_000_000
+
+
+def test_after_a_full_inconclusive_small_nights_start_counting_afresh(env) -> None:
+    """An inconclusive receipt settles what was spent: the next inconclusive under small nightly
+    budgets needs another evidence budget spent, not one round (pooled evidence does not count)."""
+    settings, store = env
+    settings = replace(settings, evidence_budget_tokens=8_000_000)
+    rid = _rule(store, "Mention the weather in every reply you write today.")
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    assert _selector(settings, store, runner).run().decisions[0].verdict == "inconclusive"
+    report = _selector(settings, store, runner).run(budget_tokens=1_500_000)
+    assert report.decisions == [] and "spent undecided" in report.skipped[0]
+    with store.session() as s:
+        assert s.query(Receipt).count() == 1 and s.get(Rule, rid).undecided_tokens > 0
 
 
 def test_reference_runs_are_reused_after_a_compile_that_changed_no_rule(env, tmp_path: Path) -> None:

@@ -33,20 +33,26 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
 
 
 def _default_ledgers_dir() -> Path:
-    """Where a bare `verify-ledger` looks: the ledgers directory set for warden (WARDEN_LEDGERS_DIR,
-    WARDEN_REPO), else ./ledgers when the current directory has one (the repository under
-    review), else warden's checkout's."""
+    """Where a bare `verify-ledger` looks: the ledgers directory configured for warden
+    (WARDEN_LEDGERS_DIR, ledgers_dir in warden.toml, WARDEN_REPO), else ``ledgers/`` of the git
+    repository the current directory is in (the one under review: a pull request that removes
+    its last ledger leaves no directory, and that passes), else warden's checkout's."""
     import os
 
+    from warden.config import repo_root
+
     configured = settings().ledgers_dir
-    if os.environ.get("WARDEN_LEDGERS_DIR") or os.environ.get("WARDEN_REPO"):
+    if os.environ.get("WARDEN_REPO") or configured != repo_root() / "ledgers":
         return configured
-    here = Path.cwd() / "ledgers"
-    return here if here.is_dir() else configured
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory / "ledgers"
+    return configured
 
 
 def verify_command(paths: Optional[list[Path]] = typer.Argument(
-                       None, help="Default: ledgers/*.json here (else in WARDEN_REPO or warden's checkout)."),
+                       None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
     from warden.ledger.verify import verify_path

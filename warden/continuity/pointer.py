@@ -40,10 +40,10 @@ def works_in(cwd: str, project: str) -> bool:
     no difference) or one inside it. Not the other way round — a session in ``~`` is not working
     in every project below it — and neither ``/`` nor the home directory is a project that holds
     every session started below it."""
-    cwd, project = cwd.rstrip("/"), project.rstrip("/")
+    cwd, project = cwd.rstrip("/") or cwd[:1], project.rstrip("/") or project[:1]  # "/" stays "/"
     if cwd == project:
         return bool(cwd)
-    return bool(project) and project != os.path.expanduser("~").rstrip("/") and cwd.startswith(project + "/")
+    return project not in ("", "/", os.path.expanduser("~").rstrip("/")) and cwd.startswith(project + "/")
 
 
 def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:

@@ -117,10 +117,11 @@ def list_checkpoints(session: Session, *, session_id: str | None = None, project
     query = select(Checkpoint).order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(limit)
     if session_id:
         query = query.where(Checkpoint.session_id == session_id)
-    if project:  # the directory or one inside it, with or without a trailing slash
+    if project:  # the directory or one inside it, with or without a trailing slash; case counts
         root = project.rstrip("/") or "/"
-        inside = root.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
-        query = query.where(or_(Checkpoint.project == root, Checkpoint.project.like(inside, escape="\\")))
+        prefix = root.rstrip("/") + "/"
+        query = query.where(or_(Checkpoint.project == root,
+                                func.substr(Checkpoint.project, 1, len(prefix)) == prefix))
     return list(session.scalars(query))
 
 

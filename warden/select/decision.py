@@ -165,11 +165,6 @@ class Evidence:
         rounds = [r.round_index for r in self.reference + self.rule if r.task_id == task_id]
         return max(rounds) + 1 if rounds else 0
 
-    @property
-    def weighted_tokens(self) -> float:
-        """What the runs it holds cost, whoever paid for them (reused runs included)."""
-        return sum(r.weighted_tokens for r in self.reference + self.rule if not r.is_infra)
-
 
 @dataclass(frozen=True)
 class TaskSummary:

@@ -196,7 +196,7 @@ class Selector:
             if rule.rent_tokens != rent:
                 rule.rent_tokens = rent
             prior = prior_evidence(session, rule, reference, measured)
-            body, state_before = rule.body, rule.state
+            body, state_before, undecided_before = rule.body, rule.state, float(rule.undecided_tokens or 0.0)
         hints = self.cost_hints()
         partial_budget = budget < float(self.settings.evidence_budget_tokens)
         if partial_budget and not hints and prior is None:
@@ -208,20 +208,31 @@ class Selector:
                                            self.params, budget, prior, kind, cost_hints=hints)
         # Undecided because the *invocation's* budget ran out, or nothing measured: no verdict and
         # no inconclusive strike (three evict); the runs made are stored and reused when the rule
-        # is measured again. Over such nights its evidence grows, and once it holds the rule's
+        # is measured again. What such nights spend adds up, and once it reaches the rule's
         # evidence budget the rule is inconclusive (or it would hold the queue's head for good).
         if result.decision.verdict is Verdict.INCONCLUSIVE:
-            gathered = result.evidence.weighted_tokens
-            if partial_budget and (result.rounds == 0 or gathered < float(self.settings.evidence_budget_tokens)):
+            undecided = undecided_before + result.tokens_spent
+            if partial_budget and (result.rounds == 0 or undecided < float(self.settings.evidence_budget_tokens)):
+                self._add_undecided(rule_id, result.tokens_spent)
                 return Skipped(f"the invocation budget ran out before the rule was decided (its runs are kept for "
-                               f"the next select: {gathered:,.0f} of its {self.settings.evidence_budget_tokens:,} "
-                               "evidence tokens so far)", result.tokens_spent)
+                               f"the next select; {undecided:,.0f} of its {self.settings.evidence_budget_tokens:,} "
+                               "evidence-budget tokens spent undecided)", result.tokens_spent)
             if result.rounds == 0 or result.decision.n_pairs == 0:
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
         unpaid = self._unreceipted_select_runs(result.new_runs)
+        # The receipt owns what got it here: runs of interrupted or skipped attempts it reused,
+        # or (runs too old to reuse) what the skipped nights spent — the larger; they overlap.
+        earlier = max(sum(r.weighted_tokens for r in unpaid), undecided_before)
         return self._commit(rule_id, kind, result, body, state_before,
-                            (sum(r.weighted_tokens for r in unpaid), sum(r.raw_tokens for r in unpaid)))
+                            (earlier, sum(r.raw_tokens for r in unpaid)))
+
+    def _add_undecided(self, rule_id: int, tokens: float) -> None:
+        if tokens:
+            with self.store.session() as session:
+                rule = session.get(Rule, rule_id)
+                assert rule is not None
+                rule.undecided_tokens = float(rule.undecided_tokens or 0.0) + tokens
 
     def _unreceipted_select_runs(self, runs: Sequence[RunRecord]) -> list[RunRecord]:
         """Reused runs that a select pass made but no receipt accounts for: bought for a decision
@@ -274,6 +285,7 @@ class Selector:
             rule.state, rule.strikes = state, strikes
             rule.evict_reason = reason if state == "evicted" else None
             rule.decided_at = utcnow()
+            rule.undecided_tokens = 0.0  # a decision settles what undecided nights spent
             if d.verdict in (Verdict.KEEP, Verdict.REFUTE, Verdict.INCONCLUSIVE):
                 rule.measured_saving = d.estimate_tokens
             session.flush()

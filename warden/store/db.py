@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # The newest migration's revision id. Every command compares the database with it, and imports
 # Alembic (a tenth of a second) only to migrate; a test pins it to Alembic's own head.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 
@@ -154,14 +154,23 @@ class Store:
     def session(self) -> Iterator[Session]:
         """A unit of work: commits on success, rolls back on any error."""
         with self.sessions() as session:
+            committed = False
+
+            def mark(ended: Session) -> None:
+                nonlocal committed
+                committed = committed or not ended.in_nested_transaction()
+
+            # Registered first, so it runs before any after-commit step of the block's own.
+            event.listen(session, "after_commit", mark)
             try:
                 yield session
+                session.commit()
             except BaseException:
-                session.rollback()
+                # A commit that went through is not "rolled back" when a step after it raises
+                # (installing MEMORY.md); one that failed, at COMMIT itself included, is.
+                if not committed:
+                    session.rollback()
                 raise
-            # Outside the try: a commit that failed has rolled itself back, and one that succeeded
-            # must not be "rolled back" when an after-commit step (installing MEMORY.md) raises.
-            session.commit()
 
 
 def _upgrade_unless_raced(engine: Engine) -> None:

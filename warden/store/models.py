@@ -143,6 +143,8 @@ class Rule(Base):
     provenance_digest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     claimed_evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # from an adopted ledger
     measured_saving: Mapped[float | None] = mapped_column(Float)  # latest estimate, weighted tokens/run
+    # spent by invocations whose budget ran out before a verdict, since the last receipt
+    undecided_tokens: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     decided_at: Mapped[datetime | None] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
