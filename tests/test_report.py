@@ -190,6 +190,25 @@ def test_report_bad_input_is_one_line_usage_error(warden_home: Path, tmp_path: P
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "no-such-dir").exists()
 
 
+def test_report_never_writes_through_a_symlink(warden_home: Path, tmp_path: Path, capsys) -> None:
+    """A ./warden-report.html symlink (shipped in a cloned repository, say) is refused, dangling
+    or not; the file it points at is untouched. A linked directory is fine."""
+    from warden.cli.app import main
+
+    _populate(open_store(load_settings()))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    for name, points_at in (("r.html", victim), ("dangling.html", tmp_path / "nowhere")):
+        (tmp_path / name).symlink_to(points_at)
+        assert main(["report", "--html", str(tmp_path / name)]) == 2
+        assert "is a symlink" in capsys.readouterr().err
+    assert victim.read_text() == "mine" and not (tmp_path / "nowhere").exists()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    assert main(["report", "--html", str(tmp_path / "linked" / "r.html")]) == 0
+    assert (tmp_path / "real" / "r.html").is_file()
+
+
 def test_report_without_html_writes_the_default_file_here(warden_home: Path, tmp_path: Path) -> None:
     _populate(open_store(load_settings()))
     cli = subprocess.run([sys.executable, "-m", "warden", "report"], capture_output=True, text=True,

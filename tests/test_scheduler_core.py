@@ -468,3 +468,31 @@ def test_a_pass_its_killed_process_left_running_is_marked_interrupted_by_the_nex
         assert s.get(BenchPass, alive_id).status == "running"  # its process lives: not ours to close
         assert s.get(BenchPass, other_ns_id).status == "running"  # its pid means nothing in our namespace
         assert count(store, BenchJob, BenchJob.pass_id == stale_id, BenchJob.status == "running") == 0
+
+
+def test_the_work_root_must_be_this_users_own_directory(tmp_path):
+    """In a shared /tmp another user may make the fixed-name work root first and then swap a
+    fixture copy for code the runs execute as us: only a real directory of ours is used, and
+    one that others may enter is closed."""
+    import os
+    import stat
+
+    import pytest
+
+    from warden.bench.scheduler import make_private_root
+
+    mine = tmp_path / "runs"
+    mine.mkdir(mode=0o777)
+    os.chmod(mine, 0o777)
+    make_private_root(mine)
+    assert stat.S_IMODE(os.lstat(mine).st_mode) == 0o700
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    with pytest.raises(OSError, match="symlink"):
+        make_private_root(link)
+    if os.getuid() == 0:  # as root, make one that belongs to someone else
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(OSError, match="belongs to uid 65534"):
+            make_private_root(theirs)

@@ -28,6 +28,7 @@ factory, a progress sink — so tests drive it with a fake backend and no termin
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ import random
 import shutil
 import socket
 import signal
+import stat
 import statistics
 import tempfile
 import threading
@@ -348,6 +350,21 @@ def _close_abandoned_passes(session: Session) -> None:
             job.status = "pending"
 
 
+def make_private_root(root: Path) -> None:
+    """Make ``root`` (0700), or take an existing one only when it is a real directory of this
+    user's: in a shared /tmp another user could have made it first, then swapped a fixture copy
+    for code the runs execute as us. A directory of ours that others may enter is closed (0700).
+    OSError says why not."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(root)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise OSError(errno.ENOTDIR, "it is a symlink or not a directory")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise OSError(errno.EPERM, f"it belongs to uid {st.st_uid}, not to this user (someone else made it first)")
+    if st.st_mode & 0o077:
+        os.chmod(root, 0o700)
+
+
 def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) -> int:
     """Remove pass directories, and run and demo temp directories, whose process is gone (it was
     SIGKILLed, so its own clean-up never ran)."""
@@ -538,9 +555,9 @@ class BenchScheduler:
                  memories: dict[str, RunMemory], estimates: dict[str, float], budget: int | None,
                  state: "_ExecState") -> tuple[str, str]:
         bench = self.bench
-        sweep_stale_workdirs(bench.work_root)
         try:
-            bench.work_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_root(bench.work_root)
+            sweep_stale_workdirs(bench.work_root)
             pass_dir = Path(tempfile.mkdtemp(prefix=f"pass-{pass_id}-{process_tag()}-", dir=bench.work_root))
         except OSError as exc:  # read-only, full or not ours: the machine, not the agent
             with self.store.session() as session:

@@ -80,7 +80,12 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
 
     from warden.report.figures import agents_in_store
 
-    target = html_out.expanduser().resolve()
+    # The directory may be reached through a link; the file itself is never written through one
+    # (a ./warden-report.html symlink shipped in a cloned repository).
+    given = html_out.expanduser().absolute()
+    target = given.parent.resolve() / given.name
+    if target.is_symlink():
+        raise UsageError(f"--html {safe(html_out)} is a symlink: warden never writes through one")
     if target.is_dir():
         raise UsageError(f"--html {safe(html_out)} is a directory: name the HTML file to write")
     if not target.parent.is_dir():  # a mistyped path is not a reason to make directories
