@@ -84,6 +84,25 @@ def test_bad_database_url(corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys:
     assert "bad database URL" in err and "secret" not in err
 
 
+@pytest.mark.parametrize("url, secret", [
+    ("postgresql+psycopg://alice@127.0.0.1:1/wdb?password=S3cretPW3", "S3cretPW3"),
+    ("postgresql+psycopg:///wdb?user=alice&password=S3cretPW4&host=127.0.0.1&port=1", "S3cretPW4"),
+    ("postgresql+psycopg://alice:S3c@retPW2@127.0.0.1:1/wdb", "retPW2"),
+    ("postgresql+psycopg://alice:S3cretPW5@127.0.0.1:1/wdb", "S3cretPW5"),
+])
+def test_a_database_password_never_reaches_a_message(url: str, secret: str, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Not in the URL shown (user:***@, password=***), and not in what the driver echoes back of
+    a raw password holding '@'."""
+    from warden.store.db import redact_url
+
+    assert secret not in redact_url(url)
+    monkeypatch.setenv("WARDEN_DATABASE_URL", url)
+    for command in (["status"], ["db", "current"], ["db", "check", "--json"]):
+        code, out, err = run(capsys, *command)
+        assert code != 0 and secret not in out + err, (command, out, err)
+
+
 def test_corrupt_database_file_is_reported_and_left_as_is(corpus: Path, warden_home: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     db = warden_home / "warden.db"

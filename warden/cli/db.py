@@ -36,9 +36,7 @@ def _database(s: Settings, *, create: bool) -> Iterator[Engine]:
     try:
         yield engine
     except (OperationalError, DatabaseError) as exc:
-        orig = getattr(exc, "orig", None) or exc
-        reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
-        raise db.StoreError(f"cannot open database {db.redact_url(s.database_url)}: {reason}") from None
+        raise db.database_error(s.database_url, exc) from None
     finally:
         engine.dispose()
 

@@ -6,6 +6,7 @@ SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -80,14 +81,48 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
         raise StoreError(f"cannot create the database directory for {redact_url(url)}: {exc}") from None
 
 
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)([^&#]*)")
+
+
+def _passwords(url: str) -> list[str]:
+    """The password(s) a URL holds: after ``user:`` (up to the last '@' before any query: a raw
+    password may hold '@'), and in a ``password=`` query parameter."""
+    if "://" not in url:
+        return []
+    rest = url.split("://", 1)[1]
+    found = [m.group(2) for m in _QUERY_PASSWORD.finditer(rest)]
+    authority = rest.split("?", 1)[0]
+    if "@" in authority:
+        creds = authority.rsplit("@", 1)[0]
+        if ":" in creds:
+            found.append(creds.split(":", 1)[1])
+    return [p for p in found if p]
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages (up to the last '@': a password may hold one)."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
-    return url
+    """The URL without its password, for messages: ``user:***@`` and ``password=***``."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    rest = _QUERY_PASSWORD.sub(r"\1***", rest)
+    authority, sep, query = rest.partition("?")
+    if "@" in authority:
+        creds, host = authority.rsplit("@", 1)
+        if ":" in creds:
+            authority = f"{creds.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}{sep}{query}"
+
+
+def database_error(url: str, exc: BaseException) -> "StoreError":
+    """``cannot open database URL: reason`` in one line, the password out of both: a driver may
+    echo part of a raw password back ("failed to resolve host 'rest-of-password@host'")."""
+    orig = getattr(exc, "orig", None) or exc
+    reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    for password in _passwords(url):
+        for piece in sorted({password, *password.split("@")}, key=len, reverse=True):
+            if len(piece) >= 4:
+                reason = reason.replace(piece, "***")
+    return StoreError(f"cannot open database {redact_url(url)}: {reason}")
 
 
 def alembic_config(url: str) -> AlembicConfig:
@@ -252,6 +287,5 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
                 _upgrade_unless_raced(engine)
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
-            reason = str(exc.orig).splitlines()[0] if getattr(exc, "orig", None) else str(exc).splitlines()[0]
-            raise StoreError(f"cannot open database {redact_url(settings.database_url)}: {reason}") from None
+            raise database_error(settings.database_url, exc) from None
     return Store(engine)
