@@ -283,3 +283,24 @@ def test_a_half_written_last_line_is_counted_once_it_is_whole_not_at_every_read(
     for raw in data[offset:].splitlines(keepends=True):
         parser.feed(raw, end_offset=parser.offset + len(raw))
     assert parser.result().stats == parse_bytes(data).stats
+
+
+def test_a_key_cut_in_half_by_the_digest_limit_is_redacted_first() -> None:
+    """A heredoc whose token starts just before the 320-character cut: redacted before the cut
+    (a half key is no longer recognisable), so no part of it is stored."""
+    token = "ghp_" + "Z9y8X7w6" * 5
+    command = "cat <<EOF\n" + "\n" * 290 + f"export GH={token}\nEOF"  # the token starts at 310
+    parser = TranscriptParser()
+    for raw in jsonl([assistant("m1", "r1", usage(), [tool_use("t1", "Bash", command=command)])]).splitlines(keepends=True):
+        parser.feed(raw)
+    stored = json.dumps([parser.result().trace_digest, parser.state()])
+    assert "Z9y8" not in stored and "GH=[REDACTED" in stored
+
+
+def test_distill_evidence_shows_a_command_with_its_key_redacted() -> None:
+    from warden.distill.detectors import evidence_of
+    from warden.ingest.records import ToolCall
+
+    call = ToolCall(index=0, tool_use_id="t1", name="Bash", kind="bash", input={}, input_bytes=0,
+                    command="AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY aws s3 ls")
+    assert "wJalrXUtnFEMI" not in json.dumps(evidence_of(call))

@@ -189,3 +189,12 @@ def redact_secrets(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+REDACT_MARGIN = 4096  # beyond the cut, enough for any key to be whole when it is recognised
+
+
+def redacted_prefix(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, secrets redacted *before* the cut: a key cut
+    in half is no longer recognisable, and its first half would be kept."""
+    return redact_secrets(text[:limit + REDACT_MARGIN])[:limit]

@@ -32,6 +32,7 @@ from typing import Callable
 from warden.habits import HABITS_BY_WASTE
 from warden.ingest.pricing import CACHE_READ_FACTOR, CACHE_WRITE_5M_FACTOR
 from warden.ingest.records import ParsedRun, ToolCall
+from warden.sanitize import redacted_prefix
 from warden.tokens import BYTES_PER_TOKEN, estimate_tokens
 
 OUTPUT_WEIGHT = 5.0  # output price / input price on every Claude model card
@@ -101,7 +102,7 @@ def evidence_of(call: ToolCall, **extra: object) -> dict:
     if call.path:
         item["path"] = call.path
     elif call.command:
-        item["command"] = call.command[:200]
+        item["command"] = redacted_prefix(call.command, 200)  # shown (distill --json): never a key
     item.update(extra)
     return item
 

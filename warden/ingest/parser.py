@@ -38,10 +38,10 @@ import orjson
 from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
 from warden.names import clean_label, plain_int, storable_text, valid_id
-from warden.sanitize import one_line, redact_secrets
+from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import BYTES_PER_TOKEN
 
-PARSER_VERSION = "3"  # 3: secrets in the trace digest's commands are redacted
+PARSER_VERSION = "4"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -631,9 +631,10 @@ class TranscriptParser:
         if tool_id:
             self._call_by_id[tool_id] = len(self.tool_calls) - 1
         s.last_turn_tools = True
-        target = (call.path or call.command or "")[:4 * MAX_DIGEST_TARGET]
-        if not call.path:  # stored (run rows, parser state): a key in a command is redacted where it is written
-            target = redact_secrets(target)
+        if call.path:
+            target = call.path[:4 * MAX_DIGEST_TARGET]
+        else:  # stored (run rows, parser state): a key in a command is redacted where it is written
+            target = redacted_prefix(call.command or "", 4 * MAX_DIGEST_TARGET)
         step = [kind, one_line(target, MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
