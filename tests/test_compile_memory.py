@@ -230,6 +230,28 @@ def test_memory_md_gets_the_mode_of_any_new_file(env) -> None:
     assert mode == 0o666 & ~umask
 
 
+def test_detail_files_holding_transcript_text_are_private_and_modes_a_user_set_are_kept(env) -> None:
+    """cp-N.md holds prompts and decisions (redacted, but the user's): 0600 in a 0700 folder, as
+    the database holding the same text. A mode the user gave a file survives the next compile."""
+    import os
+    import stat as st
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend", extra_sections=["# Recovered"],
+                       extra_files={"checkpoints/cp-1.md": "a prompt"})
+    path = memory_path(settings, "backend")
+    detail = path.parent / "checkpoints" / "cp-1.md"
+    assert st.S_IMODE(detail.stat().st_mode) == 0o600 and st.S_IMODE(detail.parent.stat().st_mode) == 0o700
+    os.chmod(path, 0o600)
+    _add(store, "Read each file at most once per task and keep notes.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend", extra_sections=["# Recovered"],
+                       extra_files={"checkpoints/cp-1.md": "a prompt, updated"})
+    assert st.S_IMODE(path.stat().st_mode) == 0o600 and "Read each file" in path.read_text()
+
+
 def test_memory_md_changes_only_when_its_transaction_commits(env) -> None:
     """The file follows the database: a compile whose transaction rolls back (the decision was
     not recorded) leaves MEMORY.md as it was and no temp file behind; one that commits installs it."""

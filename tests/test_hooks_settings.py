@@ -145,6 +145,16 @@ def test_a_large_integer_claude_code_reads_does_not_block_install(tmp_path: Path
     assert _settings(claude)["x"]["id"] == 1234567890123456789012
 
 
+def test_a_settings_json_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    os.mkfifo(claude / "settings.json")
+    with pytest.raises(UsageError, match="not a regular file"):
+        install_hooks(claude, command=CMD)
+
+
 def test_a_claude_home_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
     home = tmp_path / "claude"
     home.write_text("not a directory")

@@ -471,6 +471,8 @@ def _load_settings_json(path: Path) -> dict[str, Any]:
 
     if not path.exists():
         return {}
+    if not path.is_file():  # a FIFO would block the read for good
+        raise UsageError(f"{path} is not a regular file; left untouched")
     from warden.strict_json import loads_strict
 
     try:

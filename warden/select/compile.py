@@ -103,9 +103,9 @@ def write_atomic(path: Path, data: bytes, root: Path) -> None:
         raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _staged_or_error(path: Path, data: bytes, root: Path) -> Path:
+def _staged_or_error(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
     try:
-        return _stage(path, data, root)
+        return _stage(path, data, root, private)
     except OSError as exc:
         raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -124,18 +124,21 @@ def _umask() -> int:
     return mask
 
 
-def _stage(path: Path, data: bytes, root: Path) -> Path:
+def _stage(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
     """``data`` in a temp file beside ``path`` (checked as a write is), not yet in place. Its name
-    carries this process's tag: a later compile removes it if this process died before the rename."""
+    carries this process's tag: a later compile removes it if this process died before the rename.
+    The file keeps the mode the user gave the one it replaces; a new one gets any new file's mode,
+    or 0600 (in a 0700 directory) when ``private`` (it holds transcript text)."""
     root.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path.parent, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
     _refuse_symlinks(path, root)
     if path.exists() and not path.is_file():
         raise WardenError(f"refusing to write {path}: {'it is a directory' if path.is_dir() else 'not a regular file'}")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else (0o600 if private else 0o666 & ~_umask())
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-{process_tag()}-", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets any new file's mode
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -250,7 +253,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
             target = (path.parent / rel)
             if ".." in Path(rel).parts or Path(rel).is_absolute():
                 raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
-            staged.append((_staged_or_error(target, text.encode("utf-8"), root), target))
+            staged.append((_staged_or_error(target, text.encode("utf-8"), root, private=True), target))
         if changed:
             staged.append((_staged_or_error(path, data, root), path))
     except BaseException:
