@@ -163,6 +163,21 @@ def test_sandbox_env_is_an_allowlist_without_secrets() -> None:
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
 
 
+def test_a_runs_commands_get_its_temp_dir_as_home_and_cloud_keys_only_for_their_cloud(tmp_path: Path) -> None:
+    """A command the agent chooses sees the run's temp dir as HOME (not the user's ~/.aws or
+    ~/.warden); Claude Code gets AWS or Google credentials only when told to use that cloud."""
+    from warden.bench.agents.claude_code_backend import child_env
+
+    source = {"PATH": "/usr/bin", "HOME": "/home/u", "ANTHROPIC_API_KEY": "sk",
+              "AWS_SECRET_ACCESS_KEY": "s", "AWS_PROFILE": "p", "GOOGLE_APPLICATION_CREDENTIALS": "/g.json"}
+    assert sandbox_env(source, tmpdir=tmp_path)["HOME"] == str(tmp_path)
+    plain = child_env(source, tmp_path / "cfg", tmp_path / "home", tmp_path)
+    assert plain["ANTHROPIC_API_KEY"] == "sk" and not {"AWS_SECRET_ACCESS_KEY", "AWS_PROFILE",
+                                                       "GOOGLE_APPLICATION_CREDENTIALS"} & set(plain)
+    bedrock = child_env({**source, "CLAUDE_CODE_USE_BEDROCK": "1"}, tmp_path / "cfg", tmp_path / "home", tmp_path)
+    assert bedrock["AWS_SECRET_ACCESS_KEY"] == "s" and "GOOGLE_APPLICATION_CREDENTIALS" not in bedrock
+
+
 def test_split_check_commands_respects_quotes() -> None:
     assert split_check_commands('python -c "import a; b" && pytest -q t.py || ls; wc') == [
         'python -c "import a; b"', "pytest -q t.py", "ls", "wc"]

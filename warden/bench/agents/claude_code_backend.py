@@ -53,12 +53,15 @@ from warden.ingest.pricing import FREE_MODELS, Usage
 from warden.sanitize import one_line
 from warden.select.memory import GENERATED_HEADER
 
-# What the child may inherit beyond the sandbox allowlist: credentials and endpoints only.
+# What the child may inherit beyond the sandbox allowlist: credentials and endpoints only, and a
+# cloud's credentials only when Claude Code is told to use that cloud (they reach every command
+# the agent runs, the tests it writes included).
 AUTH_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
-             "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "ANTHROPIC_VERTEX_PROJECT_ID",
-             "CLOUD_ML_REGION", "AWS_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
-             "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS",
-             "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
+             "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
+CLOUD_VARS = {"CLAUDE_CODE_USE_BEDROCK": ("AWS_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                          "AWS_SESSION_TOKEN"),
+              "CLAUDE_CODE_USE_VERTEX": ("ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION",
+                                         "GOOGLE_APPLICATION_CREDENTIALS")}
 _AUTH_PRESENT = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
                  "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
 # Set by an enclosing Claude Code session; inherited, they would make the run a nested session.
@@ -99,7 +102,8 @@ def split_system_prompt(system_prompt: str) -> tuple[str, str]:
 def child_env(source: dict[str, str], config_dir: Path, home: Path,
               tmpdir: Path | None = None) -> dict[str, str]:
     env = sandbox_env(source, tmpdir=tmpdir)
-    env.update({k: source[k] for k in AUTH_VARS if source.get(k) and k not in IDENTITY_VARS})
+    wanted = [*AUTH_VARS, *(name for switch, names in CLOUD_VARS.items() if source.get(switch) for name in names)]
+    env.update({k: source[k] for k in wanted if source.get(k) and k not in IDENTITY_VARS})
     env.update(_RUN_ENV)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
     env["HOME"] = str(home)

@@ -168,7 +168,9 @@ def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None
     ``python -m pytest ...`` finds pytest; bytecode is not written into the copy. pytest plugins
     installed beside warden (hypothesis, xdist, …) are not auto-loaded: they are no part of the
     task's project, would make outputs (and so token counts) depend on warden's environment, and
-    cost seconds per pytest start. ``tmpdir`` (a run's :func:`run_tmpdir`) becomes ``TMPDIR``.
+    cost seconds per pytest start. ``tmpdir`` (a run's :func:`run_tmpdir`) becomes ``TMPDIR``
+    and ``HOME``: a command the agent chooses has no business in the user's ``~/.aws`` or
+    ``~/.warden/warden.toml``.
     """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST and not _SECRET_NAME.search(k)}
@@ -178,7 +180,7 @@ def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None
     env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8",
                 "PYTHONNOUSERSITE": "1", "NO_COLOR": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     if tmpdir is not None:
-        env["TMPDIR"] = str(tmpdir)
+        env["TMPDIR"] = env["HOME"] = str(tmpdir)
     return env
 
 
