@@ -191,10 +191,17 @@ def redact_secrets(text: str) -> str:
     return text
 
 
-REDACT_MARGIN = 4096  # beyond the cut, enough for any key to be whole when it is recognised
+REDACT_MARGIN = 256  # read past the cut: a key (and what names it) is whole when it is recognised
+_TOKEN_END = re.compile(r"\s")
 
 
 def redacted_prefix(text: str, limit: int) -> str:
     """The first ``limit`` characters of ``text``, secrets redacted *before* the cut: a key cut
-    in half is no longer recognisable, and its first half would be kept."""
-    return redact_secrets(text[:limit + REDACT_MARGIN])[:limit]
+    in half is no longer recognisable, and its first half would be kept. Past the cut it reads a
+    margin and then on to the end of the token it stops in (a long JWT), at most 4 KB."""
+    if len(text) <= limit:
+        return redact_secrets(text)
+    end = limit + REDACT_MARGIN
+    space = _TOKEN_END.search(text, end, end + 4096)
+    window = text[:space.start() if space else end + 4096]
+    return redact_secrets(window)[:limit]
