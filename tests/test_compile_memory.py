@@ -250,6 +250,12 @@ def test_detail_files_holding_transcript_text_are_private_and_modes_a_user_set_a
         compile_memory(s, settings, "backend", extra_sections=["# Recovered"],
                        extra_files={"checkpoints/cp-1.md": "a prompt, updated"})
     assert st.S_IMODE(path.stat().st_mode) == 0o600 and "Read each file" in path.read_text()
+    os.chmod(detail.parent, 0o755)  # as an older warden left them
+    os.chmod(detail, 0o644)
+    with store.session() as s:
+        compile_memory(s, settings, "backend", extra_sections=["# Recovered"],
+                       extra_files={"checkpoints/cp-1.md": "a prompt, updated again"})
+    assert st.S_IMODE(detail.stat().st_mode) == 0o600 and st.S_IMODE(detail.parent.stat().st_mode) == 0o700
 
 
 def test_memory_md_changes_only_when_its_transaction_commits(env) -> None:
@@ -364,3 +370,24 @@ def test_a_commit_that_fails_at_commit_is_rolled_back_and_its_file_discarded(env
     with store.session() as s:
         assert s.query(RulesetVersion).count() == 0 and s.get(Rule, 1).state == "active"
     assert not path.exists() and not list(path.parent.glob(".*.tmp"))
+
+
+def test_a_block_that_commits_as_it_goes_still_rolls_back_its_last_part(env) -> None:
+    """A session committed once and used on: a failure after that rolls the new work back and
+    discards what it staged (the first commit's work stays)."""
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    path = memory_path(settings, "backend")
+
+    class Failed(Exception):
+        pass
+
+    with pytest.raises(Failed), store.session() as s:
+        compile_memory(s, settings, "backend")
+        s.commit()  # installed
+        s.get(Rule, 1).state = "evicted"
+        compile_memory(s, settings, "backend")
+        raise Failed
+    with store.session() as s:
+        assert s.get(Rule, 1).state == "active" and s.query(RulesetVersion).count() == 1
+    assert "Grep for the symbol" in path.read_text() and not list(path.parent.glob(".*.tmp"))

@@ -191,7 +191,7 @@ def test_an_api_key_in_the_environment_never_reaches_the_check(tmp_path: Path,
     result = play(model, project, task=task)
     assert result.outcome is Outcome.COMPLETED
     env = json.loads((project / "env.json").read_text())  # written by the check itself, last
-    assert "PATH" in env and env["HOME"] == str(tmp_path)
+    assert "PATH" in env and env["HOME"] == env["TMPDIR"] != str(tmp_path)  # the run's, not the user's
     leaked = [k for k, v in env.items() if "secret" in v or k.startswith("ANTHROPIC") or "AWS" in k]
     assert leaked == []
     assert not model.tool_results(1)[0].get("is_error")

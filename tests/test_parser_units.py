@@ -304,3 +304,14 @@ def test_distill_evidence_shows_a_command_with_its_key_redacted() -> None:
     call = ToolCall(index=0, tool_use_id="t1", name="Bash", kind="bash", input={}, input_bytes=0,
                     command="AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY aws s3 ls")
     assert "wJalrXUtnFEMI" not in json.dumps(evidence_of(call))
+
+
+def test_redacted_prefix_screens_past_what_an_earlier_redaction_took_away() -> None:
+    from warden.sanitize import redacted_prefix
+
+    jwt = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0" * 14 + ".c2lnbmF0dXJlc2lnbmF0dXJl"
+    text = f'curl -H "Authorization: Bearer {jwt}" -d {{"password":"correct horse battery staple"}}'
+    out = redacted_prefix(text, 200)
+    assert "horse" not in out and "eyJzdWIi" not in out and len(out) <= 200
+    assert redacted_prefix("pass=abcd", 9) == redacted_prefix("pass=abcd", 100)[:9]
+    assert redacted_prefix("", 0) == "" and redacted_prefix("short text", 200) == "short text"

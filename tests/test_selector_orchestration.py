@@ -250,13 +250,16 @@ def test_nights_smaller_than_the_evidence_budget_still_decide_every_rule(env) ->
     good = _rule(store, "Grep for the symbol or text you need before opening any file.")
     runner = ReusingRunner(SyntheticRunner(TASKS, savings={str(hard): 0.03, str(good): 0.30}, seed=5), [])
     runner.reusable = _Everything()  # the bench runner reuses every stored run within its window
-    for _ in range(12):
+    first_receipt_night = None
+    for night in range(12):
         _selector(settings, store, runner).run(budget_tokens=3_000_000)
+        with store.session() as s:
+            if first_receipt_night is None and s.query(Receipt).filter_by(rule_id=hard).count():
+                first_receipt_night = night
     with store.session() as s:
         receipts = {rid: s.query(Receipt).filter_by(rule_id=rid).all() for rid in (hard, good)}
         assert "inconclusive" in [r.verdict for r in receipts[hard]] and s.get(Rule, good).state == "active"
-        # the first inconclusive came once the evidence budget was spent, and its receipt says so
-        assert receipts[hard][0].tokens_spent >= 8_000_000
+    assert first_receipt_night == 2  # 3M, 6M undecided: skipped; 9M ≥ the 8M evidence budget: inconclusive
 
 
 def test_after_a_full_inconclusive_small_nights_start_counting_afresh(env) -> None:

@@ -177,6 +177,38 @@ def test_a_deleted_checkpoints_id_is_never_handed_out_again(engine: Engine) -> N
         assert _checkpoint(s, "r9:main") > ids[-1]
 
 
+@pytest.mark.parametrize("old_sqlite", [False, True])
+def test_the_undecided_tokens_round_trip_keeps_every_receipt(engine: Engine, old_sqlite: bool, monkeypatch) -> None:
+    """0003 adds rules.undecided_tokens; taking it out again must not lose the receipts (on an
+    SQLite too old to drop a column in place, rebuilding `rules` with foreign keys on would
+    cascade to them)."""
+    import sqlite3
+
+    from warden.select.receipts import write_receipt
+
+    if old_sqlite:
+        if engine.dialect.name != "sqlite":
+            pytest.skip("SQLite's own path")
+        monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+
+    db.upgrade(engine)
+    store = db.Store(engine)
+    with store.session() as s:
+        rule = Rule(agent="backend", body="Grep for the symbol before opening files.", undecided_tokens=5.0)
+        s.add(rule)
+        s.flush()
+        write_receipt(s, rule, kind="admission", verdict="keep", reason="r", state_after="active", estimate=1.0,
+                      ci_low=0.5, ci_high=2.0, margin=1.0, k=2.0, n_per_side={}, paired_diffs={}, pass_counts={},
+                      tokens_spent=1.0, model="m", backend="sim", suite_hash="", fixture_hash="")
+    db.downgrade(engine, "0002")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM receipts")).scalar() == 1
+        assert "undecided_tokens" not in {c["name"] for c in inspect(conn).get_columns("rules")}
+    db.upgrade(engine)
+    with store.session() as s:
+        assert s.query(Rule).one().undecided_tokens == 0.0 and len(s.query(Rule).one().receipts) == 1
+
+
 def test_a_first_migration_cut_short_leaves_nothing_behind(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Disk full or a kill during the very first command must not leave half the tables and no
     revision (every later command would fail on 'table already exists')."""

@@ -199,9 +199,12 @@ def redacted_prefix(text: str, limit: int) -> str:
     """The first ``limit`` characters of ``text``, secrets redacted *before* the cut: a key cut
     in half is no longer recognisable, and its first half would be kept. Past the cut it reads a
     margin and then on to the end of the token it stops in (a long JWT), at most 4 KB."""
-    if len(text) <= limit:
-        return redact_secrets(text)
     end = limit + REDACT_MARGIN
-    space = _TOKEN_END.search(text, end, end + 4096)
-    window = text[:space.start() if space else end + 4096]
-    return redact_secrets(window)[:limit]
+    while True:
+        space = _TOKEN_END.search(text, end, end + 4096)
+        stop = space.start() if space else min(len(text), end + 4096)
+        redacted = redact_secrets(text[:stop])
+        # a redaction that shortened the window pulled its (unscreened) edge towards the cut
+        if stop >= len(text) or len(redacted) >= limit + REDACT_MARGIN or stop >= limit + 65_536:
+            return redacted[:limit]
+        end = stop + limit + REDACT_MARGIN - len(redacted)

@@ -362,7 +362,10 @@ def make_private_root(root: Path) -> None:
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         raise OSError(errno.EPERM, f"it belongs to uid {st.st_uid}, not to this user (someone else made it first)")
     if st.st_mode & 0o077:
-        os.chmod(root, 0o700)
+        try:
+            os.chmod(root, 0o700)
+        except PermissionError:  # a filesystem without POSIX modes (vfat): the mount decides
+            pass
 
 
 def sweep_stale_workdirs(root: Path = WORK_ROOT, temp_root: Path | None = None) -> int:

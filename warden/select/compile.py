@@ -127,15 +127,23 @@ def _umask() -> int:
 def _stage(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
     """``data`` in a temp file beside ``path`` (checked as a write is), not yet in place. Its name
     carries this process's tag: a later compile removes it if this process died before the rename.
-    The file keeps the mode the user gave the one it replaces; a new one gets any new file's mode,
-    or 0600 (in a 0700 directory) when ``private`` (it holds transcript text)."""
+    The file keeps the mode the user gave the one it replaces; a new one gets any new file's mode.
+    A ``private`` one (it holds transcript text) is the owner's alone: 0600 at most, in a folder
+    closed to others."""
     root.mkdir(parents=True, exist_ok=True)
     _refuse_symlinks(path.parent, root)
     path.parent.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
     _refuse_symlinks(path, root)
     if path.exists() and not path.is_file():
         raise WardenError(f"refusing to write {path}: {'it is a directory' if path.is_dir() else 'not a regular file'}")
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else (0o600 if private else 0o666 & ~_umask())
+    kept = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+    if private:  # never looser than the owner's alone, also for a file an older warden made 0644
+        mode = 0o600 if kept is None else kept & 0o600
+        folder = stat.S_IMODE(path.parent.stat().st_mode)
+        if folder & 0o077:
+            os.chmod(path.parent, folder & 0o700)
+    else:
+        mode = kept if kept is not None else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-{process_tag()}-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)

@@ -218,14 +218,12 @@ class Selector:
                                f"the next select; {undecided:,.0f} of its {self.settings.evidence_budget_tokens:,} "
                                "evidence-budget tokens spent undecided)", result.tokens_spent)
             if result.rounds == 0 or result.decision.n_pairs == 0:
+                self._add_undecided(rule_id, result.tokens_spent)
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
         unpaid = self._unreceipted_select_runs(result.new_runs)
-        # The receipt owns what got it here: runs of interrupted or skipped attempts it reused,
-        # or (runs too old to reuse) what the skipped nights spent — the larger; they overlap.
-        earlier = max(sum(r.weighted_tokens for r in unpaid), undecided_before)
         return self._commit(rule_id, kind, result, body, state_before,
-                            (earlier, sum(r.raw_tokens for r in unpaid)))
+                            (sum(r.weighted_tokens for r in unpaid), sum(r.raw_tokens for r in unpaid)))
 
     def _add_undecided(self, rule_id: int, tokens: float) -> None:
         if tokens:

@@ -11,7 +11,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
@@ -189,14 +189,20 @@ class Store:
     def session(self) -> Iterator[Session]:
         """A unit of work: commits on success, rolls back on any error."""
         with self.sessions() as session:
-            committed = False
+            committed = False  # the latest root transaction committed
 
             def mark(ended: Session) -> None:
                 nonlocal committed
                 committed = committed or not ended.in_nested_transaction()
 
+            def begun(_session: Session, transaction: Any) -> None:
+                nonlocal committed
+                if transaction.parent is None:  # a block that commits as it goes starts afresh
+                    committed = False
+
             # Registered first, so it runs before any after-commit step of the block's own.
             event.listen(session, "after_commit", mark)
+            event.listen(session, "after_transaction_create", begun)
             try:
                 yield session
                 session.commit()

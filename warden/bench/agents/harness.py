@@ -232,11 +232,12 @@ def run_task(client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path, sy
 
     Never raises for a failure of the model, the tools or the check: every run ends in a
     :class:`RunResult` with a typed outcome (see the module docstring). ``env`` is the
-    environment of tool commands and the check (default :func:`sandbox_env`); its ``TMPDIR`` is
-    always the run's own :func:`run_tmpdir`, so concurrent runs never share a pytest temp root.
+    environment of tool commands and the check (default :func:`sandbox_env`); its ``TMPDIR`` and
+    ``HOME`` are always the run's own :func:`run_tmpdir`, so concurrent runs never share a pytest
+    temp root and no command the model chooses reads the user's home.
     """
     with run_tmpdir() as tmp:
-        run_env = {**(sandbox_env() if env is None else env), "TMPDIR": tmp}
+        run_env = {**(sandbox_env() if env is None else env), "TMPDIR": tmp, "HOME": tmp}
         loop = _Loop(client.with_options(max_retries=0), task=task, workdir=Path(workdir),
                      system_prompt=system_prompt, model=model, caps=caps, retry=retry or RetryPolicy(),
                      max_tokens_per_call=max_tokens_per_call, call_timeout_s=call_timeout_s,

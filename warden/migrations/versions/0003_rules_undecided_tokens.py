@@ -25,5 +25,18 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        op.drop_column("rules", "undecided_tokens")
+        return
+    import sqlite3
+
+    if sqlite3.sqlite_version_info >= (3, 35):  # in place: no rebuild of `rules`
+        op.execute("ALTER TABLE rules DROP COLUMN undecided_tokens")
+        return
+    # An older SQLite rebuilds the table, and dropping the old one (foreign keys are on and cannot
+    # be switched off inside the migration's transaction) cascades to the receipts: keep them aside.
+    op.execute("CREATE TEMP TABLE _warden_receipts AS SELECT * FROM receipts")
     with op.batch_alter_table("rules") as batch:
         batch.drop_column("undecided_tokens")
+    op.execute("INSERT OR IGNORE INTO receipts SELECT * FROM _warden_receipts")
+    op.execute("DROP TABLE _warden_receipts")
