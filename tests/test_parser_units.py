@@ -315,3 +315,16 @@ def test_redacted_prefix_screens_past_what_an_earlier_redaction_took_away() -> N
     assert "horse" not in out and "eyJzdWIi" not in out and len(out) <= 200
     assert redacted_prefix("pass=abcd", 9) == redacted_prefix("pass=abcd", 100)[:9]
     assert redacted_prefix("", 0) == "" and redacted_prefix("short text", 200) == "short text"
+
+
+def test_redacted_prefix_widens_its_window_in_a_few_passes(monkeypatch) -> None:
+    """A redaction that swallows the window (a private-key header with no end) must not make the
+    window grow a few characters per pass: it doubles, so a 10 MB command costs a few passes."""
+    import warden.sanitize as sanitize
+
+    calls = []
+    real = sanitize.redact_secrets
+    monkeypatch.setattr(sanitize, "redact_secrets", lambda text: calls.append(len(text)) or real(text))
+    text = "y" * 433 + "-----BEGIN PRIVATE KEY----- " + "a " * 5_000_000
+    out = sanitize.redacted_prefix(text, 200)
+    assert len(out) <= 200 and len(calls) <= 12

@@ -207,4 +207,4 @@ def redacted_prefix(text: str, limit: int) -> str:
         # a redaction that shortened the window pulled its (unscreened) edge towards the cut
         if stop >= len(text) or len(redacted) >= limit + REDACT_MARGIN or stop >= limit + 65_536:
             return redacted[:limit]
-        end = stop + limit + REDACT_MARGIN - len(redacted)
+        end = max(stop + limit + REDACT_MARGIN - len(redacted), 2 * stop)  # doubling: a few passes at most

@@ -141,7 +141,10 @@ def _stage(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
         mode = 0o600 if kept is None else kept & 0o600
         folder = stat.S_IMODE(path.parent.stat().st_mode)
         if folder & 0o077:
-            os.chmod(path.parent, folder & 0o700)
+            try:
+                os.chmod(path.parent, folder & 0o700)
+            except PermissionError:  # a folder someone else owns: the files are 0600 all the same
+                pass
     else:
         mode = kept if kept is not None else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-{process_tag()}-", suffix=".tmp", dir=path.parent)
