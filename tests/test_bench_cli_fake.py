@@ -58,6 +58,21 @@ def test_bench_table_output(fake_bench, capsys):
     assert "no real-work sessions" in out
 
 
+def test_a_resumed_pass_counts_the_runs_done_before_not_those_still_pending(fake_bench, capsys):
+    """A budget stop leaves runs pending: the re-run says how many were done before it, not how
+    many it did not run."""
+    first = json.loads((main(["bench", "--agent", AGENT, "--runs", "3", "--seed", "4", "--json"]) == 0
+                        and capsys.readouterr().out) or "{}")
+    cost = first["spent_weighted"] / first["executed"]
+    capsys.readouterr()
+    assert main(["bench", "--agent", AGENT, "--runs", "4", "--seed", "5", "--budget", str(int(cost * 2.5)),
+                 "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)["executed"]
+    assert 0 < done < 8
+    assert main(["bench", "--agent", AGENT, "--runs", "4", "--seed", "5", "--budget", str(int(cost * 2.5))]) == 0
+    assert f"; {done} run(s) were already done" in capsys.readouterr().out
+
+
 def test_unseeded_bench_resumes_an_unfinished_pass(fake_bench, capsys, monkeypatch):
     calls = {"n": 0}
     original = scheduler.BenchScheduler._record
@@ -71,7 +86,7 @@ def test_unseeded_bench_resumes_an_unfinished_pass(fake_bench, capsys, monkeypat
 
     monkeypatch.setattr(scheduler.BenchScheduler, "_record", interrupting)
     assert main(["bench", "--agent", AGENT, "--runs", "2", "--concurrency", "1"]) == 130
-    assert "interrupted" in capsys.readouterr().err
+    assert "interrupted; finished work is kept: re-run the same command to resume" in capsys.readouterr().err
     monkeypatch.setattr(scheduler.BenchScheduler, "_record", original)
     assert main(["bench", "--agent", AGENT, "--runs", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

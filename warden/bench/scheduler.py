@@ -303,8 +303,9 @@ class PassOutcome:
     status: str  # done | partial (budget) | aborted
     total_jobs: int
     runs: list[RunRecord]  # the result of every finished job of the pass, in plan order
-    executed: int  # jobs run by this attempt (the rest were done before it)
+    executed: int  # jobs run by this attempt
     resumed: bool
+    done_before: int  # jobs an earlier attempt finished (a budget stop leaves others pending)
     spent_weighted: float  # by this attempt, infra errors included
     spent_raw: int
     copy_s: float  # this attempt's total fixture-copy time
@@ -533,7 +534,7 @@ class BenchScheduler:
                 bench_pass.finished_at = utcnow()
             runs = self._pass_runs(session, pass_id, state.copy_by_run)
         return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
-                           runs=runs, executed=state.executed, resumed=resumed,
+                           runs=runs, executed=state.executed, resumed=resumed, done_before=len(done_ids),
                            spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
                            copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
                            message=message)
@@ -1020,7 +1021,7 @@ class BenchReport:
         o = self.outcome
         return {"agent": self.agent, "backend": self.backend, "model": self.model, "seed": self.seed,
                 "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
-                "jobs": o.total_jobs, "executed": o.executed, "configs": self.configs,
+                "jobs": o.total_jobs, "executed": o.executed, "done_before": o.done_before, "configs": self.configs,
                 "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,
                 "wall_s": round(o.wall_s, 2), "summary": [s.as_dict() for s in self.summaries],
                 "comparisons": [c.as_dict() for c in self.comparisons], "spend_share": self.spend.as_dict(),

@@ -123,6 +123,9 @@ def _refuse_empty_arguments(argv: list[str]) -> None:
                              else "an argument is empty: give a value (a path, an id, a name)")
 
 
+INTERRUPTED = "interrupted; finished work is kept: re-run the same command to resume"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
     for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
             if result == 130:
-                say_error("interrupted")
+                say_error(INTERRUPTED)
             return result
     except WardenError as exc:
         say_error(exc)
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         say_error("aborted")
         return 130
     except KeyboardInterrupt:
-        say_error("interrupted")
+        say_error(INTERRUPTED)
         return 130
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, _CLICK_EXCEPTION):

@@ -94,8 +94,7 @@ def _render(report: Any) -> None:
             console.print(f"  whole suite (one run of each task), rules {safe(key or 'none')}: {saving:+,.0f} wt "
                           f"({(saving / ref if ref else 0):+.1%})")
     console.print(f"spent {o.spent_weighted:,.0f} weighted tokens ({o.spent_raw:,} raw) on {o.executed} run(s) "
-                  f"in {o.wall_s:.1f}s" + (f"; {o.total_jobs - o.executed} run(s) were already done"
-                                           if o.resumed else ""))
+                  f"in {o.wall_s:.1f}s" + (f"; {o.done_before} run(s) were already done" if o.resumed else ""))
     share = report.spend.share
     if share is None:
         console.print("bench spend share: no real-work sessions collected in the last 7 days")
