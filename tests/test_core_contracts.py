@@ -81,6 +81,15 @@ def test_rule_validator_normalises() -> None:
     assert validate_rule_body("  Cafe\u0301 rules: grep before reading.  ") == "Café rules: grep before reading."
 
 
+@pytest.mark.parametrize("body", [
+    "ルールを書く前にファイルを検索してください。",  # kanji, hiragana and katakana in one word
+    "Keep each test under 50µs of setup time, measured locally.",  # the micro sign of a unit
+    "Сначала ищите символ через grep, потом читайте файл.",
+])
+def test_rule_validator_accepts_ordinary_writing(body: str) -> None:
+    assert validate_rule_body(body) == body
+
+
 def test_near_duplicates() -> None:
     a = "Never re-read any file you have already read."
     assert is_near_duplicate(a, a.replace("any file", "any files"))

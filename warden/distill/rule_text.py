@@ -55,16 +55,23 @@ def validate_rule_body(body: object) -> str:
     return text
 
 
+# Japanese writes one word in kanji, hiragana and katakana at once: one writing system here.
+_SCRIPT_GROUPS = {"CJK": "HAN", "HIRAGANA": "HAN", "KATAKANA": "HAN", "KATAKANA-HIRAGANA": "HAN",
+                  "IDEOGRAPHIC": "HAN", "HALFWIDTH": "HAN"}
+_NO_SCRIPT = {"MICRO"}  # the micro sign of a unit ("50µs"): a symbol, imitating no letter of the word
+
+
 def _script(ch: str) -> str:
     name = unicodedata.name(ch, "")
-    return name.split(" ", 1)[0] if name else "?"
+    first = name.split(" ", 1)[0] if name else "?"
+    return _SCRIPT_GROUPS.get(first, first)
 
 
 def _mixed_script_word(text: str) -> str | None:
     """A word whose letters come from more than one script (Latin 'symbоl' with a Cyrillic 'о'):
     look-alikes that would slip a near-duplicate past the similarity check."""
     for word in re.findall(r"[^\W\d_]+", text):
-        if len({_script(ch) for ch in word}) > 1:
+        if len({_script(ch) for ch in word} - _NO_SCRIPT) > 1:
             return word
     return None
 
