@@ -217,3 +217,13 @@ def test_a_task_without_sim_block_is_an_infra_error(tmp_path: Path) -> None:
 def test_non_retryable_errors_are_infra_errors_too(tmp_path: Path, status: int) -> None:
     result, transport = play(tmp_path, 0, backend=SimBackend(retry=NO_SLEEP, fail_every=status))
     assert result.outcome == Outcome.INFRA_ERROR and len(transport.exchanges) == 1
+
+
+@pytest.mark.parametrize("cap", [1, 60])
+def test_a_small_output_cap_is_a_budget_stop_not_an_infrastructure_error(tmp_path: Path, cap: int) -> None:
+    """The sim answers within the request's max_tokens as the API does (stop_reason max_tokens),
+    so an output cap ends the run as budget_exceeded — never as an unusable response."""
+    result = SimBackend(retry=NO_SLEEP).run(TWO_EDIT_TASK, make_project(tmp_path / "p"), system_prompt(), 5,
+                                            RunCaps(max_output_tokens=cap))
+    assert result.outcome is Outcome.BUDGET_EXCEEDED, result.error
+    assert sum(c.usage.output_tokens for c in result.calls) <= cap

@@ -447,12 +447,19 @@ class SimAgent:
         usage = cache_usage(self._prev_segments, segments)
         self._prev_segments = segments
         usage["output_tokens"] = output_tokens(content)
+        stop_reason = "tool_use" if step.calls else "end_turn"
+        allowed = request.get("max_tokens")
+        if isinstance(allowed, int) and 0 < allowed < usage["output_tokens"]:
+            # as the API does: the reply stops at max_tokens, mid-text, before any tool call
+            words = " ".join(str(b.get("text", "")) for b in content if b["type"] == "text").split()
+            content = [{"type": "text", "text": " ".join(words[:max(1, allowed // 2)]) or "…"}]
+            usage["output_tokens"], stop_reason = allowed, "max_tokens"
         self.spent += DEFAULT_TABLE.weighted_tokens(self.model, Usage(
             input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
             cache_write_5m=usage["cache_creation_input_tokens"], cache_read=usage["cache_read_input_tokens"]))
         return {"id": self._id("msg_sim_", turn, 0), "type": "message", "role": "assistant",
                 "model": self.model, "content": content,
-                "stop_reason": "tool_use" if step.calls else "end_turn", "stop_sequence": None,
+                "stop_reason": stop_reason, "stop_sequence": None,
                 "usage": usage}
 
     def _id(self, prefix: str, turn: int, index: int) -> str:
