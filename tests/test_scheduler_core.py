@@ -496,3 +496,15 @@ def test_the_work_root_must_be_this_users_own_directory(tmp_path):
         os.chown(theirs, 65534, 65534)
         with pytest.raises(OSError, match="belongs to uid 65534"):
             make_private_root(theirs)
+
+
+def test_runs_under_other_caps_are_another_plan_to_resume():
+    """A pass interrupted under the default caps is not resumed by a bench with a turn cap of 2:
+    its runs would mix two measurements in one pass."""
+    from warden.bench.results import RunCaps
+    from warden.bench.scheduler import BenchRequest, JobSpec
+
+    request = BenchRequest("backend", (JobSpec("golden-01", (), 0),), 7, "sim", "sim-naive-1")
+    default = request.plan_key("s" * 64, "f" * 64, RunCaps())
+    assert default == request.plan_key("s" * 64, "f" * 64)  # keys passes already have are kept
+    assert request.plan_key("s" * 64, "f" * 64, RunCaps(max_turns=2)) != default

@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -163,16 +163,19 @@ class BenchRequest:
     purpose: str = "bench"  # bench | select
     budget_tokens: int | None = None
 
-    def family_key(self, suite_hash: str, fixture_hash: str) -> str:
+    def family_key(self, suite_hash: str, fixture_hash: str, caps: RunCaps | None = None) -> str:
         """Everything that identifies the plan except its seed (to resume an unseeded bench).
-        The job *set* counts, not its order: the order follows from the seed."""
-        payload = {"agent": self.agent, "purpose": self.purpose, "backend": self.backend,
-                   "model": self.model, "suite": suite_hash, "fixture": fixture_hash,
-                   "jobs": sorted([j.task_id, j.config_key, j.rep] for j in self.jobs)}
+        The job *set* counts, not its order: the order follows from the seed. Run caps other
+        than the defaults count too: runs under other caps are another measurement."""
+        payload: dict[str, Any] = {"agent": self.agent, "purpose": self.purpose, "backend": self.backend,
+                                   "model": self.model, "suite": suite_hash, "fixture": fixture_hash,
+                                   "jobs": sorted([j.task_id, j.config_key, j.rep] for j in self.jobs)}
+        if caps is not None and caps != RunCaps():  # the default caps keep the keys passes already have
+            payload["caps"] = asdict(caps)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
-    def plan_key(self, suite_hash: str, fixture_hash: str) -> str:
-        return f"{self.family_key(suite_hash, fixture_hash)}:{self.seed}"
+    def plan_key(self, suite_hash: str, fixture_hash: str, caps: RunCaps | None = None) -> str:
+        return f"{self.family_key(suite_hash, fixture_hash, caps)}:{self.seed}"
 
 
 # ---------------------------------------------------------------- what a run carries
@@ -450,7 +453,7 @@ class BenchScheduler:
             raise UsageError(f"agent {request.agent!r} has no golden task(s): {', '.join(unknown)}")
         if not request.jobs:
             raise UsageError("nothing to run: the plan has no jobs")
-        key = request.plan_key(suite.suite_hash, self.bench.fixture_hash)
+        key = request.plan_key(suite.suite_hash, self.bench.fixture_hash, self.bench.caps)
         with self.store.session() as session:
             for ids in {j.rule_ids for j in request.jobs}:
                 memory_for(session, request.agent, ids)  # refuses unknown / foreign rules now
@@ -1063,7 +1066,7 @@ def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Se
     chosen_seed = seed
     if chosen_seed is None:  # resume an unfinished pass of the same plan (the job set ignores the seed)
         family = BenchRequest(agent, tuple(interleave(configs, task_ids, runs, 0)), 0, backend,
-                              model_id).family_key(bench.suite.suite_hash, bench.fixture_hash)
+                              model_id).family_key(bench.suite.suite_hash, bench.fixture_hash, bench.caps)
         with store.session() as session:
             unfinished = find_resumable_pass(session, family)
             chosen_seed = seed_of(unfinished) if unfinished is not None else random.SystemRandom().randrange(2**31)
