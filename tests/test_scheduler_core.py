@@ -508,3 +508,13 @@ def test_runs_under_other_caps_are_another_plan_to_resume():
     default = request.plan_key("s" * 64, "f" * 64, RunCaps())
     assert default == request.plan_key("s" * 64, "f" * 64)  # keys passes already have are kept
     assert request.plan_key("s" * 64, "f" * 64, RunCaps(max_turns=2)) != default
+
+
+def test_a_task_never_run_is_priced_like_the_others_when_this_attempt_has_run_nothing():
+    """A resumed attempt under a budget: the next block's task has no runs of its own and the
+    attempt none yet — it is priced at the other tasks' mean, not at 0 (which let it overshoot)."""
+    from warden.bench.scheduler import BenchScheduler, _ExecState
+
+    assert BenchScheduler._estimate("golden-02", {"golden-01": 40_000.0, "golden-03": 60_000.0}, _ExecState()) == 50_000.0
+    assert BenchScheduler._estimate("golden-01", {"golden-01": 40_000.0}, _ExecState()) == 40_000.0
+    assert BenchScheduler._estimate("golden-02", {}, _ExecState()) == 0.0

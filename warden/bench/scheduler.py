@@ -690,10 +690,16 @@ class BenchScheduler:
             shutil.rmtree(pass_dir, ignore_errors=True)
         return status, message
 
-    def _estimate(self, task_id: str, estimates: dict[str, float], state: "_ExecState") -> float:
+    @staticmethod
+    def _estimate(task_id: str, estimates: dict[str, float], state: "_ExecState") -> float:
+        """A run of ``task_id``'s expected cost: its own recorded runs, else this attempt's runs,
+        else the other tasks' (a resumed attempt has run nothing yet: 0 would let any block in)."""
         if task_id in estimates:
             return estimates[task_id]
-        return state.mean_weighted()
+        mean = state.mean_weighted()
+        if mean <= 0 and estimates:
+            mean = sum(estimates.values()) / len(estimates)
+        return mean
 
     def _mark(self, job_id: int, status: str) -> None:
         with self.store.session() as session:
