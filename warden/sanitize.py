@@ -58,8 +58,8 @@ def one_line(text: str, limit: int) -> str:
 # for words ("system:", "ssh") reads them as the Latin letter they imitate. One character for
 # one, so positions in the translated copy line up with the original.
 LATIN_LOOKALIKES = str.maketrans(
-    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզ",
-    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnq")
+    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ",
+    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu")
 
 
 def count_text(value: object) -> str:

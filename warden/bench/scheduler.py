@@ -512,7 +512,7 @@ class BenchScheduler:
             self.progress.message(f"resuming bench pass #{pass_id}: {len(done_ids)} of {len(views)} runs "
                                   "already done, running the rest")
         if budget is not None:
-            estimate = sum(estimates.get(v.task_id, 0.0) for v in pending)
+            estimate = sum(self._estimate(v.task_id, estimates, _ExecState()) for v in pending)
             if estimate > budget:
                 self.progress.message(f"the pending runs are estimated at {estimate:,.0f} weighted tokens; "
                                       f"the budget of {budget:,} stops the pass before that")

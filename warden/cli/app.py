@@ -123,7 +123,15 @@ def _refuse_empty_arguments(argv: list[str]) -> None:
                              else "an argument is empty: give a value (a path, an id, a name)")
 
 
-INTERRUPTED = "interrupted; finished work is kept: re-run the same command to resume"
+# Commands whose finished work a re-run picks up (incremental collect, resumable passes and nights).
+RESUMABLE = {"collect", "distill", "bench", "select", "nightly"}
+
+
+def _interrupted(argv: list[str] | None) -> str:
+    args = sys.argv[1:] if argv is None else argv
+    resumable = bool(args) and args[0] in RESUMABLE
+    return "interrupted" + ("; finished work is kept: re-run the same command to resume" if resumable else "")
+
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
             if result == 130:
-                say_error(INTERRUPTED)
+                say_error(_interrupted(argv))
             return result
     except WardenError as exc:
         say_error(exc)
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         say_error("aborted")
         return 130
     except KeyboardInterrupt:
-        say_error(INTERRUPTED)
+        say_error(_interrupted(argv))
         return 130
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, _CLICK_EXCEPTION):

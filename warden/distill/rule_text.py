@@ -57,8 +57,8 @@ def validate_rule_body(body: object) -> str:
 
 # Japanese writes one word in kanji, hiragana and katakana at once: one writing system here.
 _SCRIPT_GROUPS = {"CJK": "HAN", "HIRAGANA": "HAN", "KATAKANA": "HAN", "KATAKANA-HIRAGANA": "HAN",
-                  "IDEOGRAPHIC": "HAN", "HALFWIDTH": "HAN"}
-_NO_SCRIPT = {"MICRO"}  # the micro sign of a unit ("50µs"): a symbol, imitating no letter of the word
+                  "IDEOGRAPHIC": "HAN"}
+MICRO_SIGN = "\u00b5"
 
 
 def _script(ch: str) -> str:
@@ -70,9 +70,12 @@ def _script(ch: str) -> str:
 def _mixed_script_word(text: str) -> str | None:
     """A word whose letters come from more than one script (Latin 'symbоl' with a Cyrillic 'о'):
     look-alikes that would slip a near-duplicate past the similarity check."""
-    for word in re.findall(r"[^\W\d_]+", text):
-        if len({_script(ch) for ch in word} - _NO_SCRIPT) > 1:
-            return word
+    for match in re.finditer(r"[^\W\d_]+", text):
+        word = match.group()
+        if word.startswith(MICRO_SIGN) and match.start() and text[match.start() - 1].isdigit():
+            word = word[1:]  # a unit after a number ("50µs"), not a letter imitating "u"
+        if len({_script(ch) for ch in word}) > 1:
+            return match.group()
     return None
 
 
