@@ -178,38 +178,41 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
         command.downgrade(cfg, revision)
 
 
+_COMMITTED = "warden_committed"  # session.info: the latest root transaction committed
+
+
+def _mark_committed(session: Session) -> None:
+    if not session.in_nested_transaction():
+        session.info[_COMMITTED] = True
+
+
+def _mark_begun(session: Session, transaction: Any) -> None:
+    if transaction.parent is None:  # a block that commits as it goes starts afresh
+        session.info[_COMMITTED] = False
+
+
 class Store:
     """A migrated database: engine plus session factory."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
+        # On the factory, once (not per session: a hook or a bulk collect opens many), and so
+        # before any after-commit step a block adds to its own session.
+        event.listen(self.sessions, "after_commit", _mark_committed)
+        event.listen(self.sessions, "after_transaction_create", _mark_begun)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A unit of work: commits on success, rolls back on any error."""
         with self.sessions() as session:
-            committed = False  # the latest root transaction committed
-
-            def mark(ended: Session) -> None:
-                nonlocal committed
-                committed = committed or not ended.in_nested_transaction()
-
-            def begun(_session: Session, transaction: Any) -> None:
-                nonlocal committed
-                if transaction.parent is None:  # a block that commits as it goes starts afresh
-                    committed = False
-
-            # Registered first, so it runs before any after-commit step of the block's own.
-            event.listen(session, "after_commit", mark)
-            event.listen(session, "after_transaction_create", begun)
             try:
                 yield session
                 session.commit()
             except BaseException:
                 # A commit that went through is not "rolled back" when a step after it raises
                 # (installing MEMORY.md); one that failed, at COMMIT itself included, is.
-                if not committed:
+                if not session.info.get(_COMMITTED):
                     session.rollback()
                 raise
 
