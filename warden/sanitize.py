@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from warden.strict_json import MAX_EXACT_INT
+
 # C0 controls except tab and newline (CR included), DEL, C1 controls, every format character
 # (Unicode category Cf: bidi controls, zero-width characters, the BOM, the soft hyphen, the
 # invisible "tag" characters U+E0000–E007F that can spell hidden text), and other invisible
@@ -69,7 +71,7 @@ def count_text(value: object) -> str:
         return "—"
     if isinstance(value, float) and math.isinf(value):
         return "∞" if value > 0 else "−∞"
-    if isinstance(value, int) and abs(value) > 2**53 or isinstance(value, float) and math.isnan(value):
+    if isinstance(value, int) and abs(value) > MAX_EXACT_INT or isinstance(value, float) and math.isnan(value):
         return "—"
     return f"{value:,.0f}"
 

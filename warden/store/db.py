@@ -288,12 +288,14 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
             current = current_revision(engine)
             if current != HEAD_REVISION:
                 refusal = newer_than_this_warden(current)
-                if refusal is None and current is None and (tables := clashing_tables(engine)):
-                    refusal = _clash(settings.database_url, tables)
                 if refusal is not None:
-                    engine.dispose()
                     raise refusal
+                if current is None:
+                    refuse_foreign_tables(engine, settings.database_url)
                 _upgrade_unless_raced(engine)
+        except StoreError:
+            engine.dispose()
+            raise
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
             raise database_error(settings.database_url, exc) from None
