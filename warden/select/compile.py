@@ -94,20 +94,28 @@ def read_existing(path: Path) -> bytes | None:
         raise WardenError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _cannot_write(path: Path, exc: OSError) -> WardenError:
+    return WardenError(f"cannot write {path}: {exc.strerror or exc}")
+
+
 def write_atomic(path: Path, data: bytes, root: Path) -> None:
     """Write ``path`` whole or not at all (temp file + rename), never through a symlink between
     ``root`` and it; an OS error is one line naming the path."""
+    tmp = _staged_or_error(path, data, root)
     try:
-        _write_atomic(path, data, root)
-    except OSError as exc:
-        raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
+        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc) from None
+        raise
 
 
 def _staged_or_error(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
     try:
         return _stage(path, data, root, private)
     except OSError as exc:
-        raise WardenError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise _cannot_write(path, exc) from None
 
 
 def _umask() -> int:
@@ -160,15 +168,6 @@ def _stage(path: Path, data: bytes, root: Path, private: bool = False) -> Path:
     return Path(tmp)
 
 
-def _write_atomic(path: Path, data: bytes, root: Path) -> None:
-    tmp = _stage(path, data, root)
-    try:
-        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 _STAGED_NAME = re.compile(r"\..+-pid\d+-ns[^-]+-[^/]*\.tmp")
 
 
@@ -201,7 +200,7 @@ def _install_on_commit(session: Session, staged: list[tuple[Path, Path]]) -> Non
             except OSError as exc:
                 for left, _ in staged:
                     left.unlink(missing_ok=True)
-                raise WardenError(f"cannot write {path}: {exc.strerror or exc} (the decision is recorded; the "
+                raise WardenError(f"{_cannot_write(path, exc)} (the decision is recorded; the "
                                   "next compile rewrites the file)") from None
 
     def discard(ended: Session) -> None:
