@@ -247,17 +247,17 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
 
     check_distiller(distiller)
     with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY):
-        if run_id is None:
+        if run_id is not None:
+            run_ids = select_runs(store, agent=agent, run_id=run_id)
+        else:
             from warden.distill.trigger import sweep
 
             with store.session() as session:  # settle runs ingested before their priors were stored
                 sweep(session, settings, [agent] if agent else None)
-                if dry_run:  # what distill would take up now, the sweep included; nothing written
-                    session.flush()
-                    run_ids = _queued(session, agent)
+                session.flush()
+                run_ids = _queued(session, agent)  # the sweep's included
+                if dry_run:  # nothing written
                     session.rollback()
-        if run_id is not None or not dry_run:
-            run_ids = select_runs(store, agent=agent, run_id=run_id)
         if distiller == "anthropic" and client is None and run_ids:
             client = make_client(settings)
         reports: list[RunReport] = []
