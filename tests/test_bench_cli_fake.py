@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -110,6 +111,24 @@ def test_unknown_agent_is_one_line_exit_2(fake_bench, capsys):
     assert main(["bench", "--agent", "nobody"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "warden: unknown agent 'nobody'"
+
+
+def test_infra_abort_with_json_reports_the_runs_before_it_and_exits_1(fake_bench, capsys):
+    calls = itertools.count()
+
+    class FailsAfterTwo(FakeBackend):  # the backend breaks after two good runs
+        def run(self, *args, **kwargs):
+            self.infra = next(calls) >= 2
+            return super().run(*args, **kwargs)
+
+    fake_bench["factory"] = FailsAfterTwo
+    assert main(["bench", "--agent", AGENT, "--runs", "2", "--seed", "1", "--concurrency", "1", "--json"]) == 1
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert report["status"] == "aborted" and report["message"].startswith("bench pass #1 aborted: 3 consecutive")
+    assert [r["outcome"] for r in report["runs"]] == ["completed", "completed"]
+    assert report["executed"] == 5 and report["spent_weighted"] > 0
+    assert out.err.strip() == f"warden: {report['message']}"
 
 
 def test_infra_abort_is_one_line_exit_1(fake_bench, capsys):

@@ -79,7 +79,10 @@ _RESULT_POLL_S = 0.2  # how often the main thread wakes while waiting (keeps Ctr
 
 
 class BenchAborted(WardenError):
-    """The pass stopped because the infrastructure failed (not the agent)."""
+    """The pass stopped because the infrastructure failed (not the agent). ``outcome`` is what the
+    attempt did up to the abort, when it got as far as running jobs (for ``bench``'s report)."""
+
+    outcome: "PassOutcome | None" = None
 
 
 class BenchInterrupted(WardenError):
@@ -519,11 +522,25 @@ class BenchScheduler:
 
         state = _ExecState(spent_before=spent_before)
         self.last_attempt = state  # readable even when the attempt raised (spend accounting)
+
+        def outcome(session: Session, status: str, message: str) -> PassOutcome:
+            return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
+                               runs=self._pass_runs(session, pass_id, state.copy_by_run),
+                               executed=state.executed, resumed=resumed, done_before=len(done_ids),
+                               spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
+                               copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
+                               message=message)
+
         message = ""
         status = "done"
         if pending:
-            status, message = self._execute(pass_id, agent, backend_name, model, pending, memories,
-                                            estimates, budget, state)
+            try:
+                status, message = self._execute(pass_id, agent, backend_name, model, pending, memories,
+                                                estimates, budget, state)
+            except BenchAborted as exc:
+                with self.store.session() as session:
+                    exc.outcome = outcome(session, "aborted", str(exc))
+                raise
         with self.store.session() as session:
             bench_pass = session.get(BenchPass, pass_id)
             retry = session.scalar(select(func.count()).select_from(BenchJob).where(
@@ -535,12 +552,7 @@ class BenchScheduler:
             bench_pass.status = status
             if status == "done":
                 bench_pass.finished_at = utcnow()
-            runs = self._pass_runs(session, pass_id, state.copy_by_run)
-        return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
-                           runs=runs, executed=state.executed, resumed=resumed, done_before=len(done_ids),
-                           spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
-                           copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
-                           message=message)
+            return outcome(session, status, message)
 
     def run_request(self, request: BenchRequest) -> PassOutcome:
         pass_id, _ = self.plan(request)
@@ -1080,7 +1092,12 @@ def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Se
                            model_id, budget_tokens=budget)
     scheduler = BenchScheduler(store, bench, concurrency=settings.concurrency if concurrency is None else concurrency,
                                max_consecutive_infra=max_consecutive_infra, progress=progress)
-    outcome = scheduler.run_request(request)
+    try:
+        outcome = scheduler.run_request(request)
+    except BenchAborted as exc:
+        if exc.outcome is None:  # aborted before any job ran: nothing to report but the error
+            raise
+        outcome = exc.outcome  # the report shows what ran before the abort; the CLI exits 1
     keys = [config_key(c) for c in configs]
     with store.session() as session:
         share = spend_share(session)

@@ -139,3 +139,7 @@ def register(app: typer.Typer) -> None:
             print_json(report.as_dict())
         else:
             _render(report)
+        if report.outcome.status == "aborted":
+            if as_json:  # the table's last line says it otherwise
+                say_error(report.outcome.message)
+            raise typer.Exit(1)
