@@ -113,3 +113,22 @@ def test_cli_writes_sessions_for_the_shipped_suites(tmp_path: Path, capsys: pyte
     assert session["agent"] == "backend" and Path(session["path"]).is_file()
     assert main(["sim", "sessions", "--out", str(tmp_path), "--agent", "nobody"]) == 2
     assert "unknown agent" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_memory_dir_that_is_missing_or_unreadable(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from warden.cli.app import main
+
+    out = tmp_path / "out"
+    assert main(["sim", "sessions", "--out", str(out), "--sessions", "1", "--memory-dir", str(tmp_path / "typo")]) == 2
+    assert capsys.readouterr().err.strip() == f"warden: --memory-dir {tmp_path / 'typo'}: no such directory"
+    assert not out.exists()  # nothing was played without the memory the user asked for
+    memory = tmp_path / "mem" / "backend" / "MEMORY.md"
+    memory.parent.mkdir(parents=True)
+    memory.write_bytes(b"\xff\xfe not utf-8")
+    assert main(["sim", "sessions", "--out", str(out), "--sessions", "1", "--agent", "backend",
+                 "--memory-dir", str(tmp_path / "mem")]) == 2
+    assert capsys.readouterr().err.strip() == f"warden: cannot read {memory}: not UTF-8 text"
+    memory.write_text("# memory\n- Grep before reading.\n", encoding="utf-8")
+    assert main(["sim", "sessions", "--out", str(out), "--sessions", "1", "--agent", "backend",
+                 "--memory-dir", str(tmp_path / "mem"), "--json"]) == 0

@@ -121,10 +121,16 @@ def register(app: typer.Typer) -> None:
             suites = {a: suites[a] for a in agent}
         memories: dict[str, str] = {}
         if memory_dir is not None:
+            if not memory_dir.is_dir():  # a typo would otherwise play every agent without memory
+                raise UsageError(f"--memory-dir {safe(memory_dir)}: no such directory")
             for name in suites:
                 memory_file = memory_dir / name / "MEMORY.md"
-                if memory_file.is_file():
-                    memories[name] = memory_file.read_text(encoding="utf-8")
+                if memory_file.is_file():  # an agent with no compiled memory yet plays without one
+                    try:
+                        memories[name] = memory_file.read_text(encoding="utf-8")
+                    except (OSError, UnicodeDecodeError) as exc:
+                        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                        raise UsageError(f"cannot read {safe(memory_file)}: {reason or exc}") from None
         with _progress("sim sessions", not as_json) as bar:
             bar.add_task("sessions", total=None)
             try:
