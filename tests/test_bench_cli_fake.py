@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
 import pytest
+from sqlalchemy import select
 
 import warden.bench.scheduler as scheduler
 from test_scheduler_support import AGENT, MODEL, FakeBackend, make_workbench
 from warden.cli.app import main
 from warden.config import load_settings
 from warden.store.db import open_store
-from warden.store.models import Rule
+from warden.store.models import BenchRun, Rule
 
 
 @pytest.fixture
@@ -129,6 +131,25 @@ def test_infra_abort_with_json_reports_the_runs_before_it_and_exits_1(fake_bench
     assert [r["outcome"] for r in report["runs"]] == ["completed", "completed"]
     assert report["executed"] == 5 and report["spent_weighted"] > 0
     assert out.err.strip() == f"warden: {report['message']}"
+
+
+def test_a_key_echoed_back_in_an_error_is_neither_stored_nor_printed(fake_bench, capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "gateway-key-of-no-known-shape")
+
+    class EchoesTheKey(FakeBackend):  # a gateway that quotes the key it refused
+        def run(self, *args, **kwargs):
+            result = FakeBackend(infra=True).run(*args, **kwargs)
+            return dataclasses.replace(result, error="401 invalid x-api-key: gateway-key-of-no-known-shape; "
+                                                     "Authorization: Bearer sk-ant-api03-abcdefghijklmnop")
+
+    fake_bench["factory"] = EchoesTheKey
+    assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1"]) == 1
+    out = capsys.readouterr()
+    assert "gateway-key" not in out.out + out.err and "abcdefghijklmnop" not in out.out + out.err
+    assert "invalid x-api-key: [REDACTED]" in out.err
+    with open_store(load_settings()).session() as s:
+        errors = s.scalars(select(BenchRun.error)).all()
+    assert errors and all("gateway-key" not in e and "abcdefghijklmnop" not in e for e in errors)
 
 
 def test_infra_abort_is_one_line_exit_1(fake_bench, capsys):

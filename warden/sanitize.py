@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 from warden.strict_json import MAX_EXACT_INT
 
@@ -191,6 +192,22 @@ def redact_secrets(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+# Environment variables holding the credentials a bench backend or the distiller is given.
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "AWS_ACCESS_KEY_ID",
+                   "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def redact_credentials(text: str, environ: Mapping[str, str]) -> str:
+    """:func:`redact_secrets`, and first every value of ``environ``'s :data:`CREDENTIAL_VARS`
+    (8+ characters) wherever it occurs: a server or CLI that echoes the key back in an error
+    gives it in a shape no pattern need know."""
+    for name in CREDENTIAL_VARS:
+        value = (environ.get(name) or "").strip()
+        if len(value) >= 8:
+            text = text.replace(value, REDACTED)
+    return redact_secrets(text)
 
 
 REDACT_MARGIN = 256  # read past the cut: a key (and what names it) is whole when it is recognised

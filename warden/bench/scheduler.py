@@ -56,7 +56,7 @@ from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.names import pid_alive, pid_namespace, process_tag, tagged_process_gone
-from warden.sanitize import strip_controls
+from warden.sanitize import redact_credentials, strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.select.runner import config_key as rule_set_key
 from warden.store.db import Store
@@ -742,7 +742,8 @@ class BenchScheduler:
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                            cache_write_5m_tokens=usage.cache_write_5m, cache_write_1h_tokens=usage.cache_write_1h,
                            cache_read_tokens=usage.cache_read, cost_usd=cost, weighted_tokens=weighted,
-                           calls=[c.as_dict() for c in result.calls], error=(result.error or "")[:2000])
+                           calls=[c.as_dict() for c in result.calls],
+                           error=redact_credentials(result.error or "", os.environ)[:2000])
             session.add(row)
             session.flush()
             job_row = session.get(BenchJob, job.job_id)
