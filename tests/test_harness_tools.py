@@ -216,6 +216,12 @@ def test_grep_and_pytest_options_that_reach_outside_the_copy_are_refused(box: To
                    f"--rootdir={outside}", "-p evil_plugin"]:
         assert "is not allowed" in err(box, "run_command", command=f"pytest -q {option}"), option
     assert "outside the project" in err(box, "run_command", command=f"pytest -q {secret}")
+    # @FILE: pytest would read options from a file the agent wrote (a decoy makes the path valid)
+    ok(box, "write_file", path="@args.txt", content="decoy")
+    ok(box, "write_file", path="args.txt", content=f"--junitxml={outside}/j.xml\n--co\n")
+    for command in ["python -m pytest @args.txt", "pytest -q -k @args.txt"]:
+        assert "@FILE would read options" in err(box, "run_command", command=command), command
+    assert not (outside / "j.xml").exists()
     for fine in ["pytest -q -x test_calc.py", "pytest -q -k add", "python -m pytest --maxfail=1 -p no:cacheprovider",
                  "pytest -rA --tb=short test_calc.py::test_add"]:
         assert ok(box, "run_command", command=fine).startswith("exit code"), fine

@@ -552,6 +552,9 @@ class Toolbox:
     def _vet_pytest_args(self, args: list[str]) -> None:
         """pytest options that only select and report (a path may not leave the copy): options
         such as --basetemp, --junitxml, -o, -c, --rootdir or -p plugin write or load elsewhere."""
+        for arg in args:  # pytest reads more arguments from @FILE, an option's value included
+            if arg.startswith("@"):
+                raise ToolError(f"pytest argument {arg!r} is not allowed: @FILE would read options from a file")
         i = 0
         while i < len(args):
             arg = args[i]
