@@ -34,6 +34,7 @@ from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
+from warden.http_deadline import DeadlineHttpClient
 from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
@@ -103,7 +104,7 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
         if not valid:
             raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(base_url, keep_newlines=False)[:200]!r} is not an "
                              "http(s) URL")
-    return anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S)
+    return anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S, http_client=DeadlineHttpClient())
 
 
 def fence(label: str, lines: list[str], fence_id: str) -> str:

@@ -26,6 +26,7 @@ from warden.bench.results import RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.config import Settings
 from warden.errors import UsageError
+from warden.http_deadline import DeadlineHttpClient
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -45,9 +46,10 @@ def resolve_model(settings: Settings, model: str | None = None, agent_model: str
 
 def make_client(*, api_key: str, base_url: str | None = None,
                 http_client: httpx2.Client | None = None) -> anthropic.Anthropic:
-    """The real SDK client with SDK-level retries off (warden retries, see RetryPolicy)."""
+    """The real SDK client with SDK-level retries off (warden retries, see RetryPolicy) and, unless
+    ``http_client`` is given, a total deadline on each exchange (:mod:`warden.http_deadline`)."""
     return anthropic.Anthropic(api_key=api_key, base_url=base_url or None, max_retries=0,
-                               http_client=http_client)
+                               http_client=http_client or DeadlineHttpClient())
 
 
 class AnthropicBackend:
