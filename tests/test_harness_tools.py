@@ -250,6 +250,36 @@ def test_a_detached_child_cannot_hold_a_command_past_its_timeout(tmp_path: Path)
     assert time.monotonic() - started < 5
 
 
+def test_a_command_that_exits_is_done_though_a_detached_child_holds_its_output(tmp_path: Path) -> None:
+    import time
+
+    from warden.bench.agents.tools import run_process
+
+    leaves_a_holder = ("python -c \"import subprocess, sys; subprocess.Popen(['sleep', '30'], start_new_session=True, "
+                       "stdout=sys.stdout); print('answer'); sys.exit(3)\"")
+    started = time.monotonic()
+    result = run_process(leaves_a_holder, tmp_path, timeout_s=20, env=sandbox_env(), shell=True, stderr_apart=True)
+    assert (result.exit_code, result.timed_out, result.output.strip()) == (3, False, "answer")
+    assert time.monotonic() - started < 6  # its exit, then at most the 2 s drain: not the 20 s timeout
+
+
+def test_a_command_that_closes_its_output_but_keeps_running_is_timed_out(tmp_path: Path) -> None:
+    from warden.bench.agents.tools import run_process
+
+    closes_early = "python -c \"import os, time; os.close(1); os.close(2); time.sleep(30)\""
+    result = run_process(closes_early, tmp_path, timeout_s=0.5, env=sandbox_env(), shell=True)
+    assert result.timed_out and result.exit_code is None
+
+
+def test_a_flood_of_output_is_kept_up_to_the_cap_and_the_rest_read_and_dropped(tmp_path: Path, monkeypatch) -> None:
+    from warden.bench.agents import tools
+
+    monkeypatch.setattr(tools, "MAX_OUTPUT_BYTES", 1000)
+    flood = "python -c \"import sys; sys.stdout.write('x' * 5_000_000); sys.stdout.flush()\""
+    result = tools.run_process(flood, tmp_path, timeout_s=20, env=sandbox_env(), shell=True, stderr_apart=True)
+    assert result.exit_code == 0 and result.output == "x" * 1000  # the writer was never blocked
+
+
 def test_list_dir_output_is_capped(box: Toolbox) -> None:
     from warden.bench.agents.tools import MAX_GLOB_RESULTS
 

@@ -20,6 +20,7 @@ import fnmatch
 import json
 import os
 import re
+import selectors
 import shlex
 import signal
 import subprocess
@@ -208,37 +209,74 @@ def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 
 def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict[str, str],
                 shell: bool = False, stderr_apart: bool = False) -> CommandResult:
-    """Run a subprocess in its own process group; on timeout the whole group is killed.
-    ``stderr_apart`` keeps stdout whole (a program's machine-readable answer) and its stderr
+    """Run a subprocess in its own process group; on timeout the whole group is killed, and when
+    it exits, what it left running in its group is killed too. ``stderr_apart`` keeps stdout
+    whole (a program's machine-readable answer, up to :data:`MAX_OUTPUT_BYTES`) and its stderr
     apart, capped."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, shell=shell, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=max(timeout_s, 0.01))
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        timed_out = True
-        try:  # a process outside the group (a new session) may still hold the pipe: bounded wait
-            out, err = proc.communicate(timeout=_DRAIN_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out = err = b""
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-    # background processes the command left in its group do not outlive it
-    _kill_group(proc, quiet=True)
+        out, err, timed_out = _read_until_exit(proc, started + max(timeout_s, 0.01))
+    finally:
+        _kill_group(proc, quiet=True)
+        proc.wait()
     text = out.decode("utf-8", errors="replace")
-    errors = cap_text((err or b"").decode("utf-8", errors="replace")) if stderr_apart else ""
+    errors = cap_text(err.decode("utf-8", errors="replace")) if stderr_apart else ""
     return CommandResult(None if timed_out else proc.returncode, text if stderr_apart else cap_text(text),
                          timed_out, time.monotonic() - started, errors)
 
 
-_DRAIN_S = 2.0  # after a kill, how long the output pipe may stay open
+def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[bytes, bytes, bool]:
+    """``proc``'s stdout and stderr, read until it has exited (or the deadline killed its group)
+    and its pipes are closed — but no longer than :data:`_DRAIN_S` after that: a process it
+    started in a session of its own may hold a pipe open for good, and waiting for EOF would turn
+    a finished run into a timed-out one. Past :data:`MAX_OUTPUT_BYTES` a pipe is read and dropped."""
+    pipes = [pipe for pipe in (proc.stdout, proc.stderr) if pipe is not None]
+    kept = {pipe.fileno(): bytearray() for pipe in pipes}
+    timed_out = False
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in kept:
+                selector.register(fd, selectors.EVENT_READ)
+            drain_until: float | None = None
+            while selector.get_map():
+                now = time.monotonic()
+                if drain_until is None:
+                    if proc.poll() is not None:
+                        _kill_group(proc, quiet=True)  # what it left in its group stops writing
+                        drain_until = now + _DRAIN_S
+                    elif now >= deadline:
+                        _kill_group(proc)
+                        timed_out = True
+                        drain_until = now + _DRAIN_S
+                elif now >= drain_until:
+                    break
+                wait = min(_POLL_S, max(0.0, (deadline if drain_until is None else drain_until) - now))
+                for key, _ in selector.select(timeout=wait):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                    elif len(kept[key.fd]) < MAX_OUTPUT_BYTES:
+                        kept[key.fd] += chunk[:MAX_OUTPUT_BYTES - len(kept[key.fd])]
+        out = bytes(kept[proc.stdout.fileno()]) if proc.stdout is not None else b""
+        err = bytes(kept[proc.stderr.fileno()]) if proc.stderr is not None else b""
+    finally:
+        for pipe in pipes:
+            pipe.close()
+    if not timed_out:  # its pipes closed: it may still be running (or finishing its exit)
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            timed_out = True
+    return out, err, timed_out
+
+
+_DRAIN_S = 2.0  # after the process exits or is killed, how long its pipes may stay open
+_POLL_S = 0.05  # how often the process is checked for exit while its pipes are quiet
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # of one pipe, kept in memory
 GREP_TIMEOUT_S = 20.0
 
 # The grep tool's search, run by a child interpreter (isolated: no site, no warden import).
