@@ -41,8 +41,8 @@ mode = scenario["mode"]
 if mode == "sleep_detached":  # a helper outside the CLI's process group keeps its stdout open
     import subprocess
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], start_new_session=True)
-    mode = "sleep"
-if mode == "sleep":
+    mode = "sleep_after_work"
+if mode == "sleep":  # hangs before any API call
     time.sleep(30)
 if mode == "garbage":
     print("Error: something broke before JSON")
@@ -77,10 +77,17 @@ lines.append(assistant("msg_A", "req_A", [{{"type": "tool_use", "id": "tu1", "na
               usage(3, 120, 1000, 0, 0), "tool_use"))
 lines.append(line(type="user", message={{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "tu1",
               "content": "ok"}}]}}))
-lines.append(assistant("msg_B", "req_B", [{{"type": "text", "text": "Fixed."}}], usage(5, 40, 200, 50, 1000),
-                       "end_turn"))
+last_usage = {{"no_usage": None, "negative_usage": usage(-5, -1, 0, 0, 0),
+              "huge_usage": usage(10**14, 40, 0, 0, 0)}}.get(mode, usage(5, 40, 200, 50, 1000))
+lines.append(assistant("msg_B", "req_B", [{{"type": "text", "text": "Fixed."}}], last_usage, "end_turn"))
+if mode == "no_usage":
+    lines = [ln for ln in lines if '"msg_A"' not in ln]
+if mode == "no_calls":
+    lines = lines[:1]
 if mode != "no_transcript":
     (project_dir / (session + ".jsonl")).write_text("".join(lines))
+if mode == "sleep_after_work":
+    time.sleep(30)
 if mode in ("fix", "max_turns"):
     calc = cwd / "calc.py"
     calc.write_text(calc.read_text().replace("a - b", "a + b"))
@@ -215,15 +222,33 @@ def test_cli_failures_are_infra_error(fake_bin: Path, env: dict[str, str], tmp_p
     assert not result.completed
 
 
-@pytest.mark.parametrize("mode", ["sleep", "sleep_detached"])
-def test_wall_time_cap_kills_the_cli(fake_bin: Path, env: dict[str, str], tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("mode,outcome,needle", [
+    ("sleep_after_work", Outcome.BUDGET_EXCEEDED, "wall-time cap of 1s reached"),
+    ("sleep_detached", Outcome.BUDGET_EXCEEDED, "wall-time cap of 1s reached"),
+    # no API call answered in all that time: the API or the CLI hung, not the agent
+    ("sleep", Outcome.INFRA_ERROR, "reached before any API call was answered"),
+])
+def test_wall_time_cap_kills_the_cli(fake_bin: Path, env: dict[str, str], tmp_path: Path, mode: str,
+                                     outcome: Outcome, needle: str) -> None:
     """Also when a process the CLI started in a session of its own still holds the output pipe:
     the wait for output after the kill is bounded."""
     scenario(fake_bin, mode)
     result = play(ClaudeCodeBackend(load_settings(), env=env), make_project(tmp_path / "copy"),
                   RunCaps(max_wall_s=1.0))
-    assert result.outcome is Outcome.BUDGET_EXCEEDED and "wall-time cap" in result.error
+    assert result.outcome is outcome and needle in result.error
     assert result.duration_s < 10
+
+
+@pytest.mark.parametrize("mode,needle", [("no_calls", "records no API call"),
+                                         ("no_usage", "an API call with no token counts"),
+                                         ("negative_usage", "an API call with no token counts"),
+                                         ("huge_usage", "more than any call can use")])
+def test_usage_no_call_could_have_is_infra_error_never_spend(fake_bin: Path, env: dict[str, str], tmp_path: Path,
+                                                             mode: str, needle: str) -> None:
+    scenario(fake_bin, mode)
+    result = play(ClaudeCodeBackend(load_settings(), env=env), make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and needle in result.error
+    assert result.calls == [] and result.usage.total == 0
 
 
 def test_token_caps_are_enforced_after_the_run(fake_bin: Path, env: dict[str, str], tmp_path: Path) -> None:

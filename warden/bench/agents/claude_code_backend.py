@@ -24,9 +24,11 @@ One run = ``claude -p <prompt> --output-format json --agent <agent> --model <mod
   collector's parser (``warden/ingest/parser.py``) with the same dedupe as ``warden collect``:
   one :class:`CallUsage` per deduplicated API response.
 
-Outcomes: wall-time cap (process killed) → ``budget_exceeded``; ``error_max_turns`` → the check
-decides; an error result (API errors, auth, quota), a crash, unparseable output or a missing
-transcript → ``infra_error``; token caps are checked after the run (the CLI has none) →
+Outcomes: wall-time cap (process killed) → ``budget_exceeded``, unless no API call had been
+answered by then (``infra_error``: the API or the CLI hung, not the agent); ``error_max_turns`` →
+the check decides; an error result (API errors, auth, quota), a crash, unparseable output, a
+missing transcript, a transcript with no API call or with a call whose usage no call could have
+(no tokens at all, or a count over 10M) → ``infra_error``, never spend; token caps are checked after the run (the CLI has none) →
 ``budget_exceeded``; otherwise the task's success check decides ``completed``/``task_failed``.
 """
 
@@ -42,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from warden.bench.agents.anthropic_backend import resolve_model
-from warden.bench.agents.harness import run_success_check
+from warden.bench.agents.harness import MAX_CALL_TOKENS, run_success_check
 from warden.bench.agents.tools import run_process, sandbox_env, split_check_commands
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
@@ -166,6 +168,9 @@ class ClaudeCodeBackend:
                                 env=child_env(self.source_env, config_dir, home, tmp), stderr_apart=True)
             calls, transcript_error = read_usage(config_dir, _session_id(exit_.output))
             if exit_.timed_out:
+                if not calls:  # no answer in all that time: the API (or the CLI) hung, not the agent
+                    return result(Outcome.INFRA_ERROR,
+                                  f"wall-time cap of {caps.max_wall_s:g}s reached before any API call was answered")
                 return result(Outcome.BUDGET_EXCEEDED, f"wall-time cap of {caps.max_wall_s:g}s reached",
                               calls)
             payload = _result_json(exit_.output)
@@ -181,6 +186,9 @@ class ClaudeCodeBackend:
                                         f"{payload.get('result', '')}"), calls)
             if transcript_error:
                 return result(Outcome.INFRA_ERROR, transcript_error, calls)
+            unusable = unusable_usage(calls)
+            if unusable:  # priced, it would make the run nearly free or price later plans out of reach
+                return result(Outcome.INFRA_ERROR, unusable)
             usage = sum((c.usage for c in calls), Usage())
             if usage.output_tokens > caps.max_output_tokens:
                 return result(Outcome.BUDGET_EXCEEDED,
@@ -254,6 +262,21 @@ def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage
             seen.add(item.message_key)
             calls.append(CallUsage(model=item.model, usage=item.usage))
     return calls, ""
+
+
+def unusable_usage(calls: list[CallUsage]) -> str:
+    """Why the transcript's usage cannot price the run ('' when it can): no API call at all, a
+    call with no tokens (the parser reads a missing or negative count as 0), or a count over
+    :data:`MAX_CALL_TOKENS` — what the anthropic backend refuses in a reply's ``usage``."""
+    if not calls:
+        return "the run's transcript records no API call: nothing to price it by"
+    for call in calls:
+        u = call.usage
+        if u.total == 0:
+            return "the run's transcript has an API call with no token counts"
+        if max(u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read) > MAX_CALL_TOKENS:
+            return f"the run's transcript has an API call of {u.total:,} tokens, more than any call can use"
+    return ""
 
 
 def _result_json(stdout: str) -> dict[str, Any] | None:
