@@ -152,6 +152,16 @@ def test_a_key_echoed_back_in_an_error_is_neither_stored_nor_printed(fake_bench,
     assert errors and all("gateway-key" not in e and "abcdefghijklmnop" not in e for e in errors)
 
 
+def test_infra_errors_below_the_abort_threshold_still_exit_1(fake_bench, capsys):
+    fake_bench["factory"] = lambda: FakeBackend(infra=True)
+    assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1", "--max-infra-errors", "50",
+                 "--json"]) == 1
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert report["status"] == "partial" and report["infra_pending"] == report["jobs"] and report["runs"] == []
+    assert "ended in infra_error and were not counted" in out.err
+
+
 def test_infra_abort_is_one_line_exit_1(fake_bench, capsys):
     fake_bench["factory"] = lambda: FakeBackend(infra=True)
     assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1"]) == 1

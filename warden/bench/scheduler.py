@@ -318,6 +318,7 @@ class PassOutcome:
     run_s: float  # this attempt's total job time (copy + run + clean-up)
     wall_s: float
     message: str = ""
+    infra_pending: int = 0  # jobs whose last run was an infra_error: the next attempt retries them
 
 
 # ---------------------------------------------------------------- work directories
@@ -524,12 +525,14 @@ class BenchScheduler:
         self.last_attempt = state  # readable even when the attempt raised (spend accounting)
 
         def outcome(session: Session, status: str, message: str) -> PassOutcome:
+            retry = session.scalar(select(func.count()).select_from(BenchJob).where(
+                BenchJob.pass_id == pass_id, BenchJob.status == "infra_error")) or 0
             return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
                                runs=self._pass_runs(session, pass_id, state.copy_by_run),
                                executed=state.executed, resumed=resumed, done_before=len(done_ids),
                                spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
                                copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
-                               message=message)
+                               message=message, infra_pending=retry)
 
         message = ""
         status = "done"
@@ -1043,6 +1046,7 @@ class BenchReport:
         o = self.outcome
         return {"agent": self.agent, "backend": self.backend, "model": self.model, "seed": self.seed,
                 "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
+                "infra_pending": o.infra_pending,
                 "jobs": o.total_jobs, "executed": o.executed, "done_before": o.done_before, "configs": self.configs,
                 "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,
                 "wall_s": round(o.wall_s, 2), "summary": [s.as_dict() for s in self.summaries],

@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             print_json(report.as_dict())
         else:
             _render(report)
-        if report.outcome.status == "aborted":
+        if report.outcome.status == "aborted" or report.outcome.infra_pending:  # infrastructure: not done
             if as_json:  # the table's last line says it otherwise
                 say_error(report.outcome.message)
             raise typer.Exit(1)
