@@ -67,15 +67,28 @@ def _script(ch: str) -> str:
     return _SCRIPT_GROUPS.get(first, first)
 
 
+# Writing systems that put no space between words, or join particles to them ("grepで",
+# "grep을"): a Latin tool name inside their text is a word of its own, not a look-alike.
+_UNSPACED_SCRIPTS = frozenset({"HAN", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
+
+
 def _mixed_script_word(text: str) -> str | None:
     """A word whose letters come from more than one script (Latin 'symbоl' with a Cyrillic 'о'):
-    look-alikes that would slip a near-duplicate past the similarity check."""
+    look-alikes that would slip a near-duplicate past the similarity check. Letters of an
+    unspaced script end a word here."""
     for match in re.finditer(r"[^\W\d_]+", text):
         word = match.group()
         if word.startswith(MICRO_SIGN) and match.start() and text[match.start() - 1].isdigit():
             word = word[1:]  # a unit after a number ("50µs"), not a letter imitating "u"
-        if len({_script(ch) for ch in word}) > 1:
-            return match.group()
+        scripts: set[str] = set()
+        for ch in word + "\u4e00":  # a sentinel Han letter ends the last run
+            script = _script(ch)
+            if script in _UNSPACED_SCRIPTS:
+                if len(scripts) > 1:
+                    return match.group()
+                scripts = set()
+            else:
+                scripts.add(script)
     return None
 
 
@@ -110,7 +123,8 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
 # What an efficiency rule never needs, but an injected one does: a rule from an untrusted source
 # (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.", "a URL"),
+    (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.|\b(javascript|vbscript):|\bdata:[a-z]+/|\bfile:/", "a URL"),
+    (r"\]\s*\(", "a Markdown link"),  # [text](target) or ![image](target): MEMORY.md renders them
     (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
     (r"\b(curl|wget|netcat|nc|scp|ssh|rsync|ftp)\b", "a network command"),
     (r"\b(ignore|disregard|forget|override|bypass)\b.{0,60}\b(instructions?|rules?|prompts?|guidelines?|"
