@@ -118,3 +118,41 @@ def test_stored_priors_are_the_last_fifty_before_the_run(store) -> None:
         assert len(priors) == 50 and max(priors) < 10**9 and priors[0] == 1059  # most recent first
         decision = trigger.evaluate(session, run, settings)
         assert decision.expensive and decision.priors == 50 and decision.threshold == 1047  # 38th of 50
+
+
+def test_undated_runs_come_after_the_dated_ones_and_fill_the_window(store) -> None:
+    with store.session() as session:
+        for i in range(3):
+            session.add(_run(i, "coder", 100 + i, day=i))
+        for i in range(3, 6):
+            undated = _run(i, "coder", 500 + i)
+            undated.started_at = None
+            session.add(undated)
+        run = _run(50, "coder", 1, day=50)
+        session.add(run)
+        session.flush()
+        assert trigger.prior_costs(session, run) == [102, 101, 100, 505, 504, 503]
+        assert trigger.prior_costs(session, run, window=2) == [102, 101]
+
+
+def test_the_priors_are_read_through_the_index_without_sorting_the_agents_history(store) -> None:
+    """Each ingested run is priced this way: a sort of all of the agent's runs per run made a
+    long history quadratic. Both queries must be index ranges (SQLite's plan says so)."""
+    from sqlalchemy import event
+
+    statements: list[tuple[str, object]] = []
+    with store.session() as session:
+        if session.bind.dialect.name != "sqlite":
+            pytest.skip("SQLite's query plan")
+        run = _run(1, "coder", 1, day=1)
+        session.add(run)
+        session.flush()
+        connection = session.connection()
+        listener = lambda conn, cursor, sql, params, context, many: statements.append((sql, params))  # noqa: E731
+        event.listen(connection, "before_cursor_execute", listener)
+        trigger.prior_costs(session, run)
+        event.remove(connection, "before_cursor_execute", listener)
+        assert len(statements) == 2
+        for sql, params in statements:
+            plan = " ".join(str(row[-1]) for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+            assert "USING INDEX ix_session_runs_agent_started" in plan and "TEMP B-TREE" not in plan, plan

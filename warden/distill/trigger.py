@@ -66,13 +66,19 @@ def prior_costs(session: Session, run_row: SessionRun, window: int = WINDOW) -> 
 
     "Real work" = session runs (bench replays live in their own table); runs whose output counts
     are placeholders are untrusted and left out. Most recent first, by start time, then id."""
-    query = (select(SessionRun.weighted_tokens)
-             .where(SessionRun.agent == run_row.agent, SessionRun.completed.is_(True),
-                    SessionRun.placeholder_output.is_(False), SessionRun.id != run_row.id))
+    runs = (select(SessionRun.weighted_tokens)
+            .where(SessionRun.agent == run_row.agent, SessionRun.completed.is_(True),
+                   SessionRun.placeholder_output.is_(False), SessionRun.id != run_row.id))
+    # Dated runs, then undated ones — two queries, so each is a range of the (agent, started_at,
+    # id) index read from its top: a run early in a long history does not walk the later ones.
+    dated = runs.where(SessionRun.started_at.is_not(None))
     if run_row.started_at is not None:
-        query = query.where((SessionRun.started_at.is_(None)) | (SessionRun.started_at <= run_row.started_at))
-    query = query.order_by(SessionRun.started_at.desc().nulls_last(), SessionRun.id.desc()).limit(window)
-    return [float(c or 0.0) for c in session.scalars(query)]
+        dated = dated.where(SessionRun.started_at <= run_row.started_at)
+    costs = list(session.scalars(dated.order_by(SessionRun.started_at.desc(), SessionRun.id.desc()).limit(window)))
+    if len(costs) < window:
+        costs += session.scalars(runs.where(SessionRun.started_at.is_(None))
+                                 .order_by(SessionRun.id.desc()).limit(window - len(costs)))
+    return [float(c or 0.0) for c in costs]
 
 
 def evaluate(session: Session, run_row: SessionRun, settings: Settings) -> TriggerDecision:

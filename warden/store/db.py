@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # The newest migration's revision id. Every command compares the database with it, and imports
 # Alembic (a tenth of a second) only to migrate; a test pins it to Alembic's own head.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 

@@ -65,6 +65,8 @@ class SessionRun(TokenCounts, Base):
     """One transcript run: a main session or one subagent transcript (DESIGN.md §3)."""
 
     __tablename__ = "session_runs"
+    # the distillation trigger's "agent's runs before this one, newest first" (migration 0004)
+    __table_args__ = (Index("ix_session_runs_agent_started", "agent", "started_at", "id"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(300), unique=True)  # "<session>:<agent_id|main>"
     session_id: Mapped[str] = mapped_column(String(200), index=True)
