@@ -321,6 +321,28 @@ def test_db_check_ignores_tables_beside_wardens_and_names_a_missing_one(
     con.close()
     code, _, err = run(capsys, "db", "check")
     assert code != 0 and err.count("\n") == 1 and "first: add_table checkpoint_terms" in err
+    code, out, err = run(capsys, "db", "check", "--json")  # a script gets the verdict as JSON too
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and "first: add_table checkpoint_terms" in report["problem"]
+    assert err.strip() == f"warden: {report['problem']}"
+
+
+def test_db_check_on_a_database_holding_foreign_tables_says_so_not_upgrade(
+        warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    warden_home.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("create table rules (id integer)")  # another program's database
+    con.commit()
+    con.close()
+    code, _, err = run(capsys, "db", "check")
+    assert code == 1 and "already holds tables named like warden's (rules)" in err and "db upgrade" not in err
+
+
+def test_db_upgrade_base_says_warden_does_not_downgrade(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "db", "upgrade", "base")
+    assert code == 2 and "does not downgrade" in err
 
 
 def test_a_missing_table_is_one_line_naming_it(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,10 +90,10 @@ def test_a_command_that_loses_the_race_to_migrate_a_new_database_goes_on(tmp_pat
 
     monkeypatch.setattr(db, "upgrade", lost)
     monkeypatch.setattr(db.time, "sleep", lambda _s: None)
-    db._upgrade_unless_raced(won)  # at head after all: fine
+    db.upgrade_unless_raced(won)  # at head after all: fine
     fresh = db.make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     with pytest.raises(OperationalError):
-        db._upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands
+        db.upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]

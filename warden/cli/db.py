@@ -52,6 +52,8 @@ def _not_newer(engine: Engine) -> str | None:
 @db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head")) -> None:
     """Migrate the database to REVISION (default: head)."""
+    if revision == "base":
+        raise UsageError("warden does not downgrade a database (restore a backup taken before the upgrade instead)")
     if revision != "head" and not db.known_revision(revision):
         raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {db.head_revision()}")
     s = settings()
@@ -62,7 +64,10 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
         if current is not None and revision != "head" and db.is_older(revision, current):
             raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
                              "downgrade a database (restore a backup taken before the upgrade instead)")
-        db.upgrade(engine, revision)
+        if revision == "head":
+            db.upgrade_unless_raced(engine)  # several started at once on a new database: one migrates
+        else:
+            db.upgrade(engine, revision)
         console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
 
 
@@ -101,17 +106,23 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
     from warden.store.models import Base
 
     s = settings()
+    problem = ""
     with _database(s, create=False) as engine:
         cur, head = _not_newer(engine), db.head_revision()
+        if cur is None:
+            db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
         if cur != head:
-            raise WardenError(f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`")
-        with engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
-            diff = compare_metadata(context, Base.metadata)
-    if diff:
-        raise WardenError(f"database schema differs from the models ({len(diff)} difference(s)), "
-                          f"first: {_describe(diff[0])}")
+            problem = f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`"
+        else:
+            with engine.connect() as conn:
+                context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
+                diff = compare_metadata(context, Base.metadata)
+            if diff:
+                problem = (f"database schema differs from the models ({len(diff)} difference(s)), "
+                           f"first: {_describe(diff[0])}")
     if as_json:
-        print_json({"ok": True, "current": cur, "head": head})
-    else:
+        print_json({"ok": not problem, "current": cur, "head": head, **({"problem": problem} if problem else {})})
+    if problem:
+        raise WardenError(problem)
+    if not as_json:
         console.print(f"ok: at head {head}, schema matches the models")

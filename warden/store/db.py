@@ -217,7 +217,7 @@ class Store:
                 raise
 
 
-def _upgrade_unless_raced(engine: Engine) -> None:
+def upgrade_unless_raced(engine: Engine) -> None:
     """Migrate to head. Two commands that start together on a new database both try: the loser's
     migration fails (its tables exist) once the winner's has committed, which is fine."""
     try:
@@ -292,7 +292,7 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
                     raise refusal
                 if current is None:
                     refuse_foreign_tables(engine, settings.database_url)
-                _upgrade_unless_raced(engine)
+                upgrade_unless_raced(engine)
         except StoreError:
             engine.dispose()
             raise
