@@ -237,3 +237,21 @@ def test_a_session_start_without_a_transcript_is_no_news_in_the_log(warden_home:
     assert proc.returncode == 0 and "no readable transcript" not in _log(warden_home)
     proc, _ = _hook("stop", payload)
     assert proc.returncode == 0 and "stop: no readable transcript" in _log(warden_home)
+
+
+def test_a_worker_that_cannot_open_the_store_puts_its_jobs_back_at_once(tmp_path: Path, warden_home: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not left claimed for the stale-claim wait (5 minutes): the next hook's worker takes them."""
+    from warden.ingest import hooks
+
+    monkeypatch.setattr(hooks.time, "sleep", lambda s: None)  # the open retries
+    job = hooks.enqueue({"event": "stop", "paths": [str(_transcript(tmp_path, "sess-q"))]}, warden_home)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("WARDEN_DATABASE_URL", f"sqlite:///{blocker}/warden.db")
+    assert hooks.run_worker() == 0
+    assert job is not None and job.exists() and not list(job.parent.glob("*.claimed"))
+    assert "ingest worker: dropped: " in _log(warden_home)
+    monkeypatch.delenv("WARDEN_DATABASE_URL")
+    assert hooks.run_worker() == 0  # the store is back: the job is ingested and gone
+    assert "sess-q:main" in _rows() and not job.exists()

@@ -310,6 +310,14 @@ def enqueue(job: dict[str, Any], home: Path | None) -> Path | None:
     return final
 
 
+def _release(claim: Path) -> None:
+    """A claimed job back in the queue, for the next worker."""
+    try:
+        os.replace(claim, claim.with_name(claim.name.split(".")[0] + ".json"))
+    except OSError:
+        pass  # taken over or gone: the collect's catch-up reads the transcript anyway
+
+
 def claim_jobs(home: Path | None, limit: int = 1000) -> list[tuple[Path, dict[str, Any]]]:
     """Claim queued jobs (rename ``*.json`` → ``*.claimed``); stale claims are taken over."""
     import json
@@ -391,17 +399,22 @@ def run_worker() -> int:
         from warden.ingest.collector import Collector, CollectSummary
         from warden.store.db import open_store
 
-        settings = load_settings()
         store = None
-        for attempt in range(5):
-            try:
-                store = open_store(settings, busy_timeout_ms=WORKER_BUSY_TIMEOUT_MS)
-                break
-            except Exception as exc:  # noqa: BLE001 — a concurrent first migration can race: retry
-                if attempt == 4:
-                    raise
-                log.info("ingest worker: store not ready (%s), retrying", type(exc).__name__)
-                time.sleep(0.2 * (attempt + 1))
+        try:
+            settings = load_settings()
+            for attempt in range(5):
+                try:
+                    store = open_store(settings, busy_timeout_ms=WORKER_BUSY_TIMEOUT_MS)
+                    break
+                except Exception as exc:  # noqa: BLE001 — a concurrent first migration can race: retry
+                    if attempt == 4:
+                        raise
+                    log.info("ingest worker: store not ready (%s), retrying", type(exc).__name__)
+                    time.sleep(0.2 * (attempt + 1))
+        except BaseException:  # no store: the jobs go back to the queue now, not after a stale-claim wait
+            for claim, _ in jobs:
+                _release(claim)
+            raise
         assert store is not None
         try:
             collector = Collector(store, settings, max_line=MAX_HOOK_LINE_BYTES)
@@ -415,7 +428,7 @@ def run_worker() -> int:
                                               if n == 0 and isinstance(agent_type, str) else None)
                 except Exception as exc:  # noqa: BLE001 — leave the job for the next worker
                     _log_drop(log, event, exc)
-                    os.replace(claim, claim.with_name(claim.name.split(".")[0] + ".json"))
+                    _release(claim)
                     continue
                 for reason in summary.skipped:
                     log.warning("%s: %s", event, reason[:400])
