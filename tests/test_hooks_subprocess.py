@@ -251,7 +251,7 @@ def test_a_worker_that_cannot_open_the_store_puts_its_jobs_back_at_once(tmp_path
     monkeypatch.setenv("WARDEN_DATABASE_URL", f"sqlite:///{blocker}/warden.db")
     assert hooks.run_worker() == 0
     assert job is not None and job.exists() and not list(job.parent.glob("*.claimed"))
-    assert "ingest worker: dropped: " in _log(warden_home)
+    assert "ingest worker: cannot open the store (" in _log(warden_home) and "1 job(s) stay queued" in _log(warden_home)
     monkeypatch.delenv("WARDEN_DATABASE_URL")
     assert hooks.run_worker() == 0  # the store is back: the job is ingested and gone
     assert "sess-q:main" in _rows() and not job.exists()

@@ -411,10 +411,13 @@ def run_worker() -> int:
                         raise
                     log.info("ingest worker: store not ready (%s), retrying", type(exc).__name__)
                     time.sleep(0.2 * (attempt + 1))
-        except BaseException:  # no store: the jobs go back to the queue now, not after a stale-claim wait
-            for claim, _ in jobs:
+        except Exception as exc:  # noqa: BLE001 — no store: the jobs go back to the queue now, not
+            for claim, _ in jobs:  # after a stale-claim wait
                 _release(claim)
-            raise
+            first = str(exc).splitlines()[0][:300] if str(exc) else ""
+            log.warning("ingest worker: cannot open the store (%s: %s); %d job(s) stay queued",
+                        type(exc).__name__, first, len(jobs))
+            return 0
         assert store is not None
         try:
             collector = Collector(store, settings, max_line=MAX_HOOK_LINE_BYTES)
