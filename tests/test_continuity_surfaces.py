@@ -390,3 +390,13 @@ def test_a_detail_file_keeps_its_data_inside_one_code_block(store) -> None:
     assert len(fence) > 3 and lines[-1] == fence  # longer than the data's own ``` run, closes last
     inside = lines[opening + 1:-1]
     assert not any(ln.startswith(fence) for ln in inside)
+
+
+def test_cli_checkpoints_list_says_when_there_are_more_than_its_limit(store, capsys) -> None:
+    _record(store, "sess-a", _dirty_task())
+    _record(store, "sess-b", _dirty_task())
+    code, out, err = run_cli(capsys, "checkpoints", "list", "--limit", "1", "--json")
+    assert code == 0 and len(json.loads(out)) == 1
+    assert err.strip() == "showing the newest 1 checkpoint; there are more (--limit to see more)"
+    code, out, err = run_cli(capsys, "checkpoints", "list", "--limit", "2")
+    assert code == 0 and err == ""

@@ -8,7 +8,8 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import MAX_ROWS, console, err_console, print_json, safe, settings, store, wide_console
+from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, safe, settings, store,
+                               wide_console)
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
 from warden.ingest import collector as queries
@@ -74,11 +75,8 @@ def sessions(
     """List session runs (a main session or one subagent transcript each)."""
     with store().session() as db:
         rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since),
-                                     limit=limit + 1 if limit else None)
-    if limit and len(rows) > limit:  # say so, or a reader (or a sum over the JSON) takes it for all
-        rows = rows[:limit]
-        err_console.print(f"showing the newest {limit} run{'s' if limit != 1 else ''}; there are more "
-                          "(--limit to see more)")
+                                     limit=limit + 1)
+    rows = keep_limit(rows, limit, "run")
     if as_json:
         print_json(rows)
         return

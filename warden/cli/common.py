@@ -82,6 +82,16 @@ def safe_block(text: object) -> str:
     return strip_controls(str(text), keep_newlines=True)
 
 
+def keep_limit(rows: list[Any], limit: int, noun: str) -> list[Any]:
+    """The first ``limit`` of ``rows`` (fetched with one more than asked), saying on stderr when
+    there were more: else a reader, or a sum over the JSON, takes the page for everything."""
+    if len(rows) <= limit:
+        return rows
+    err_console.print(f"showing the newest {limit} {noun}{'s' if limit != 1 else ''}; there are more "
+                      "(--limit to see more)")
+    return rows[:limit]
+
+
 def say_error(message: object) -> None:
     """``warden: <message>`` on stderr as one line; messages quote untrusted text (paths, agent
     names from transcripts), so controls and escape sequences are stripped here, once for all."""

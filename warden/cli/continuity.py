@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import MAX_ID, MAX_ROWS, console, print_json, safe, say_error, settings, store
+from warden.cli.common import MAX_ID, MAX_ROWS, console, keep_limit, print_json, safe, say_error, settings, store
 from warden.continuity import service
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
@@ -94,7 +94,8 @@ def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="O
     s = settings()
     with store(s).session() as db:
         rows = [service.checkpoint_summary(r) for r in service.list_checkpoints(db, session_id=session_id,
-                                                                                 project=project, limit=limit)]
+                                                                                 project=project, limit=limit + 1)]
+    rows = keep_limit(rows, limit, "checkpoint")
     if as_json:
         print_json(_clean(rows))
         return
