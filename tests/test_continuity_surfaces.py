@@ -400,3 +400,23 @@ def test_cli_checkpoints_list_says_when_there_are_more_than_its_limit(store, cap
     assert err.strip() == "showing the newest 1 checkpoint; there are more (--limit to see more)"
     code, out, err = run_cli(capsys, "checkpoints", "list", "--limit", "2")
     assert code == 0 and err == ""
+
+
+def test_the_pointer_finds_the_project_behind_thousands_of_newer_checkpoints_of_others(store) -> None:
+    """A busy day of other projects (parallel subagents) must not push this project's checkpoint
+    out of the pointer's reach: the database picks the project, not a scan of the window."""
+    from sqlalchemy import insert, select
+
+    from warden.continuity.pointer import session_start_hook_line
+    from warden.store.models import Checkpoint
+
+    _record(store, "sess-old", "Port the exporter", cwd="/w/app", when=utcnow() - timedelta(hours=40))
+    with store.session() as s:
+        row = {c.key: getattr(s.scalars(select(Checkpoint)).one(), c.key) for c in Checkpoint.__table__.columns}
+        del row["id"]
+        s.execute(insert(Checkpoint), [{**row, "run_key": f"busy-{i}:main", "session_id": f"busy-{i}",
+                                        "project": f"/w/other-{i % 7}", "captured_at": utcnow() - timedelta(hours=1)}
+                                       for i in range(2100)])
+    assert "warden checkpoints show" in (session_start_hook_line("/w/app", "sess-new", load_settings()) or "")
+    with store.session() as s:
+        assert "(40 h ago)" in (session_start_pointer(s, "/w/app/src", "sess-new") or "")

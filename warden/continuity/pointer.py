@@ -9,6 +9,7 @@ query in SQLAlchemy). The line is warden's own text — an id and an age — nev
 from __future__ import annotations
 
 import os
+import posixpath
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -28,13 +29,6 @@ def pointer_line(checkpoint_id: int, captured_at: datetime, now: datetime) -> st
             f"`warden checkpoints show {int(checkpoint_id)}` prints it, fenced as data.")
 
 
-# The window's checkpoints, newest first (a few hundred at most in 48 h; captured_at is indexed):
-# the project is matched in Python, where a subdirectory or a trailing slash is the same project.
-POINTER_SCAN_LIMIT = 2000
-_SQLITE_QUERY = ("SELECT id, captured_at, project FROM checkpoints WHERE captured_at >= ? AND session_id != ? "
-                 f"AND active_task != '' ORDER BY captured_at DESC, id DESC LIMIT {POINTER_SCAN_LIMIT}")
-
-
 def works_in(cwd: str, project: str) -> bool:
     """A session started in ``cwd`` works in ``project``: the same directory (a trailing slash is
     no difference) or one inside it. Not the other way round — a session in ``~`` is not working
@@ -44,6 +38,33 @@ def works_in(cwd: str, project: str) -> bool:
     if cwd == project:
         return bool(cwd)
     return project not in ("", "/", os.path.expanduser("~").rstrip("/")) and cwd.startswith(project + "/")
+
+
+def project_candidates(cwd: str) -> list[str]:
+    """Every stored ``project`` value a session in ``cwd`` works in (see :func:`works_in`): the
+    cwd and each directory above it, with and without a trailing slash — so the database, not a
+    scan of the window, picks the project's checkpoints."""
+    path = cwd.rstrip("/") or cwd[:1]
+    found: list[str] = []
+    while path:
+        if works_in(cwd, path):
+            found += [path] if path == "/" else [path, path + "/"]
+        parent = posixpath.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return found
+
+
+# The window's checkpoints of the candidate projects, newest first (captured_at is indexed); the
+# match is checked again in Python, where it is defined.
+POINTER_SCAN_LIMIT = 50
+
+
+def _sqlite_query(candidates: int) -> str:
+    return ("SELECT id, captured_at, project FROM checkpoints WHERE captured_at >= ? AND session_id != ? "
+            f"AND active_task != '' AND project IN ({', '.join('?' * candidates)}) "
+            f"ORDER BY captured_at DESC, id DESC LIMIT {POINTER_SCAN_LIMIT}")
 
 
 def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:
@@ -61,7 +82,11 @@ def _sqlite_pointer(path: str, cwd: str, session_id: str, since: datetime) -> tu
 
     conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=0.3)
     try:
-        rows = conn.execute(_SQLITE_QUERY, (since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id)).fetchall()
+        candidates = project_candidates(cwd)
+        if not candidates:
+            return None
+        rows = conn.execute(_sqlite_query(len(candidates)),
+                            (since.strftime("%Y-%m-%d %H:%M:%S.%f"), session_id, *candidates)).fetchall()
     finally:
         conn.close()
     return first_of_project(rows, cwd)

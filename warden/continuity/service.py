@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from warden.config import Settings
 from warden.continuity.capture import CheckpointData, forgotten_triggers, session_tombstone_key, with_forgotten
 from warden.continuity.fence import fence_checkpoint
-from warden.continuity.pointer import POINTER_SCAN_LIMIT, first_of_project, pointer_line, pointer_since
+from warden.continuity.pointer import (POINTER_SCAN_LIMIT, first_of_project, pointer_line, pointer_since,
+                                       project_candidates)
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError
@@ -96,10 +97,12 @@ def session_start_pointer(store_session: Session, cwd: str | None, session_id: s
     """One line (a pointer, never checkpoint content) when another session of this project left a
     recent checkpoint; None otherwise. One indexed query: well inside the hook's 2 s budget (the
     hook itself goes through :func:`warden.continuity.pointer.session_start_hook_line`)."""
-    if not cwd:
+    candidates = project_candidates(cwd) if cwd else []
+    if not candidates:
         return None
     now = now or utcnow()
-    conditions = [Checkpoint.captured_at >= pointer_since(now, window_days), Checkpoint.active_task != ""]
+    conditions = [Checkpoint.captured_at >= pointer_since(now, window_days), Checkpoint.active_task != "",
+                  Checkpoint.project.in_(candidates)]
     if session_id:
         conditions.append(Checkpoint.session_id != session_id)
     rows = store_session.execute(
