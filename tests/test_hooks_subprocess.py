@@ -194,6 +194,24 @@ def test_a_new_home_its_database_and_its_log_are_private(tmp_path: Path) -> None
         assert stat_.S_IMODE((home / name).stat().st_mode) == 0o600, name
 
 
+def test_a_database_an_older_warden_left_readable_by_others_is_made_private(warden_home: Path) -> None:
+    import stat as stat_
+
+    from warden.store.db import open_store
+
+    open_store(load_settings()).engine.dispose()
+    db = warden_home / "warden.db"
+    os.chmod(db, 0o644)  # as an older warden created it
+    wal = db.with_name("warden.db-wal")
+    wal.write_bytes(b"")  # a WAL file its last writer left (SQLite removes it on a clean close)
+    os.chmod(wal, 0o644)
+    store = open_store(load_settings())
+    try:
+        assert stat_.S_IMODE(db.stat().st_mode) == 0o600 and stat_.S_IMODE(wal.stat().st_mode) == 0o600
+    finally:
+        store.engine.dispose()
+
+
 def test_a_symlink_planted_as_the_log_is_never_written_through(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

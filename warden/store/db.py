@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,11 +50,18 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
 
 def _create_private(path: Path) -> None:
     """Create an empty database file readable by its owner only (it holds prompts and commands;
-    SQLite gives its WAL and shared-memory files the same mode). An existing file is left as is."""
+    SQLite gives its WAL and shared-memory files the same mode). An existing one of ours that
+    others can read — an older warden made it 0644 — is made owner-only, with its WAL files."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        pass
+        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            try:
+                st = os.stat(made, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+                    os.chmod(made, stat.S_IMODE(st.st_mode) & 0o700)
+            except OSError:
+                pass  # gone, or a filesystem without modes
 
 
 def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = True) -> Engine:
