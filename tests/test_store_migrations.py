@@ -235,3 +235,28 @@ def test_a_first_migration_cut_short_leaves_nothing_behind(tmp_path, monkeypatch
     monkeypatch.setattr(Operations, "create_table", real_create)
     upgrade(engine)
     assert current_revision(engine) == HEAD_REVISION
+
+
+def test_an_upgrade_keeps_a_copy_of_the_sqlite_database_as_it_was(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """warden never downgrades: the copy an upgrade keeps (with the warden that wrote it) is the
+    way back. Made once per revision, owner-only; a new database needs none."""
+    import sqlite3
+    import stat
+
+    from warden.store.db import HEAD_REVISION, make_engine, upgrade_unless_raced
+
+    path = tmp_path / "w.db"
+    engine = make_engine(f"sqlite:///{path}")
+    assert upgrade_unless_raced(engine) is None and not list(tmp_path.glob("w.db.at-*"))  # new: nothing to keep
+    with db.Store(engine).session() as s:
+        s.add(Rule(agent="backend", body="Grep first, then read.", state="active"))
+    db.downgrade(engine, "0003")  # as an older warden left it
+    kept = upgrade_unless_raced(engine)
+    assert kept == tmp_path / "w.db.at-0003" and stat.S_IMODE(kept.stat().st_mode) == 0o600
+    copy = sqlite3.connect(kept)
+    assert copy.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+    assert copy.execute("SELECT body FROM rules").fetchall() == [("Grep first, then read.",)]
+    copy.close()
+    assert db.current_revision(engine) == HEAD_REVISION and upgrade_unless_raced(engine) is None
+    engine.dispose()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("w.db.at-")] == ["w.db.at-0003"]

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import typer
 from sqlalchemy import Engine
 
-from warden.cli.common import console, print_json, settings
+from warden.cli.common import console, print_json, safe, settings
 from warden.config import Settings
 from warden.errors import UsageError, WardenError
 from warden.sanitize import one_line
@@ -65,10 +65,13 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
             raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
                              "downgrade a database (restore a backup taken before the upgrade instead)")
         if revision == "head":
-            db.upgrade_unless_raced(engine)  # several started at once on a new database: one migrates
+            kept = db.upgrade_unless_raced(engine)  # several started at once on a new database: one migrates
         else:
+            kept = db.backup_before_upgrade(engine) if current != revision else None
             db.upgrade(engine, revision)
         console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
+        if kept is not None:
+            console.print(f"the database as it was ({current}) is kept at {safe(kept)}")
 
 
 @db_app.command("current")

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from warden.config import Settings
 from warden.errors import WardenError
+from warden.names import process_tag
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -225,17 +226,49 @@ class Store:
                 raise
 
 
-def upgrade_unless_raced(engine: Engine) -> None:
-    """Migrate to head. Two commands that start together on a new database both try: the loser's
+def backup_before_upgrade(engine: Engine) -> Path | None:
+    """A copy of a SQLite database an upgrade is about to migrate, ``<file>.at-<revision>`` beside
+    it (owner-only), made once per revision; None when there is nothing to keep (a new or
+    up-to-date database, a server database — back that up with its own tools). warden never
+    downgrades: this copy, with the warden that wrote it, is the way back."""
+    path = make_url(str(engine.url)).database or ""
+    if not str(engine.url).startswith("sqlite") or not path or path == ":memory:":
+        return None
+    current = current_revision(engine)
+    if current is None or current == HEAD_REVISION:
+        return None
+    target = Path(path).with_name(f"{Path(path).name}.at-{current}")
+    if target.exists():
+        return target
+    staging = target.with_name(f"{target.name}.{process_tag()}.tmp")
+    os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    try:
+        source, copy = sqlite3.connect(path), sqlite3.connect(staging)
+        try:
+            source.backup(copy)  # consistent while others read, WAL included
+        finally:
+            copy.close()
+            source.close()
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+def upgrade_unless_raced(engine: Engine) -> Path | None:
+    """Migrate to head, keeping a copy of the database first (:func:`backup_before_upgrade`, whose
+    path it returns). Two commands that start together on a new database both try: the loser's
     migration fails (its tables exist) once the winner's has committed, which is fine."""
+    kept = backup_before_upgrade(engine)
     try:
         upgrade(engine)
     except (OperationalError, DatabaseError):
         for _ in range(20):
             if current_revision(engine) == HEAD_REVISION:
-                return
+                return kept
             time.sleep(0.25)
         raise
+    return kept
 
 
 def known_revision(revision: str) -> bool:
