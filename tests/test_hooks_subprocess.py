@@ -273,3 +273,21 @@ def test_a_worker_that_cannot_open_the_store_puts_its_jobs_back_at_once(tmp_path
     monkeypatch.delenv("WARDEN_DATABASE_URL")
     assert hooks.run_worker() == 0  # the store is back: the job is ingested and gone
     assert "sess-q:main" in _rows() and not job.exists()
+
+
+def test_a_hook_out_of_time_after_queueing_says_the_job_is_queued_not_dropped(tmp_path: Path,
+                                                                              warden_home: Path) -> None:
+    """Under load a hook can run out of its budget while starting its worker: the job is already
+    safe in the queue, and the log must not say it was dropped."""
+    path = _transcript(tmp_path, "sess-slow")
+    script = ("import sys, time\n"
+              "from warden.ingest import hooks\n"
+              "hooks._spawn_worker = lambda log, event: time.sleep(30)  # a machine too busy to start it\n"
+              "hooks.run_hook('stop', sys.stdin.buffer)\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], input=_payload(path, "sess-slow"), capture_output=True,
+                          env=os.environ.copy(), timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - started < 10
+    log = _log(warden_home)
+    assert "stop: budget exhausted after queueing its job " in log and "dropped" not in log
+    assert len(list((warden_home / "hook-queue").glob("*.json"))) == 1

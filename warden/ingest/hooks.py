@@ -200,10 +200,14 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
     """Run one hook event; always returns 0 (the watchdog exits 0 if time runs out)."""
     deadline = Deadline()
     log = _logger(_home())
+    queued: list[Path] = []
 
     def expire() -> None:
         try:
-            log.warning("%s: budget exhausted, dropped (the next collect catches up)", event)
+            if queued:  # the job is safe in the queue: the next worker (or a collect) takes it
+                log.warning("%s: budget exhausted after queueing its job %s", event, queued[0].name)
+            else:
+                log.warning("%s: budget exhausted, dropped (the next collect catches up)", event)
             for handler in log.handlers:
                 handler.flush()
         finally:
@@ -218,7 +222,9 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
         try:
             job = prepare(event, stream, deadline, log, seen=seen)
             if job is not None:
-                enqueue(job, _home())
+                path = enqueue(job, _home())
+                if path is not None:
+                    queued.append(path)
                 if spawn:
                     _spawn_worker(log, event)
         except Exception as exc:  # noqa: BLE001 — a queue that cannot be written still leaves the pointer
