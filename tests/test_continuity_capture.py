@@ -458,3 +458,42 @@ def test_a_run_captured_in_parts_gives_the_same_checkpoints_as_whole() -> None:
                      c.edited_files, c.read_files, len(c.errors), c.last_state)
     assert [key(c) for c in pieces] == [key(c) for c in whole]
     assert {c.trigger.split(":")[0] for c in whole} == {"fill", "quality", "milestone"}
+
+
+def test_checkpoints_an_older_warden_forgot_without_a_tombstone_stay_forgotten_when_read_again(
+        tmp_path: Path) -> None:
+    """Before tombstones, `checkpoints forget` only deleted rows; upgrading warden re-reads every
+    transcript from the start (a new parser version). What that older parse captured — and the
+    user forgot — stays gone; what the transcript gained since is still captured."""
+    from datetime import timedelta
+
+    from collect_support import SESSION, jsonl
+
+    from warden.continuity.capture import STATE_VERSION
+    from warden.ingest.collector import collect_paths
+    from warden.store.models import CaptureState, utcnow
+
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    lines = _session_lines(utcnow() - timedelta(days=1), [0.25, 0.55, 0.85])
+    transcript.write_bytes(jsonl(lines[:-2]))  # the older warden saw the first two edits
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        triggers = sorted(s.scalars(select(Checkpoint.trigger)))
+        assert len(triggers) >= 2
+        for row in s.scalars(select(CaptureState)):  # as an older warden left them: no version,
+            row.state = {k: v for k, v in row.state.items() if k != STATE_VERSION}
+        for row in s.scalars(select(Checkpoint)):  # and forgotten without a tombstone
+            s.delete(row)
+    transcript.write_bytes(jsonl(lines))  # the transcript went on; the upgrade re-reads it whole
+    with store.session() as s:
+        from warden.store.models import IngestOffset
+
+        for offset in s.scalars(select(IngestOffset)):
+            offset.parser_version = "0"  # an older parser's: the collector reads the file from the start
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        after = sorted(s.scalars(select(Checkpoint.trigger)))
+    assert after and not set(after) & set(triggers)  # only what the older parse never saw

@@ -109,6 +109,7 @@ class CheckpointData:
     last_state: str = ""
     captured_at: datetime | None = None
     id: int | None = None  # store id, when loaded from the store
+    calls_seen: int | None = None  # capture only: tool calls of the run up to its trigger (not stored)
 
     @classmethod
     def from_row(cls, row: Any) -> "CheckpointData":
@@ -340,6 +341,7 @@ class _Trigger:
     turn_pos: int  # position in the run's turn list; the checkpoint holds state up to this call
     fill: float  # percent
     quality: float
+    calls_seen: int = 0  # tool calls of the run up to this trigger (a milestone: its own included)
 
 
 def _milestone_id(call: ToolCall) -> str:
@@ -384,7 +386,7 @@ def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int])
         if ctx:
             carry.prev_ctx = ctx
         fill = ctx / window
-        milestone_calls: list[tuple[str, ToolCall]] = []
+        milestone_calls: list[tuple[str, ToolCall, int]] = []
         for call in calls_by_turn.get(pos, []):
             carry.calls += 1
             carry.failures += int(call.is_error)
@@ -397,12 +399,12 @@ def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int])
                 if call.kind == "write" and call.path and call.path not in seen_paths:
                     new_files_since.add(call.path)
                 if carry.writes_since >= EDIT_BURST_WRITES or len(new_files_since) >= EDIT_BURST_NEW_FILES:
-                    milestone_calls.append(("edits", call))
+                    milestone_calls.append(("edits", call, carry.calls))
                     carry.writes_since, new_files_since = 0, set()
             if call.path:
                 seen_paths[call.path] = None
             if carry.edits_since_tests and _is_test_pass(call):
-                milestone_calls.append(("tests", call))
+                milestone_calls.append(("tests", call, carry.calls))
                 carry.edits_since_tests = 0
         quality = quality_score(fill, carry.reads, carry.rereads, carry.calls, carry.failures, compactions)
         fill_pct = round(100.0 * fill, 1)
@@ -410,13 +412,13 @@ def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int])
         newly = [b for b in FILL_BANDS if b not in crossed_fill and fill_pct >= b]
         if newly:
             crossed_fill.update(b for b in FILL_BANDS if b <= max(newly))
-            triggers.append(_Trigger(f"fill:{max(newly)}", pos, fill_pct, quality))
+            triggers.append(_Trigger(f"fill:{max(newly)}", pos, fill_pct, quality, carry.calls))
         dropped = [b for b in QUALITY_BANDS if b not in crossed_quality and quality < b]
         if dropped:
             crossed_quality.update(b for b in QUALITY_BANDS if b >= min(dropped))
-            triggers.append(_Trigger(f"quality:{min(dropped)}", pos, fill_pct, quality))
-        for kind, call in milestone_calls:
-            triggers.append(_Trigger(f"milestone:{kind}:{_milestone_id(call)}", pos, fill_pct, quality))
+            triggers.append(_Trigger(f"quality:{min(dropped)}", pos, fill_pct, quality, carry.calls))
+        for kind, call, calls_seen in milestone_calls:
+            triggers.append(_Trigger(f"milestone:{kind}:{_milestone_id(call)}", pos, fill_pct, quality, calls_seen))
     carry.compactions = base_compactions + max(detected, run.compactions)
     carry.crossed_fill, carry.crossed_quality = sorted(crossed_fill), sorted(crossed_quality)
     carry.new_files_since = sorted(new_files_since)
@@ -559,7 +561,7 @@ def capture(run: ParsedRun, agent: str | None = None,
         result.append(CheckpointData(
             run_key=run.run_key, session_id=run.session_id, agent_id=run.agent_id, agent=agent_name,
             project=run.cwd, projects=projects, trigger=trig.name, fill=trig.fill, quality=trig.quality,
-            captured_at=turn.timestamp or run.ended_at or run.started_at, **content))
+            captured_at=turn.timestamp or run.ended_at or run.started_at, calls_seen=trig.calls_seen, **content))
     end = _content(run, len(run.turns) - 1 if run.turns else None, call_turn, carry)
     carry.last_project = end.pop("_working_project")
     for key, value in end.items():
@@ -584,6 +586,7 @@ def capture_fresh(run: ParsedRun) -> tuple[list[CheckpointData], CarryState]:
 
 
 FORGOTTEN = "forgotten"  # key in a run's capture state: "all", or the triggers a user forgot
+STATE_VERSION = "state_version"  # key in a run's capture state: 2 since forgetting leaves tombstones
 
 
 def forgotten_triggers(state: Any) -> str | frozenset[str]:
@@ -677,6 +680,11 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     state_row = stored.states.get(parsed.run_key)
     resumed = getattr(parsed, "start_offset", 0) > 0
     prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
+    # A parse from the start of a run an older warden captured (its state has no STATE_VERSION)
+    # must not store again what that parse captured and the user then forgot: older wardens left
+    # no tombstone. Later states have tombstones, and the check is not needed.
+    legacy = state_row is not None and not (isinstance(state_row.state, dict) and state_row.state.get(STATE_VERSION))
+    covered = CarryState.from_json(state_row.state) if (not resumed and legacy) else None
     if precaptured is not None and prior is None:
         # captured without the run row's agent name, which only names the checkpoints: fill it in
         captured, carry = precaptured
@@ -691,7 +699,8 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     if state_row is None:
         state_row = stored.states[parsed.run_key] = CaptureState(run_key=parsed.run_key)
         session.add(state_row)
-    state_row.state = with_forgotten(carry.to_json(), forgotten) if forgotten else carry.to_json()
+    current = {**carry.to_json(), STATE_VERSION: 2}
+    state_row.state = with_forgotten(current, forgotten) if forgotten else current
     captured = [] if forgotten == "all" else [c for c in captured if c.trigger not in forgotten]
     if not captured:
         return 0
@@ -709,6 +718,8 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         if row is None and family == "fill" and any(b >= int(band) for b in stored_fill):
             continue
         if row is None and family == "quality" and any(b <= int(band) for b in stored_quality):
+            continue
+        if row is None and covered is not None and _covered(data, covered):
             continue
         # a transcript dated in the future (a wrong clock, a forged file) is as recent as now: it
         # must not hold the "recent" pointer slots or escape retention forever
@@ -737,6 +748,17 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
             session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_([row.id for row in refreshed])))
         index_terms(session, touched)
     return new
+
+
+def _covered(data: CheckpointData, earlier: CarryState) -> bool:
+    """Whether an earlier parse of the run, which left ``earlier``, already captured ``data``'s
+    trigger: its band was crossed, or its milestone's call was among the calls it had seen."""
+    family, _, rest = data.trigger.partition(":")
+    if family == "fill":
+        return rest.isdigit() and int(rest) in earlier.crossed_fill
+    if family == "quality":
+        return rest.isdigit() and int(rest) in earlier.crossed_quality
+    return family == "milestone" and data.calls_seen is not None and data.calls_seen <= earlier.calls
 
 
 @lru_cache(maxsize=1)
