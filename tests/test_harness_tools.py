@@ -82,6 +82,10 @@ def test_edit_file_replaces_exactly_one_occurrence(box: Toolbox) -> None:
     assert "not found" in err(box, "edit_file", path="calc.py", old_string="zzz", new_string="y")
     assert "identical" in err(box, "edit_file", path="calc.py", old_string="a + b", new_string="a + b")
     assert "empty" in err(box, "edit_file", path="calc.py", old_string="", new_string="x")
+    before = (box.root / "calc.py").read_text()
+    assert "would be larger than" in err(box, "edit_file", path="calc.py", old_string="a + b",
+                                         new_string="x" * 3_000_000)  # write_file's cap holds for edits too
+    assert (box.root / "calc.py").read_text() == before
 
 
 def test_write_file_creates_and_overwrites(box: Toolbox) -> None:

@@ -522,7 +522,10 @@ class Toolbox:
             raise ToolError(f"old_string not found in {path}")
         if count > 1:
             raise ToolError(f"old_string occurs {count} times in {path}; include more context")
-        target.write_text(text.replace(old_string, new_string, 1), encoding="utf-8")
+        edited = text.replace(old_string, new_string, 1)
+        if len(edited.encode("utf-8")) > MAX_WRITE_BYTES:  # the same cap as write_file's
+            raise ToolError(f"the edited file would be larger than {MAX_WRITE_BYTES} bytes")
+        target.write_text(edited, encoding="utf-8")
         return f"edited {self.relative(target)}"
 
     def _tool_write_file(self, path: str, content: str) -> str:
