@@ -34,7 +34,7 @@ from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
-from warden.http_deadline import DeadlineHttpClient
+from warden.api_client import DeadlineHttpClient, checked_base_url
 from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
@@ -92,19 +92,9 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
     """The real SDK client; ``ANTHROPIC_BASE_URL`` is honoured by the SDK itself."""
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         raise UsageError("--distiller anthropic needs ANTHROPIC_API_KEY (or use --distiller heuristic)")
-    base_url = os.environ.get("ANTHROPIC_BASE_URL")
-    if base_url:
-        from urllib.parse import urlsplit
-
-        try:
-            parts = urlsplit(base_url)
-            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            valid = False
-        if not valid:
-            raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(base_url, keep_newlines=False)[:200]!r} is not an "
-                             "http(s) URL")
-    return anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S, http_client=DeadlineHttpClient())
+    base_url = checked_base_url(os.environ.get("ANTHROPIC_BASE_URL"))
+    return anthropic.Anthropic(base_url=base_url, max_retries=0, timeout=REQUEST_TIMEOUT_S,
+                               http_client=DeadlineHttpClient())
 
 
 def fence(label: str, lines: list[str], fence_id: str) -> str:

@@ -16,7 +16,7 @@ from warden.bench.agents.anthropic_backend import make_client as bench_client
 from warden.bench.results import Outcome, RunCaps
 from warden.config import load_settings
 from warden.distill import model_distiller
-from warden.http_deadline import DeadlineHttpClient
+from warden.api_client import DeadlineHttpClient
 
 
 class Drip(httpx2.SyncByteStream):
@@ -71,3 +71,17 @@ def test_a_bench_run_against_a_dripping_api_ends_at_its_wall_cap(tmp_path: Path)
     result = backend.run(make_task(), make_project(tmp_path / "copy"), "system prompt", 1, RunCaps(max_wall_s=0.6))
     assert time.monotonic() - started < 3.0
     assert result.outcome is Outcome.INFRA_ERROR and result.turns == 0  # the API never answered
+
+
+@pytest.mark.parametrize("value", ["not a url", "ftp://host/x", "http://[::1", "https://"])
+def test_a_base_url_that_is_no_http_url_is_one_line_before_any_call(value: str) -> None:
+    from warden.errors import UsageError
+
+    with pytest.raises(UsageError, match="is not an http\\(s\\) URL"):
+        AnthropicBackend(load_settings(), env={"ANTHROPIC_API_KEY": "sk-test-not-real", "ANTHROPIC_BASE_URL": value})
+
+
+def test_a_blank_base_url_is_the_default_endpoint() -> None:
+    from warden.api_client import checked_base_url
+
+    assert checked_base_url("  ") is None and checked_base_url(" https://gw.example/a ") == "https://gw.example/a"

@@ -1,4 +1,5 @@
-"""A total deadline on each Messages API exchange (the bench's anthropic backend, the distiller).
+"""What warden's Messages API clients (the bench's anthropic backend, the distiller) share: a
+checked ``ANTHROPIC_BASE_URL`` and a total deadline on each exchange.
 
 httpx's timeouts bound each network operation, not the exchange: a server that sends a byte
 every few seconds never trips a 60-second read timeout and holds the call — and the nightly job —
@@ -16,6 +17,29 @@ from typing import Any
 
 import anthropic
 import httpx2
+
+from warden.errors import UsageError
+from warden.sanitize import strip_controls
+
+
+def checked_base_url(value: str | None) -> str | None:
+    """``ANTHROPIC_BASE_URL`` as given (None when unset or blank), or a one-line
+    :class:`UsageError` when it is not an http(s) URL with a host — said at once, not after a
+    round of retries against nothing."""
+    from urllib.parse import urlsplit
+
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        parts = urlsplit(text)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(text, keep_newlines=False)[:200]!r} is not an "
+                         "http(s) URL")
+    return text
 
 
 def exchange_deadline_s(request: httpx2.Request) -> float | None:
