@@ -165,7 +165,7 @@ def test_overloaded_529_admits_nothing_keeps_run_queued_and_does_not_retry(disti
     with caplog.at_level(logging.WARNING, logger="warden.distill"):
         report = _distill(store, run_id, api)
     assert len(api.requests) == 1
-    assert report.infra_error and "529" in report.error
+    assert report.infra_error and report.error == "Messages API error: HTTP 529 overloaded_error: Overloaded"
     assert _rules(store) == []
     with store.session() as session:
         assert session.get(SessionRun, run_id).distill_state == "queued"

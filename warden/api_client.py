@@ -12,6 +12,7 @@ it.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -19,7 +20,7 @@ import anthropic
 import httpx2
 
 from warden.errors import UsageError
-from warden.sanitize import strip_controls
+from warden.sanitize import one_line, redact_credentials, strip_controls
 
 
 def checked_base_url(value: str | None) -> str | None:
@@ -40,6 +41,26 @@ def checked_base_url(value: str | None) -> str | None:
         raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(text, keep_newlines=False)[:200]!r} is not an "
                          "http(s) URL")
     return text
+
+
+def describe_api_error(exc: BaseException, limit: int = 500) -> str:
+    """One line naming a Messages API failure — status, error type and the server's message, or
+    the exception — at most ``limit`` characters, with the configured credentials and anything
+    shaped like a secret redacted (a gateway may echo the key it refused)."""
+    if isinstance(exc, anthropic.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        kind = error.get("type") or type(exc).__name__
+        text = f"HTTP {exc.status_code} {kind}: {error.get('message') or exc.message}"
+    elif isinstance(exc, anthropic.APITimeoutError):
+        text = "API request timed out"
+    elif isinstance(exc, anthropic.APIConnectionError):
+        text = f"API connection error: {exc.__cause__ or exc}"
+    elif isinstance(exc, ValueError):  # the SDK could not decode a 200's body (a gateway's broken JSON)
+        text = f"unreadable Messages API reply: {type(exc).__name__}: {exc}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return one_line(redact_credentials(str(text), os.environ), limit)
 
 
 def exchange_deadline_s(request: httpx2.Request) -> float | None:

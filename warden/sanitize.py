@@ -131,7 +131,9 @@ def holds_key(text: str) -> bool:
 
 
 # Order matters: whole private-key blocks first, then structured credentials, then key=value.
-_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+# The structured ones name a secret by its form or its place (a URL's password, a header): they
+# hold in any text, an API's error message included.
+_STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
      "[REDACTED PRIVATE KEY]"),
     # scheme://user:password@host → keep user and host (redis://:password@host has no user)
@@ -144,6 +146,9 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
      r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
     *((shape, REDACTED) for shape in _KEY_SHAPES),
+]
+_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    *_STRUCTURED_SECRET_PATTERNS,
     # passwords given to clients on their command line: mysql -pSECRET, sshpass -p SECRET,
     # curl -u user:SECRET (--user too)
     (re.compile(r"(?P<pre>\b(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]*?\s-p)(?P<val>[^\s\"']{3,})"),
@@ -200,14 +205,20 @@ CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAU
 
 
 def redact_credentials(text: str, environ: Mapping[str, str]) -> str:
-    """:func:`redact_secrets`, and first every value of ``environ``'s :data:`CREDENTIAL_VARS`
-    (8+ characters) wherever it occurs: a server or CLI that echoes the key back in an error
-    gives it in a shape no pattern need know."""
+    """An error message of an API or a CLI with every value of ``environ``'s
+    :data:`CREDENTIAL_VARS` (8+ characters) redacted wherever it occurs — a server that echoes
+    the key back gives it in a shape no pattern need know — and then keys, tokens, bearer and
+    authorization headers and URL passwords by their form. (Not :func:`redact_secrets`'s
+    ``name: value`` guesses: "authentication_error: invalid x-api-key" is the message to keep.)"""
     for name in CREDENTIAL_VARS:
         value = (environ.get(name) or "").strip()
         if len(value) >= 8:
             text = text.replace(value, REDACTED)
-    return redact_secrets(text)
+    if _MAY_HOLD_SECRET.search(text.lower()) is None:
+        return text
+    for pattern, repl in _STRUCTURED_SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
 
 
 REDACT_MARGIN = 256  # read past the cut: a key (and what names it) is whole when it is recognised

@@ -60,7 +60,8 @@ def distill_command(
     else:
         _render_reports(reports, dry_run)
     if any(r.infra_error for r in reports):
-        raise WardenError("the model distiller failed for at least one run (see above); those runs stay queued")
+        raise WardenError("the model distiller failed for at least one run (see above): nothing was admitted from "
+                          "it, and it keeps its distill state (a queued run is tried again on a later night)")
     if unreadable:
         raise UsageError(f"{len(unreadable)} of {len(reports)} transcript(s) could not be distilled: "
                          f"{strip_controls(unreadable[0].error or '', keep_newlines=False)[:200]}")

@@ -34,7 +34,7 @@ from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
-from warden.api_client import DeadlineHttpClient, checked_base_url
+from warden.api_client import DeadlineHttpClient, checked_base_url, describe_api_error
 from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
@@ -184,9 +184,9 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
             model=model, max_tokens=MAX_REPLY_TOKENS, system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": build_prompt(findings, digest, context)}])
     except anthropic.APIStatusError as exc:
-        return _failed(reply, f"Messages API error {exc.status_code}: {type(exc).__name__}")
+        return _failed(reply, f"Messages API error: {describe_api_error(exc, 300)}")
     except anthropic.APIError as exc:  # connection errors, timeouts, bodies the SDK cannot read
-        return _failed(reply, f"Messages API unreachable: {type(exc).__name__}")
+        return _failed(reply, f"Messages API unreachable: {describe_api_error(exc, 300)}")
     except ValueError as exc:  # a 200 whose body is not JSON (the SDK's decode error is a ValueError)
         return _failed(reply, f"malformed Messages API reply: {type(exc).__name__}")
     try:

@@ -58,6 +58,7 @@ import anthropic
 
 from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, run_process,
                                        run_tmpdir, sandbox_env)
+from warden.api_client import describe_api_error
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
@@ -146,23 +147,10 @@ def call_with_retries(call: Callable[[], Any], policy: RetryPolicy,
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line naming an API failure: status and error type/message, or the exception."""
+    """One line naming an API failure (see :func:`warden.api_client.describe_api_error`)."""
     if isinstance(exc, RetriesExhausted):
         return str(exc)
-    if isinstance(exc, anthropic.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
-        kind = error.get("type") or type(exc).__name__
-        message = error.get("message") or exc.message
-        return _one_line(f"HTTP {exc.status_code} {kind}: {message}")
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "API request timed out"
-    if isinstance(exc, anthropic.APIConnectionError):
-        cause = exc.__cause__
-        return _one_line(f"API connection error: {cause or exc}")
-    if isinstance(exc, ValueError):  # the SDK could not decode a 200's body (a gateway's broken JSON)
-        return _one_line(f"unreadable Messages API reply: {type(exc).__name__}: {exc}")
-    return _one_line(f"{type(exc).__name__}: {exc}")
+    return describe_api_error(exc, _ERROR_CHARS)
 
 
 def classify_error(exc: BaseException) -> Outcome:
