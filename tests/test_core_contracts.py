@@ -162,10 +162,11 @@ def test_memory_dir_follows_the_claude_home_setting_and_empty_values_are_unset(t
 @pytest.mark.parametrize("name, value, message", [
     ("WARDEN_CONCURRENCY", "100000", r"concurrency=100000 is out of range \[1, 64\]"),
     ("WARDEN_CONCURRENCY", "0", r"concurrency=0 is out of range"),
+    ("WARDEN_CHECKPOINT_MAX_AGE_DAYS", "100000", r"checkpoint_max_age_days=100000 is out of range \[0, 36500\]$"),
     ("WARDEN_ALPHA", "0.5", r"alpha=0.5 is out of range \(0, 0.5\)"),
     ("WARDEN_BETA", "nan", r"beta=nan is out of range"),
     ("WARDEN_EVIDENCE_BUDGET_TOKENS", "-5", r"evidence_budget_tokens=-5 is out of range"),
-    ("WARDEN_DESIGN_EFFECT", "1", r"design_effect=1.0 is out of range"),
+    ("WARDEN_DESIGN_EFFECT", "1", r"design_effect=1 is out of range"),
 ])
 def test_numeric_settings_out_of_range_are_refused(monkeypatch, name: str, value: str, message: str) -> None:
     monkeypatch.setenv(name, value)

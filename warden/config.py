@@ -117,12 +117,18 @@ _RANGES: dict[str, tuple[str, float, float, str]] = {
 }
 
 
+def _plain(number: float) -> str:
+    """A number as a user would write it: 100000, not 100000.0 (whole-number settings are floats here)."""
+    return str(int(number)) if math.isfinite(number) and number == int(number) else repr(number)
+
+
 def _in_range(key: str, value: float) -> float:
     opening, low, high, closing = _RANGES[key]
     above = low <= value if opening == "[" else low < value
     below = value <= high if closing == "]" else value < high
     if not (above and below):  # NaN fails both
-        raise ConfigError(f"setting {key}={value!r} is out of range {opening}{low}, {high}{closing}")
+        raise ConfigError(f"setting {key}={_plain(value)} is out of range {opening}{_plain(low)}, "
+                          f"{_plain(high)}{closing}")
     return value
 
 
