@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import orjson
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from warden.config import Settings, load_settings
 from warden.errors import UsageError
@@ -876,14 +876,18 @@ def known_agents(session: Session) -> list[str]:
 def list_sessions(session: Session, *, agent: str | None = None, project: str | None = None,
                   since: datetime | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Session runs, newest first. An agent the ledger has never seen is a usage error."""
-    stmt = select(SessionRun)
+    # the listing never shows a run's trace digest or line counters: a few KB a row not loaded
+    stmt = select(SessionRun).options(defer(SessionRun.trace_digest), defer(SessionRun.line_stats))
     if agent is not None:
         if agent != MAIN_AGENT and agent not in known_agents(session):
             known = ", ".join(known_agents(session)[:20]) or "none yet"
             raise UsageError(f"unknown agent {agent!r} (known: {known})")
         stmt = stmt.where(SessionRun.agent == agent)
-    if project is not None:
-        stmt = stmt.where(SessionRun.project.icontains(project, autoescape=True))
+    if project is not None:  # any case, non-ASCII letters too (SQLite's own lower() knows only ASCII)
+        if session.get_bind().dialect.name == "sqlite":
+            stmt = stmt.where(func.warden_casefold(SessionRun.project).contains(project.casefold(), autoescape=True))
+        else:
+            stmt = stmt.where(SessionRun.project.icontains(project, autoescape=True))
     if since is not None:
         stmt = stmt.where(func.coalesce(SessionRun.ended_at, SessionRun.started_at) >= since)
     stmt = stmt.order_by(SessionRun.started_at.desc(), SessionRun.run_key)
