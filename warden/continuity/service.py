@@ -201,9 +201,7 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
     cutoff = _age_cutoff(max_age_days, now)
     old = list(session.scalars(select(Checkpoint.id).where(Checkpoint.captured_at < cutoff)))
     by_age = _delete_ids(session, old)
-    surplus = list(session.scalars(select(Checkpoint.id)
-                                   .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).offset(keep)))
-    by_count = _delete_ids(session, surplus)
+    by_count = _delete_beyond(session, keep)
     # capture states of runs untouched for as long: their sessions are over (a state that
     # remembers what a user forgot stays)
     stale = [row.run_key for row in session.execute(select(CaptureState.run_key, CaptureState.state)
@@ -213,6 +211,22 @@ def prune(session: Session, *, max_age_days: float, keep: int, now: datetime | N
         session.execute(delete(CaptureState).where(CaptureState.run_key.in_(stale[start:start + 500])))
     remaining = session.scalar(select(func.count()).select_from(Checkpoint)) or 0
     return PruneResult(by_age, by_count, remaining)
+
+
+def _delete_beyond(session: Session, keep: int) -> int:
+    """Delete all but the newest ``keep`` checkpoints; how many went."""
+    surplus = list(session.scalars(select(Checkpoint.id)
+                                   .order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).offset(keep)))
+    return _delete_ids(session, surplus)
+
+
+def trim_to_keep(session: Session, settings: Settings) -> int:
+    """Retention's count limit applied at once: a first collect of a long history captures in file
+    order, so checkpoints newer than the batch's horizon pile up past ``checkpoint_keep`` — the
+    surplus (and the free pages its later deletion leaves) is not kept for the nightly prune."""
+    if (session.scalar(select(func.count()).select_from(Checkpoint)) or 0) <= settings.checkpoint_keep:
+        return 0
+    return _delete_beyond(session, settings.checkpoint_keep)
 
 
 def _age_cutoff(max_age_days: float, now: datetime | None) -> datetime:

@@ -545,7 +545,7 @@ class Collector:
         session.flush()
         if self.post_ingest and any(runs):  # summary-only files have no run to capture from
             from warden.continuity.capture import load_stored_captures
-            from warden.continuity.service import retention_horizon
+            from warden.continuity.service import retention_horizon, trim_to_keep
 
             if self.settings is None:  # read once per collect, not once per run
                 self.settings = load_settings()
@@ -554,6 +554,7 @@ class Collector:
             for run in runs:
                 if run is not None:
                     _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, run[3], stored)
+            trim_to_keep(session, self.settings)
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
