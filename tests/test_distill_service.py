@@ -76,6 +76,22 @@ def test_dry_run_writes_nothing(repo_with_main_suite, tmp_path) -> None:
         assert session.get(SessionRun, run_id).distill_state == "queued"
 
 
+def test_a_dry_run_over_a_queue_counts_each_rule_once(repo_with_main_suite, tmp_path) -> None:
+    """What the real run would admit: the second run's proposals are near-duplicates of the
+    first run's, though the dry run stored neither."""
+    store, first = _collect_history(tmp_path)
+    second = write_transcript(tmp_path / "claude-home" / "projects" / "-proj", naive_session(),
+                              session_id="naive-2", day=21)
+    with store.session() as session:
+        session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
+                               completed=True, source_path=str(second), distill_state="queued"))
+    dry = distill_runs(store, load_settings(), dry_run=True)
+    assert [bool(r.admitted) for r in dry] == [True, False]
+    assert dry[1].refused and all("an earlier run would admit" in r.reason for r in dry[1].refused)
+    real = distill_runs(store, load_settings())
+    assert [[a["body"] for a in r.admitted] for r in real] == [[a["body"] for a in r.admitted] for r in dry]
+
+
 def test_missing_transcript_is_skipped(tmp_path) -> None:
     store = open_store(load_settings())
     with store.session() as session:
@@ -118,3 +134,17 @@ def test_dry_run_reports_unreadable_files_and_goes_on(tmp_path: Path) -> None:
     by_name = {Path(r.source_path).name: r for r in reports}
     assert by_name[good.name].findings and by_name[bad.name].findings == []
     assert by_name[bad.name].error is None
+
+
+def test_a_limit_distills_the_oldest_queued_runs_and_leaves_the_rest_queued(repo_with_main_suite, tmp_path) -> None:
+    store, first = _collect_history(tmp_path)
+    second = write_transcript(tmp_path / "claude-home" / "projects" / "-proj", naive_session(),
+                              session_id="naive-2", day=21)
+    with store.session() as session:
+        session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
+                               completed=True, source_path=str(second), distill_state="queued"))
+    [report] = distill_runs(store, load_settings(), limit=1)
+    assert report.run_id == first
+    with store.session() as session:
+        assert [r.session_id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] \
+            == ["naive-2"]

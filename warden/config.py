@@ -48,6 +48,7 @@ class Settings:
     # distill
     distiller: str = "heuristic"
     distill_model: str = "claude-sonnet-4-6"  # 4-5 reaches end-of-life on 2026-11-30
+    distill_max_runs: int = 200  # queued runs one nightly distills (the rest wait; a model call each)
     # continuity
     recall_window_days: float = 7.0
     checkpoint_keep: int = 5000
@@ -99,7 +100,7 @@ def repo_root() -> Path:
 _FLOAT_KEYS = {"keep_margin_k", "alpha", "beta", "design_effect", "reference_freshness_days",
                "max_wall_s", "recall_window_days", "checkpoint_max_age_days"}
 _INT_KEYS = {"evidence_budget_tokens", "concurrency", "max_turns", "max_output_tokens",
-             "max_total_tokens", "checkpoint_keep"}
+             "max_total_tokens", "checkpoint_keep", "distill_max_runs"}
 _STR_KEYS = {"backend", "model", "distiller", "distill_model"}
 _PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers_dir"}
 
@@ -114,6 +115,7 @@ _RANGES: dict[str, tuple[str, float, float, str]] = {
     "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, MAX_BUDGET_TOKENS, "]"),
     "concurrency": ("[", 1, 64, "]"), "max_turns": ("[", 1, 10_000, "]"), "max_output_tokens": ("[", 1, 10**7, "]"),
     "max_total_tokens": ("[", 1, 10**12, "]"), "checkpoint_keep": ("[", 0, 10**9, "]"),
+    "distill_max_runs": ("[", 1, 10**6, "]"),
 }
 
 

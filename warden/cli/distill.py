@@ -37,6 +37,8 @@ def distill_command(
                                       help="Distill this session run id (queued or not)."),
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (offline) or anthropic."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show findings and proposals; write nothing."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, max=10**6,
+                                        help="Distill at most this many queued runs, oldest first (the rest stay queued)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Distill candidate rules from expensive session runs (the queue the collector fills)."""
@@ -53,7 +55,7 @@ def distill_command(
     else:
         from warden.distill.service import distill_runs
 
-        reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run)
+        reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run, limit=limit)
         unreadable = []
     if as_json:
         print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports]}))

@@ -103,8 +103,11 @@ def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str
 
 def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
           state: str = "candidate", scope: str | None = None, provenance_run_id: int | None = None,
-          provenance_digest: dict | None = None, max_candidates: int = MAX_CANDIDATES) -> AdmissionResult:
-    """Validate, dedupe and insert ``bodies`` as rules of ``agent``; say why each refused one was."""
+          provenance_digest: dict | None = None, max_candidates: int = MAX_CANDIDATES,
+          pending: list[str] | None = None) -> AdmissionResult:
+    """Validate, dedupe and insert ``bodies`` as rules of ``agent``; say why each refused one was.
+    ``pending``: bodies a dry run found admissible in earlier runs (never stored), deduped against
+    as rules — else a dry run over a queue would count the same rule once per run."""
     validate_agent_name(agent)
     scope = validate_scope(scope)
     result = AdmissionResult()
@@ -127,6 +130,11 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
         dup = find_near_duplicate(body, accepted)
         if dup is not None:
             result.refused.append(Refusal(body, f"near-duplicate of another proposal (similarity {dup[1]:.2f})"))
+            continue
+        dup = find_near_duplicate(body, [(i, b) for i, b in enumerate(pending or [])])
+        if dup is not None:
+            result.refused.append(Refusal(body, f"near-duplicate of a rule an earlier run would admit "
+                                                f"(similarity {dup[1]:.2f})"))
             continue
         if len(accepted) >= max_candidates:
             result.refused.append(Refusal(body, f"more than {max_candidates} candidates in one distillation"))

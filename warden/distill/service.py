@@ -172,8 +172,10 @@ def _queued(session: Session, agent: str | None) -> list[int]:
 
 
 def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str = "heuristic",
-                client: anthropic.Anthropic | None = None, dry_run: bool = False) -> RunReport:
-    """Distill one session run; with ``dry_run`` nothing is written (admission is rolled back)."""
+                client: anthropic.Anthropic | None = None, dry_run: bool = False,
+                pending: dict[str, list[str]] | None = None) -> RunReport:
+    """Distill one session run; with ``dry_run`` nothing is written (admission is rolled back;
+    ``pending``: what earlier runs of the same dry run would have admitted, by agent)."""
     check_distiller(distiller)
     if distiller == "anthropic" and client is None:
         client = make_client(settings)  # fail before any work when there is no key
@@ -218,7 +220,8 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
                 return report
         result = admit(session, run.agent, bodies, origin=distiller, provenance_run_id=run.id,
                        provenance_digest=_provenance(run, parsed, findings, distiller,
-                                                     reply.model if reply else None))
+                                                     reply.model if reply else None),
+                       pending=(pending or {}).get(run.agent))
         report.refused = result.refused
         report.admitted = [{"id": r.id, "body": r.body, "state": r.state, "rent_tokens": r.rent_tokens}
                            for r in result.admitted]
@@ -237,10 +240,10 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
 
 def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, run_id: int | None = None,
                  distiller: str = "heuristic", client: anthropic.Anthropic | None = None,
-                 dry_run: bool = False) -> list[RunReport]:
-    """Distill the queued runs (optionally of one agent) or one given run. One process distills
-    at a time (two would admit the same candidates twice): :class:`~warden.store.locks.LockBusy`
-    otherwise; a dry run writes nothing and needs no lock."""
+                 dry_run: bool = False, limit: int | None = None) -> list[RunReport]:
+    """Distill the queued runs (optionally of one agent; the oldest ``limit`` of them) or one given
+    run. One process distills at a time (two would admit the same candidates twice):
+    :class:`~warden.store.locks.LockBusy` otherwise; a dry run writes nothing and needs no lock."""
     from contextlib import nullcontext
 
     from warden.store.locks import exclusive
@@ -256,18 +259,25 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
                 sweep(session, settings, [agent] if agent else None)
                 session.flush()
                 run_ids = _queued(session, agent)  # the sweep's included
+                if limit is not None and len(run_ids) > limit:  # the rest stay queued for a later call
+                    log.info("distilling %d of %d queued runs; the rest stay queued", limit, len(run_ids))
+                    run_ids = run_ids[:limit]
                 if dry_run:  # nothing written
                     session.rollback()
         if distiller == "anthropic" and client is None and run_ids:
             client = make_client(settings)
         reports: list[RunReport] = []
+        would_admit: dict[str, list[str]] = {}  # a dry run's admissions so far, by agent (none is stored)
         failures = 0
         for rid in run_ids:
             if failures >= MAX_CONSECUTIVE_FAILURES:  # the API is down: the rest stay queued
                 log.warning("model distiller: %d calls in a row failed; %d run(s) left queued",
                             failures, len(run_ids) - len(reports))
                 break
-            report = distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run)
+            report = distill_run(store, settings, rid, distiller=distiller, client=client, dry_run=dry_run,
+                                 pending=would_admit)
+            if dry_run:
+                would_admit.setdefault(report.agent, []).extend(item["body"] for item in report.admitted)
             failures = failures + 1 if report.infra_error else 0
             reports.append(report)
         return reports

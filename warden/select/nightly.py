@@ -191,7 +191,8 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
     try:
-        reports = distill_runs(store, settings, distiller=distiller or settings.distiller)
+        reports = distill_runs(store, settings, distiller=distiller or settings.distiller,
+                               limit=settings.distill_max_runs)
     except LockBusy as exc:  # the queue stays queued for the next night
         say(f"distill: skipped, {exc}")
         reports = []
