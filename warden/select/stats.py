@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats as _sp
 
 HUBER_C = 1.345  # 95% efficiency at the normal, bounded influence of a derailed run
 MAD_TO_SD = 1.482602218505602  # MAD of a normal sample × this = its standard deviation
@@ -83,7 +82,9 @@ def variance_inflation(df: int, quantile: float) -> float:
         return math.inf
     if quantile >= 0.5 and df > 1000:
         return 1.0
-    return float(df / _sp.chi2.ppf(quantile, df))
+    from scipy.stats import chi2  # half a second to import: only when a variance is bounded
+
+    return float(df / chi2.ppf(quantile, df))
 
 
 def sprt_llr(estimate: float, variance: float, low: float, high: float) -> float:
