@@ -42,6 +42,17 @@ def _collect_history(tmp_path: Path) -> tuple[object, int]:
         return store, queued[0].id
 
 
+def _two_queued_naive_runs(tmp_path: Path) -> tuple[object, int]:
+    """:func:`_collect_history` and a second naive run queued after it; (store, first run id)."""
+    store, first = _collect_history(tmp_path)
+    second = write_transcript(tmp_path / "claude-home" / "projects" / "-proj", naive_session(),
+                              session_id="naive-2", day=21)
+    with store.session() as session:
+        session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
+                               completed=True, source_path=str(second), distill_state="queued"))
+    return store, first
+
+
 def test_collect_queues_and_distill_targets_the_most_expensive_habit(repo_with_main_suite, tmp_path) -> None:
     store, run_id = _collect_history(tmp_path)
     settings = load_settings()
@@ -79,12 +90,7 @@ def test_dry_run_writes_nothing(repo_with_main_suite, tmp_path) -> None:
 def test_a_dry_run_over_a_queue_counts_each_rule_once(repo_with_main_suite, tmp_path) -> None:
     """What the real run would admit: the second run's proposals are near-duplicates of the
     first run's, though the dry run stored neither."""
-    store, first = _collect_history(tmp_path)
-    second = write_transcript(tmp_path / "claude-home" / "projects" / "-proj", naive_session(),
-                              session_id="naive-2", day=21)
-    with store.session() as session:
-        session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
-                               completed=True, source_path=str(second), distill_state="queued"))
+    store, first = _two_queued_naive_runs(tmp_path)
     dry = distill_runs(store, load_settings(), dry_run=True)
     assert [bool(r.admitted) for r in dry] == [True, False]
     assert dry[1].refused and all("an earlier run would admit" in r.reason for r in dry[1].refused)
@@ -137,12 +143,7 @@ def test_dry_run_reports_unreadable_files_and_goes_on(tmp_path: Path) -> None:
 
 
 def test_a_limit_distills_the_oldest_queued_runs_and_leaves_the_rest_queued(repo_with_main_suite, tmp_path) -> None:
-    store, first = _collect_history(tmp_path)
-    second = write_transcript(tmp_path / "claude-home" / "projects" / "-proj", naive_session(),
-                              session_id="naive-2", day=21)
-    with store.session() as session:
-        session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
-                               completed=True, source_path=str(second), distill_state="queued"))
+    store, first = _two_queued_naive_runs(tmp_path)
     [report] = distill_runs(store, load_settings(), limit=1)
     assert report.run_id == first
     with store.session() as session:
