@@ -459,18 +459,42 @@ def test_a_run_captured_in_parts_gives_the_same_checkpoints_as_whole() -> None:
     assert {c.trigger.split(":")[0] for c in whole} == {"fill", "quality", "milestone"}
 
 
+def _as_an_older_warden_left_it(store) -> list[str]:  # type: ignore[no-untyped-def]
+    """The run's capture states without a version, its checkpoints deleted without a tombstone (as
+    `checkpoints forget` did before tombstones); the triggers that were forgotten."""
+    from warden.continuity.capture import STATE_VERSION
+    from warden.store.models import CaptureState
+
+    with store.session() as s:
+        triggers = sorted(s.scalars(select(Checkpoint.trigger)))
+        for row in s.scalars(select(CaptureState)):
+            row.state = {k: v for k, v in row.state.items() if k != STATE_VERSION}
+        for row in s.scalars(select(Checkpoint)):
+            s.delete(row)
+    return triggers
+
+
+def _read_from_the_start_at_next_collect(store) -> None:  # type: ignore[no-untyped-def]
+    from warden.store.models import IngestOffset
+
+    with store.session() as s:
+        for offset in s.scalars(select(IngestOffset)):
+            offset.parser_version = "0"  # an older parser's: the collector reads the file from the start
+
+
+@pytest.mark.parametrize("then", ["nothing", "a new band", "a line read on from where it stopped"])
 def test_checkpoints_an_older_warden_forgot_without_a_tombstone_stay_forgotten_when_read_again(
-        tmp_path: Path) -> None:
+        tmp_path: Path, then: str) -> None:
     """Before tombstones, `checkpoints forget` only deleted rows; upgrading warden re-reads every
     transcript from the start (a new parser version). What that older parse captured — and the
-    user forgot — stays gone; what the transcript gained since is still captured."""
+    user forgot — stays gone, on this re-read and every later one, also when the transcript grew
+    (a resumed parse) before it; what the transcript gained since is still captured."""
     from datetime import timedelta
 
-    from collect_support import SESSION, jsonl
+    from collect_support import SESSION, jsonl, prompt
 
-    from warden.continuity.capture import STATE_VERSION
     from warden.ingest.collector import collect_paths
-    from warden.store.models import CaptureState, utcnow
+    from warden.store.models import utcnow
 
     transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
     transcript.parent.mkdir(parents=True)
@@ -479,20 +503,16 @@ def test_checkpoints_an_older_warden_forgot_without_a_tombstone_stay_forgotten_w
     settings = load_settings()
     store = open_store(settings)
     collect_paths(settings, [transcript], store=store)
-    with store.session() as s:
-        triggers = sorted(s.scalars(select(Checkpoint.trigger)))
-        assert len(triggers) >= 2
-        for row in s.scalars(select(CaptureState)):  # as an older warden left them: no version,
-            row.state = {k: v for k, v in row.state.items() if k != STATE_VERSION}
-        for row in s.scalars(select(Checkpoint)):  # and forgotten without a tombstone
-            s.delete(row)
-    transcript.write_bytes(jsonl(lines))  # the transcript went on; the upgrade re-reads it whole
-    with store.session() as s:
-        from warden.store.models import IngestOffset
-
-        for offset in s.scalars(select(IngestOffset)):
-            offset.parser_version = "0"  # an older parser's: the collector reads the file from the start
-    collect_paths(settings, [transcript], store=store)
-    with store.session() as s:
-        after = sorted(s.scalars(select(Checkpoint.trigger)))
-    assert after and not set(after) & set(triggers)  # only what the older parse never saw
+    forgotten = _as_an_older_warden_left_it(store)
+    assert len(forgotten) >= 2
+    if then == "a new band":
+        transcript.write_bytes(jsonl(lines))
+    elif then == "a line read on from where it stopped":
+        transcript.write_bytes(jsonl(lines[:-2] + [prompt("And the CSV header?")]))
+        collect_paths(settings, [transcript], store=store)  # a resumed parse of the legacy state first
+    for _ in range(2):  # the upgrade's re-read, and a later one (another parser version)
+        _read_from_the_start_at_next_collect(store)
+        collect_paths(settings, [transcript], store=store)
+        with store.session() as s:
+            after = sorted(s.scalars(select(Checkpoint.trigger)))
+        assert not set(after) & set(forgotten) and bool(after) == (then == "a new band")  # only what is new

@@ -682,9 +682,11 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     prior = CarryState.from_json(state_row.state) if (resumed and state_row is not None) else None
     # A parse from the start of a run an older warden captured (its state has no STATE_VERSION)
     # must not store again what that parse captured and the user then forgot: older wardens left
-    # no tombstone. Later states have tombstones, and the check is not needed.
+    # no tombstone. What it skips becomes one, and the state is versioned; a resumed parse keeps
+    # the state unversioned (its bands and calls still say what was captured) until then.
     legacy = state_row is not None and not (isinstance(state_row.state, dict) and state_row.state.get(STATE_VERSION))
     covered = CarryState.from_json(state_row.state) if (not resumed and legacy) else None
+    uncovered: set[str] = set()  # what a legacy parse captured and is gone: tombstones from now on
     if precaptured is not None and prior is None:
         # captured without the run row's agent name, which only names the checkpoints: fill it in
         captured, carry = precaptured
@@ -699,7 +701,7 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
     if state_row is None:
         state_row = stored.states[parsed.run_key] = CaptureState(run_key=parsed.run_key)
         session.add(state_row)
-    current = {**carry.to_json(), STATE_VERSION: 2}
+    current = carry.to_json() if (legacy and resumed) else {**carry.to_json(), STATE_VERSION: 2}
     state_row.state = with_forgotten(current, forgotten) if forgotten else current
     captured = [] if forgotten == "all" else [c for c in captured if c.trigger not in forgotten]
     if not captured:
@@ -720,6 +722,7 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         if row is None and family == "quality" and any(b <= int(band) for b in stored_quality):
             continue
         if row is None and covered is not None and _covered(data, covered):
+            uncovered.add(data.trigger)
             continue
         # a transcript dated in the future (a wrong clock, a forged file) is as recent as now: it
         # must not hold the "recent" pointer slots or escape retention forever
@@ -741,6 +744,8 @@ def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
         row.open_questions, row.errors, row.last_state = data.open_questions, data.errors, data.last_state
         row.captured_at = when
         touched.append(row)
+    if uncovered:
+        state_row.state = with_forgotten(state_row.state, uncovered)
     if touched:  # one flush, one delete (of refreshed rows' terms) and one insert for the run's checkpoints
         refreshed = [row for row in touched if row.id is not None]
         session.flush()
