@@ -260,3 +260,42 @@ def test_an_upgrade_keeps_a_copy_of_the_sqlite_database_as_it_was(tmp_path) -> N
     assert db.current_revision(engine) == HEAD_REVISION and upgrade_unless_raced(engine) is None
     engine.dispose()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("w.db.at-")] == ["w.db.at-0003"]
+
+
+def test_no_room_for_the_copy_means_no_migration_and_one_line(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from warden.store.db import StoreError, make_engine, upgrade_unless_raced
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    upgrade_unless_raced(engine)
+    db.downgrade(engine, "0003")
+    import subprocess
+
+    from warden.names import pid_namespace
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"w.db.at-pid{gone.pid}-ns{pid_namespace()}-copying"  # a copy a killed process left
+    stale.write_bytes(b"partial")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    with pytest.raises(StoreError, match=r"cannot keep a copy of .*w\.db before migrating it .*MB free\): free some"):
+        upgrade_unless_raced(engine)
+    assert db.current_revision(engine) == "0003" and not list(tmp_path.glob("w.db.at-*"))
+    engine.dispose()
+
+
+def test_the_copy_is_named_after_the_revision_it_holds(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Another command may migrate between the look at the revision and the copy: a copy that
+    holds head is no way back and is not kept under an older name."""
+    from warden.store.db import make_engine, upgrade_unless_raced
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    upgrade_unless_raced(engine)
+    db.downgrade(engine, "0003")
+    looked = iter(["0003"])  # what our first look saw; then the other command's upgrade lands
+    real = db.current_revision
+    monkeypatch.setattr(db, "current_revision", lambda e: next(looked, None) or real(e))
+    db.upgrade(engine)  # the other command
+    assert db.backup_before_upgrade(engine) is None and not list(tmp_path.glob("w.db.at-*"))
+    engine.dispose()

@@ -5,8 +5,10 @@ SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import sqlite3
 import stat
 import time
@@ -21,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from warden.config import Settings
 from warden.errors import WardenError
-from warden.names import process_tag
+from warden.names import process_tag, tagged_process_gone
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -232,33 +234,52 @@ class Store:
                 raise
 
 
+BACKUP_SPARE_BYTES = 64 * 2**20  # free space left on the disk after the copy
+
+
 def backup_before_upgrade(engine: Engine) -> Path | None:
     """A copy of a SQLite database an upgrade is about to migrate, ``<file>.at-<revision>`` beside
-    it (owner-only), made once per revision; None when there is nothing to keep (a new or
-    up-to-date database, a server database — back that up with its own tools). warden never
-    downgrades: this copy, with the warden that wrote it, is the way back."""
+    it (owner-only; a later upgrade from the same revision replaces it); None when there is
+    nothing to keep (a new or up-to-date database, a server database — back that up with its own
+    tools). warden never downgrades: this copy, with the warden that wrote it, is the way back,
+    so no copy means no migration: :class:`StoreError` saying why (a full disk, say)."""
     path = make_url(str(engine.url)).database or ""
     if not str(engine.url).startswith("sqlite") or not path or path == ":memory:":
         return None
-    current = current_revision(engine)
-    if current is None or current == HEAD_REVISION:
+    if current_revision(engine) in (None, HEAD_REVISION):
         return None
-    target = Path(path).with_name(f"{Path(path).name}.at-{current}")
-    if target.exists():
-        return target
-    staging = target.with_name(f"{target.name}.{process_tag()}.tmp")
-    os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    database = Path(path)
+    for stale in database.parent.glob(f"{database.name}.at-pid*-copying"):  # copies cut short by a kill
+        if tagged_process_gone(stale.name):
+            stale.unlink(missing_ok=True)
+    staging = database.with_name(f"{database.name}.at-{process_tag()}-copying")
     try:
+        size = sum(p.stat().st_size for p in (database, database.with_name(database.name + "-wal")) if p.exists())
+        free = shutil.disk_usage(database.parent).free
+        if free < size + BACKUP_SPARE_BYTES:
+            raise OSError(errno.ENOSPC, f"{size / 1e6:,.0f} MB to copy, {free / 1e6:,.0f} MB free")
+        os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         source, copy = sqlite3.connect(path), sqlite3.connect(staging)
         try:
             source.backup(copy)  # consistent while others read, WAL included
+            # the copy's own revision: another command may have migrated between our look and the copy
+            row = copy.execute("SELECT version_num FROM alembic_version").fetchone()
         finally:
             copy.close()
             source.close()
+        revision = row[0] if row else None
+        if revision in (None, HEAD_REVISION):
+            return None
+        target = database.with_name(f"{database.name}.at-{revision}")
         os.replace(staging, target)
+        return target
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StoreError(f"cannot keep a copy of {database} before migrating it to this warden's schema "
+                         f"({reason}): free some space beside it, or restore write access, and run warden again "
+                         "(warden migrates only with a copy to go back to)") from None
     finally:
         staging.unlink(missing_ok=True)
-    return target
 
 
 def upgrade_unless_raced(engine: Engine) -> Path | None:
