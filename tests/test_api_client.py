@@ -81,7 +81,12 @@ def test_a_base_url_that_is_no_http_url_is_one_line_before_any_call(value: str) 
         AnthropicBackend(load_settings(), env={"ANTHROPIC_API_KEY": "sk-test-not-real", "ANTHROPIC_BASE_URL": value})
 
 
-def test_a_blank_base_url_is_the_default_endpoint() -> None:
-    from warden.api_client import checked_base_url
+def test_a_blank_base_url_is_the_default_endpoint(monkeypatch) -> None:
+    from warden.api_client import DEFAULT_BASE_URL, api_base_url
 
-    assert checked_base_url("  ") is None and checked_base_url(" https://gw.example/a ") == "https://gw.example/a"
+    assert api_base_url("  ") == DEFAULT_BASE_URL and api_base_url(" https://gw.example/a ") == "https://gw.example/a"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "  ")  # the SDK would read it itself, and call "  /v1/messages"
+    assert str(model_distiller.make_client(load_settings()).base_url).rstrip("/") == DEFAULT_BASE_URL
+    backend = AnthropicBackend(load_settings(), env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": " "})
+    assert str(backend.client.base_url).rstrip("/") == DEFAULT_BASE_URL

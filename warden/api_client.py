@@ -23,15 +23,19 @@ from warden.errors import UsageError
 from warden.sanitize import one_line, redact_credentials, strip_controls
 
 
-def checked_base_url(value: str | None) -> str | None:
-    """``ANTHROPIC_BASE_URL`` as given (None when unset or blank), or a one-line
-    :class:`UsageError` when it is not an http(s) URL with a host — said at once, not after a
-    round of retries against nothing."""
+DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's own, said explicitly (see api_base_url)
+
+
+def api_base_url(value: str | None) -> str:
+    """The endpoint for ``ANTHROPIC_BASE_URL``'s ``value``: :data:`DEFAULT_BASE_URL` when unset or
+    blank — passed to the SDK explicitly, which would otherwise read a blank variable itself and
+    fail every call — or a one-line :class:`UsageError` when it is not an http(s) URL with a host:
+    said at once, not after a round of retries against nothing."""
     from urllib.parse import urlsplit
 
     text = (value or "").strip()
     if not text:
-        return None
+        return DEFAULT_BASE_URL
     try:
         parts = urlsplit(text)
         valid = parts.scheme in ("http", "https") and bool(parts.hostname)

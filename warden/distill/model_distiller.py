@@ -34,7 +34,7 @@ from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
-from warden.api_client import DeadlineHttpClient, checked_base_url, describe_api_error
+from warden.api_client import DeadlineHttpClient, api_base_url, describe_api_error
 from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
@@ -92,7 +92,7 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
     """The real SDK client; ``ANTHROPIC_BASE_URL`` is honoured by the SDK itself."""
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         raise UsageError("--distiller anthropic needs ANTHROPIC_API_KEY (or use --distiller heuristic)")
-    base_url = checked_base_url(os.environ.get("ANTHROPIC_BASE_URL"))
+    base_url = api_base_url(os.environ.get("ANTHROPIC_BASE_URL"))
     return anthropic.Anthropic(base_url=base_url, max_retries=0, timeout=REQUEST_TIMEOUT_S,
                                http_client=DeadlineHttpClient())
 

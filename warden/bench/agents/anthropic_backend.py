@@ -26,7 +26,7 @@ from warden.bench.results import RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.api_client import DeadlineHttpClient, checked_base_url
+from warden.api_client import DeadlineHttpClient, api_base_url
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -48,7 +48,7 @@ def make_client(*, api_key: str, base_url: str | None = None,
                 http_client: httpx2.Client | None = None) -> anthropic.Anthropic:
     """The real SDK client with SDK-level retries off (warden retries, see RetryPolicy) and, unless
     ``http_client`` is given, a total deadline on each exchange (:mod:`warden.api_client`)."""
-    return anthropic.Anthropic(api_key=api_key, base_url=base_url or None, max_retries=0,
+    return anthropic.Anthropic(api_key=api_key, base_url=api_base_url(base_url), max_retries=0,
                                http_client=http_client or DeadlineHttpClient())
 
 
@@ -66,7 +66,7 @@ class AnthropicBackend:
         if not api_key:
             raise UsageError("the anthropic backend needs ANTHROPIC_API_KEY "
                              "(or run offline with --backend sim)")
-        self.base_url = checked_base_url(source.get("ANTHROPIC_BASE_URL"))
+        self.base_url = api_base_url(source.get("ANTHROPIC_BASE_URL"))
         self.model = resolve_model(settings, model, agent_model)
         self.client = make_client(api_key=api_key, base_url=self.base_url, http_client=http_client)
         self.retry = retry or RetryPolicy()
