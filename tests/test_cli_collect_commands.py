@@ -338,6 +338,8 @@ def test_db_check_on_a_database_holding_foreign_tables_says_so_not_upgrade(
     con.close()
     code, _, err = run(capsys, "db", "check")
     assert code == 1 and "already holds tables named like warden's (rules)" in err and "db upgrade" not in err
+    code, out, _ = run(capsys, "db", "check", "--json")
+    assert code == 1 and "already holds tables named like warden's" in json.loads(out)["problem"]
 
 
 def test_db_upgrade_base_says_warden_does_not_downgrade(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -113,10 +113,13 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
     with _database(s, create=False) as engine:
         cur, head = _not_newer(engine), db.head_revision()
         if cur is None:
-            db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
-        if cur != head:
+            try:
+                db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
+            except db.StoreError as exc:
+                problem = str(exc)
+        if not problem and cur != head:
             problem = f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`"
-        else:
+        elif not problem:
             with engine.connect() as conn:
                 context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
                 diff = compare_metadata(context, Base.metadata)
