@@ -224,9 +224,9 @@ def trim_to_keep(session: Session, settings: Settings) -> int:
     """Retention's count limit applied at once: a first collect of a long history captures in file
     order, so checkpoints newer than the batch's horizon pile up past ``checkpoint_keep`` — the
     surplus (and the free pages its later deletion leaves) is not kept for the nightly prune."""
-    if (session.scalar(select(func.count()).select_from(Checkpoint)) or 0) <= settings.checkpoint_keep:
-        return 0
-    return _delete_beyond(session, settings.checkpoint_keep)
+    beyond = session.scalar(select(Checkpoint.id).order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc())
+                            .offset(settings.checkpoint_keep).limit(1))  # an index walk, not a count of all
+    return 0 if beyond is None else _delete_beyond(session, settings.checkpoint_keep)
 
 
 def _age_cutoff(max_age_days: float, now: datetime | None) -> datetime:
