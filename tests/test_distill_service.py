@@ -142,10 +142,9 @@ def test_dry_run_reports_unreadable_files_and_goes_on(tmp_path: Path) -> None:
     assert by_name[bad.name].error is None
 
 
-def test_a_limit_distills_the_oldest_queued_runs_and_leaves_the_rest_queued(repo_with_main_suite, tmp_path) -> None:
+def test_a_limit_distills_the_newest_queued_runs_and_leaves_the_rest_queued(repo_with_main_suite, tmp_path) -> None:
     store, first = _two_queued_naive_runs(tmp_path)
     [report] = distill_runs(store, load_settings(), limit=1)
-    assert report.run_id == first
+    assert report.run_id != first and report.run_key == "naive-2:main"
     with store.session() as session:
-        assert [r.session_id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] \
-            == ["naive-2"]
+        assert [r.id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] == [first]

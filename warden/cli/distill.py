@@ -38,7 +38,7 @@ def distill_command(
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (offline) or anthropic."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show findings and proposals; write nothing."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, max=10**6,
-                                        help="Distill at most this many queued runs, oldest first (the rest stay queued)."),
+                                        help="Distill at most this many queued runs, the newest (the rest stay queued)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Distill candidate rules from expensive session runs (the queue the collector fills)."""

@@ -115,6 +115,7 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
     existing_state = {r_id: state_ for r_id, state_ in
                       session.execute(select(Rule.id, Rule.state).where(Rule.agent == agent))}
     accepted: list[tuple[str, str]] = []
+    pending_rules = [(f"pending:{i}", b) for i, b in enumerate(pending or [])]
     for raw in bodies:
         body, refusal = screen_body(raw, origin, scope)
         if refusal is not None:
@@ -127,14 +128,14 @@ def admit(session: Session, agent: str, bodies: list[str], *, origin: str,
                 body, f"near-duplicate of rule {rule_id} ({existing_state.get(rule_id, '?')}, "
                       f"similarity {score:.2f})"))
             continue
-        dup = find_near_duplicate(body, accepted)
-        if dup is not None:
-            result.refused.append(Refusal(body, f"near-duplicate of another proposal (similarity {dup[1]:.2f})"))
-            continue
-        dup = find_near_duplicate(body, [(i, b) for i, b in enumerate(pending or [])])
-        if dup is not None:
-            result.refused.append(Refusal(body, f"near-duplicate of a rule an earlier run would admit "
-                                                f"(similarity {dup[1]:.2f})"))
+        twin = None
+        for what, others in (("another proposal", accepted), ("a rule an earlier run would admit", pending_rules)):
+            dup = find_near_duplicate(body, others)
+            if dup is not None:
+                twin = f"near-duplicate of {what} (similarity {dup[1]:.2f})"
+                break
+        if twin is not None:
+            result.refused.append(Refusal(body, twin))
             continue
         if len(accepted) >= max_candidates:
             result.refused.append(Refusal(body, f"more than {max_candidates} candidates in one distillation"))

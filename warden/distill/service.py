@@ -241,7 +241,7 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
 def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, run_id: int | None = None,
                  distiller: str = "heuristic", client: anthropic.Anthropic | None = None,
                  dry_run: bool = False, limit: int | None = None) -> list[RunReport]:
-    """Distill the queued runs (optionally of one agent; the oldest ``limit`` of them) or one given
+    """Distill the queued runs (optionally of one agent; the newest ``limit`` of them) or one given
     run. One process distills at a time (two would admit the same candidates twice):
     :class:`~warden.store.locks.LockBusy` otherwise; a dry run writes nothing and needs no lock."""
     from contextlib import nullcontext
@@ -259,9 +259,9 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
                 sweep(session, settings, [agent] if agent else None)
                 session.flush()
                 run_ids = _queued(session, agent)  # the sweep's included
-                if limit is not None and len(run_ids) > limit:  # the rest stay queued for a later call
-                    log.info("distilling %d of %d queued runs; the rest stay queued", limit, len(run_ids))
-                    run_ids = run_ids[:limit]
+                if limit is not None and len(run_ids) > limit:  # the newest: today's habits, not last year's
+                    log.info("distilling the newest %d of %d queued runs; the rest stay queued", limit, len(run_ids))
+                    run_ids = run_ids[-limit:]
                 if dry_run:  # nothing written
                     session.rollback()
         if distiller == "anthropic" and client is None and run_ids:
