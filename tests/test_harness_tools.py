@@ -259,7 +259,8 @@ def test_a_command_that_exits_is_done_though_a_detached_child_holds_its_output(t
 
     from warden.bench.agents.tools import run_process
 
-    leaves_a_holder = ("python -c \"import subprocess, sys; subprocess.Popen(['sleep', '30'], start_new_session=True, "
+    # the holder outlives the 2 s drain, and not by much: it is no process of ours to kill
+    leaves_a_holder = ("python -c \"import subprocess, sys; subprocess.Popen(['sleep', '8'], start_new_session=True, "
                        "stdout=sys.stdout); print('answer'); sys.exit(3)\"")
     started = time.monotonic()
     result = run_process(leaves_a_holder, tmp_path, timeout_s=20, env=sandbox_env(), shell=True, stderr_apart=True)

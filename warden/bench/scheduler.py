@@ -524,15 +524,17 @@ class BenchScheduler:
         state = _ExecState(spent_before=spent_before)
         self.last_attempt = state  # readable even when the attempt raised (spend accounting)
 
-        def outcome(session: Session, status: str, message: str) -> PassOutcome:
-            retry = session.scalar(select(func.count()).select_from(BenchJob).where(
+        def infra_pending(session: Session) -> int:
+            return session.scalar(select(func.count()).select_from(BenchJob).where(
                 BenchJob.pass_id == pass_id, BenchJob.status == "infra_error")) or 0
+
+        def outcome(session: Session, status: str, message: str) -> PassOutcome:
             return PassOutcome(pass_id=pass_id, plan_key=plan_key, status=status, total_jobs=len(views),
                                runs=self._pass_runs(session, pass_id, state.copy_by_run),
                                executed=state.executed, resumed=resumed, done_before=len(done_ids),
                                spent_weighted=state.spent_weighted, spent_raw=state.spent_raw,
                                copy_s=state.copy_s, run_s=state.run_s, wall_s=time.monotonic() - started,
-                               message=message, infra_pending=retry)
+                               message=message, infra_pending=infra_pending(session))
 
         message = ""
         status = "done"
@@ -546,8 +548,7 @@ class BenchScheduler:
                 raise
         with self.store.session() as session:
             bench_pass = session.get(BenchPass, pass_id)
-            retry = session.scalar(select(func.count()).select_from(BenchJob).where(
-                BenchJob.pass_id == pass_id, BenchJob.status == "infra_error")) or 0
+            retry = infra_pending(session)
             if status == "done" and retry:
                 status = "partial"
                 message = (f"{retry} run(s) ended in infra_error and were not counted; "

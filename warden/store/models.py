@@ -71,7 +71,7 @@ class SessionRun(TokenCounts, Base):
     run_key: Mapped[str] = mapped_column(String(300), unique=True)  # "<session>:<agent_id|main>"
     session_id: Mapped[str] = mapped_column(String(200), index=True)
     agent_id: Mapped[str | None] = mapped_column(String(200))
-    agent: Mapped[str] = mapped_column(String(200), index=True)  # "main" or the subagent type
+    agent: Mapped[str] = mapped_column(String(200))  # "main" or the subagent type; indexed with started_at
     project: Mapped[str | None] = mapped_column(Text)
     models: Mapped[list[Any]] = mapped_column(JSON, default=list)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)

@@ -523,8 +523,8 @@ class Toolbox:
         if count > 1:
             raise ToolError(f"old_string occurs {count} times in {path}; include more context")
         edited = text.replace(old_string, new_string, 1)
-        if len(edited.encode("utf-8")) > MAX_WRITE_BYTES:  # the same cap as write_file's
-            raise ToolError(f"the edited file would be larger than {MAX_WRITE_BYTES} bytes")
+        if len(edited.encode("utf-8")) > max(MAX_WRITE_BYTES, len(text.encode("utf-8"))):  # write_file's cap;
+            raise ToolError(f"the edited file would be larger than {MAX_WRITE_BYTES} bytes")  # a big file may shrink
         target.write_text(edited, encoding="utf-8")
         return f"edited {self.relative(target)}"
 
