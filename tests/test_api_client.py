@@ -73,7 +73,8 @@ def test_a_bench_run_against_a_dripping_api_ends_at_its_wall_cap(tmp_path: Path)
     assert result.outcome is Outcome.INFRA_ERROR and result.turns == 0  # the API never answered
 
 
-@pytest.mark.parametrize("value", ["not a url", "ftp://host/x", "http://[::1", "https://"])
+@pytest.mark.parametrize("value", ["not a url", "ftp://host/x", "http://[::1", "https://", "http://a b",
+                                   "http://host:99999", "http://host:port"])
 def test_a_base_url_that_is_no_http_url_is_one_line_before_any_call(value: str) -> None:
     from warden.errors import UsageError
 

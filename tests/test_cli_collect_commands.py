@@ -342,6 +342,14 @@ def test_db_check_on_a_database_holding_foreign_tables_says_so_not_upgrade(
     assert code == 1 and "already holds tables named like warden's" in json.loads(out)["problem"]
 
 
+def test_db_check_json_on_a_database_that_is_not_there_is_a_json_verdict(
+        warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "db", "check", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["current"] is None and "no database at" in report["problem"]
+    assert err.strip() == f"warden: {report['problem']}"
+
+
 def test_db_upgrade_base_says_warden_does_not_downgrade(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "db", "upgrade", "base")
     assert code == 2 and "does not downgrade" in err

@@ -388,8 +388,11 @@ def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Pa
 
     for n in range(4):
         write(tmp_path / "projects" / "p" / f"{SESSION[:-1]}{n}.jsonl", [assistant(f"m{n}", f"r{n}", usage(1, 1))])
+    # a suite started in the background by a script runs with SIGINT ignored, and a child inherits
+    # that: give the collect Ctrl-C's default, as a terminal would
     proc = subprocess.Popen([sys.executable, "-c", SLOW_COLLECT, str(tmp_path / "projects")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 20
     children: list[int] = []
     while len(children) < 2 and time.monotonic() < deadline:

@@ -38,7 +38,8 @@ def api_base_url(value: str | None) -> str:
         return DEFAULT_BASE_URL
     try:
         parts = urlsplit(text)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 — raises ValueError for a port out of range or not a number
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in text)
     except ValueError:
         valid = False
     if not valid:

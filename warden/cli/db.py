@@ -110,22 +110,25 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
 
     s = settings()
     problem = ""
-    with _database(s, create=False) as engine:
-        cur, head = _not_newer(engine), db.head_revision()
-        if cur is None:
-            try:
+    cur, head = None, db.head_revision()
+    try:
+        with _database(s, create=False) as engine:
+            cur = _not_newer(engine)
+            if cur is None:
                 db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
-            except db.StoreError as exc:
-                problem = str(exc)
-        if not problem and cur != head:
-            problem = f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`"
-        elif not problem:
-            with engine.connect() as conn:
-                context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
-                diff = compare_metadata(context, Base.metadata)
-            if diff:
-                problem = (f"database schema differs from the models ({len(diff)} difference(s)), "
-                           f"first: {_describe(diff[0])}")
+            if cur != head:
+                problem = f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`"
+            else:
+                with engine.connect() as conn:
+                    context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
+                    diff = compare_metadata(context, Base.metadata)
+                if diff:
+                    problem = (f"database schema differs from the models ({len(diff)} difference(s)), "
+                               f"first: {_describe(diff[0])}")
+    except WardenError as exc:  # unreachable, missing, another program's, a newer warden's: the verdict too
+        if not as_json:
+            raise
+        problem = str(exc)
     if as_json:
         print_json({"ok": not problem, "current": cur, "head": head, **({"problem": problem} if problem else {})})
     if problem:
