@@ -78,6 +78,7 @@ def test_good_reply_is_admitted_with_provenance(distilled_run) -> None:
     report = _distill(store, run_id, api)
     assert len(api.requests) == 1  # exactly one call
     assert [r["body"] for r in report.admitted] == [g["body"] for g in GOOD]
+    assert report.model_tokens == 940 and report.to_dict()["model_tokens"] == 940  # the reply's usage, 900 + 40
     rules = _rules(store)
     assert [r.origin for r in rules] == ["anthropic", "anthropic"]
     assert all(r.state == "candidate" and r.provenance_run_id == run_id for r in rules)

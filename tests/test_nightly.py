@@ -230,3 +230,18 @@ def test_a_night_whose_distiller_calls_all_failed_does_not_say_it_distilled(ward
     monkeypatch.setattr(nightly, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distilled_runs == 0 and summary.to_json()["distilled_runs"] == 0
+
+
+def test_the_night_says_what_the_model_distiller_used(warden_home: Path, monkeypatch) -> None:
+    """Not bench tokens (the budget is the bench's), but a cost the user pays: the summary says it."""
+    import warden.distill.service as service
+    import warden.select.nightly as nightly
+    from warden.config import load_settings
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+
+    calls = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, model_tokens=1000 + i) for i in range(3)]
+    monkeypatch.setattr(service, "distill_runs", lambda *a, **k: calls)
+    monkeypatch.setattr(nightly, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
+    assert summary.distill_model_tokens == 3003 and summary.to_json()["distill_model_tokens"] == 3003

@@ -301,7 +301,9 @@ def nightly_command(
     else:
         console.print(f"[bold]night #{payload['night_id']}[/]{' (resumed)' if payload['resumed'] else ''}: "
                       f"{payload['collected_runs']} runs collected, {payload['distilled_runs']} distilled, "
-                      f"{payload['candidates_added']} new candidates, {count_text(payload['tokens_spent'])} bench tokens")
+                      f"{payload['candidates_added']} new candidates, {count_text(payload['tokens_spent'])} bench tokens"
+                      + (f", {count_text(payload['distill_model_tokens'])} distiller tokens"
+                         if payload["distill_model_tokens"] else ""))
         for report in payload["agents"]:
             render_select_report(report)
     for name, why in summary.unusable_agents.items():

@@ -43,6 +43,7 @@ MAX_BODIES = 2
 MAX_REPLY_TOKENS = 600
 MAX_DIGEST_LINES = 120
 MAX_EVICTED_SHOWN = 12
+MAX_REPLY_USAGE = 10_000_000  # tokens one call can use, at most (as the bench's harness bounds it)
 REQUEST_TIMEOUT_S = 60.0  # one distillation call; a hung gateway costs a night this much per run
 MAX_CONSECUTIVE_FAILURES = 3  # calls in a row that fail at the API: the rest of the queue waits
 MAX_FENCED_CHARS = 16_000  # per block; the digest is already capped by lines
@@ -192,7 +193,9 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
     try:
         usage = getattr(response, "usage", None)
         if usage is not None:
-            reply.usage = {"input_tokens": int(usage.input_tokens or 0), "output_tokens": int(usage.output_tokens or 0)}
+            # shown in the night's summary: a reply's own numbers, bounded to what a call can use
+            reply.usage = {k: min(max(int(getattr(usage, k) or 0), 0), MAX_REPLY_USAGE)
+                           for k in ("input_tokens", "output_tokens")}
         if not isinstance(response.content, list):
             raise TypeError("no content list")
         texts = [getattr(block, "text", None) for block in response.content if getattr(block, "type", "") == "text"]

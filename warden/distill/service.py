@@ -58,13 +58,15 @@ class RunReport:
     error: str | None = None
     infra_error: bool = False
     state_after: str | None = None
+    model_tokens: int = 0  # input + output tokens of the model distiller's call (0: heuristic)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_path": self.source_path, "run_id": self.run_id, "run_key": self.run_key,
                 "agent": self.agent, "weighted_tokens": self.weighted_tokens, "tool_calls": self.tool_calls,
                 "findings": [f.to_dict() for f in self.findings], "proposals": self.proposals,
                 "admitted": self.admitted, "refused": [r.to_dict() for r in self.refused],
-                "dropped": self.dropped, "error": self.error, "state_after": self.state_after}
+                "dropped": self.dropped, "error": self.error, "state_after": self.state_after,
+                "model_tokens": self.model_tokens}
 
 
 # ---------------------------------------------------------------- parsing
@@ -214,6 +216,7 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
         report.proposals = list(bodies)
         if reply is not None:
             report.dropped = list(reply.dropped)
+            report.model_tokens = sum(reply.usage.values())
             if reply.error:
                 # Infra, not the agent: nothing admitted, the run stays queued for a later night.
                 report.error, report.infra_error, report.state_after = reply.error, True, run.distill_state
@@ -310,6 +313,7 @@ def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "
             report.proposals = list(bodies)
             if reply is not None:
                 report.dropped = list(reply.dropped)
+                report.model_tokens = sum(reply.usage.values())
                 report.error, report.infra_error = reply.error, bool(reply.error)
             report.refused = [refusal for _, refusal in (screen_body(b, distiller) for b in bodies) if refusal]
         except UsageError as exc:

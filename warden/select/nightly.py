@@ -29,6 +29,7 @@ class NightlySummary:
     collected_runs: int = 0
     distilled_runs: int = 0
     candidates_added: int = 0
+    distill_model_tokens: int = 0  # what the model distiller's calls used (not bench tokens)
     selects: list[SelectReport] = field(default_factory=list)
     aborted: str | None = None
     tokens_spent: float = 0.0  # the whole night's, an interrupted earlier part included
@@ -47,6 +48,7 @@ class NightlySummary:
         return {
             "night_id": self.night_id, "resumed": self.resumed, "collected_runs": self.collected_runs,
             "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
+            "distill_model_tokens": self.distill_model_tokens,
             "tokens_spent": round(self.tokens_spent, 1),
             "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
             "busy_agents": list(self.busy_agents), "unusable_agents": dict(self.unusable_agents),
@@ -198,6 +200,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         reports = []
     summary.distilled_runs = sum(1 for r in reports if not r.infra_error)  # a failed call left its run queued
     summary.candidates_added = sum(len(r.admitted) for r in reports)
+    summary.distill_model_tokens = sum(r.model_tokens for r in reports)
     _set_stage(store, night_id, "select")
     if not chosen:
         say(f"select: nothing to select, no golden suites under {settings.golden_dir}")
