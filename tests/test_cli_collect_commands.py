@@ -445,3 +445,16 @@ def test_a_missing_column_is_one_line_pointing_at_db_check(warden_home: Path, ca
     code, out, err = run(capsys, "checkpoints", "list")
     assert code == 1 and out == "" and err.count("\n") == 1
     assert "no such column" in err and "warden db check" in err and "tables are missing" not in err
+
+
+def test_db_check_json_names_a_newer_wardens_revision(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    assert run(capsys, "status")[0] == 0
+    con = sqlite3.connect(warden_home / "warden.db")
+    con.execute("update alembic_version set version_num = '0099'")
+    con.commit()
+    con.close()
+    code, out, _ = run(capsys, "db", "check", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["current"] == "0099" and "newer warden" in report["problem"]

@@ -148,3 +148,15 @@ def test_a_limit_distills_the_newest_queued_runs_and_leaves_the_rest_queued(repo
     assert report.run_id != first and report.run_key == "naive-2:main"
     with store.session() as session:
         assert [r.id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] == [first]
+
+
+def test_the_distill_command_says_how_many_queued_runs_a_limit_left(repo_with_main_suite, tmp_path, capsys) -> None:
+    from warden.cli.app import main
+
+    _two_queued_naive_runs(tmp_path)
+    assert main(["distill", "--limit", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["left_queued"] == 1
+    assert main(["distill", "--limit", "1"]) == 0
+    assert "left for a later distill" not in capsys.readouterr().out  # none left now
+    assert main(["distill", "--run", "1", "--limit", "1"]) == 2
+    assert "--limit takes from the queue" in capsys.readouterr().err

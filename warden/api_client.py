@@ -44,7 +44,7 @@ def api_base_url(value: str | None) -> str:
         valid = False
     if not valid:
         raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(text, keep_newlines=False)[:200]!r} is not an "
-                         "http(s) URL")
+                         "http(s) URL (a scheme, a host without spaces, a port 1-65535 if any)")
     return text
 
 

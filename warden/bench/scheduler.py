@@ -673,7 +673,8 @@ class BenchScheduler:
                         with self.store.session() as session:
                             session.get(BenchPass, pass_id).status = "aborted"
                         raise BenchAborted(
-                            f"bench pass #{pass_id} aborted: {consecutive_infra} consecutive runs ended in "
+                            f"bench pass #{pass_id} aborted: {consecutive_infra} consecutive "
+                            f"run{'s' if consecutive_infra != 1 else ''} ended in "
                             f"infra_error (last: {strip_controls(record.error or 'no detail', keep_newlines=False)}); "
                             "this is the backend, not the agent — fix it and re-run the same command to resume")
                 else:

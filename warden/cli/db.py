@@ -113,7 +113,8 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
     cur, head = None, db.head_revision()
     try:
         with _database(s, create=False) as engine:
-            cur = _not_newer(engine)
+            cur = db.current_revision(engine)  # shown in the verdict, a newer warden's included
+            _not_newer(engine)
             if cur is None:
                 db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
             if cur != head:

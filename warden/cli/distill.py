@@ -44,6 +44,8 @@ def distill_command(
     """Distill candidate rules from expensive session runs (the queue the collector fills)."""
     s = settings()
     chosen = distiller or s.distiller
+    if limit is not None and (paths or run is not None):
+        raise UsageError("--limit takes from the queue: not with transcript PATHS or --run")
     if paths:
         if agent or run is not None:
             raise UsageError("give transcript PATHS or --agent/--run, not both")
@@ -55,12 +57,19 @@ def distill_command(
     else:
         from warden.distill.service import distill_runs
 
-        reports = distill_runs(store(s), s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run, limit=limit)
+        from warden.distill.service import queued_count
+
+        db = store(s)
+        reports = distill_runs(db, s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run, limit=limit)
         unreadable = []
+        left = max(0, queued_count(db, agent) - (len(reports) if dry_run else 0))  # a dry run dequeues nothing
     if as_json:
-        print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports]}))
+        print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports],
+                               **({} if paths else {"left_queued": left})}))
     else:
         _render_reports(reports, dry_run)
+        if not paths and left:
+            console.print(f"{left} queued run{'s' if left != 1 else ''} left for a later distill")
     if any(r.infra_error for r in reports):
         raise WardenError("the model distiller failed for at least one run (see above): nothing was admitted from "
                           "it, and it keeps its distill state (a queued run is tried again on a later night)")

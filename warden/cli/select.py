@@ -303,7 +303,9 @@ def nightly_command(
                       f"{payload['collected_runs']} runs collected, {payload['distilled_runs']} distilled, "
                       f"{payload['candidates_added']} new candidates, {count_text(payload['tokens_spent'])} bench tokens"
                       + (f", {count_text(payload['distill_model_tokens'])} distiller tokens"
-                         if payload["distill_model_tokens"] else ""))
+                         if payload["distill_model_tokens"] else "")
+                      + (f"; {payload['distill_left_queued']} queued run(s) left for a later night"
+                         if payload["distill_left_queued"] else ""))
         for report in payload["agents"]:
             render_select_report(report)
     for name, why in summary.unusable_agents.items():

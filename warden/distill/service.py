@@ -166,6 +166,12 @@ def select_runs(store: Store, *, agent: str | None = None, run_id: int | None = 
         return _queued(session, agent)
 
 
+def queued_count(store: Store, agent: str | None = None) -> int:
+    """Runs still waiting in the distill queue (a limit leaves the older ones there)."""
+    with store.session() as session:
+        return len(_queued(session, agent))
+
+
 def _queued(session: Session, agent: str | None) -> list[int]:
     query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
     if agent:

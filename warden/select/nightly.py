@@ -30,6 +30,7 @@ class NightlySummary:
     distilled_runs: int = 0
     candidates_added: int = 0
     distill_model_tokens: int = 0  # what the model distiller's calls used (not bench tokens)
+    distill_left_queued: int = 0  # runs past the night's distill_max_runs, for a later night
     selects: list[SelectReport] = field(default_factory=list)
     aborted: str | None = None
     tokens_spent: float = 0.0  # the whole night's, an interrupted earlier part included
@@ -48,7 +49,7 @@ class NightlySummary:
         return {
             "night_id": self.night_id, "resumed": self.resumed, "collected_runs": self.collected_runs,
             "distilled_runs": self.distilled_runs, "candidates_added": self.candidates_added,
-            "distill_model_tokens": self.distill_model_tokens,
+            "distill_model_tokens": self.distill_model_tokens, "distill_left_queued": self.distill_left_queued,
             "tokens_spent": round(self.tokens_spent, 1),
             "spent_before_resume": round(self.spent_before_resume, 1), "aborted": self.aborted,
             "busy_agents": list(self.busy_agents), "unusable_agents": dict(self.unusable_agents),
@@ -170,7 +171,7 @@ def run_nightly(store: Store, settings: Settings, *, agents: Sequence[str] | Non
 def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_tokens: int | None,
                backend: str | None, model: str | None, concurrency: int | None, distiller: str | None,
                collect: bool, say: Callable[[str], None], progress: Any, base_seed: int) -> NightlySummary:
-    from warden.distill.service import distill_runs
+    from warden.distill.service import distill_runs, queued_count
     from warden.ingest.collector import collect_paths
 
     night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
@@ -201,6 +202,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     summary.distilled_runs = sum(1 for r in reports if not r.infra_error)  # a failed call left its run queued
     summary.candidates_added = sum(len(r.admitted) for r in reports)
     summary.distill_model_tokens = sum(r.model_tokens for r in reports)
+    summary.distill_left_queued = queued_count(store)
     _set_stage(store, night_id, "select")
     if not chosen:
         say(f"select: nothing to select, no golden suites under {settings.golden_dir}")

@@ -257,7 +257,8 @@ def backup_before_upgrade(engine: Engine) -> Path | None:
         size = sum(p.stat().st_size for p in (database, database.with_name(database.name + "-wal")) if p.exists())
         free = shutil.disk_usage(database.parent).free
         if free < size + BACKUP_SPARE_BYTES:
-            raise OSError(errno.ENOSPC, f"{size / 1e6:,.0f} MB to copy, {free / 1e6:,.0f} MB free")
+            raise OSError(errno.ENOSPC, f"it needs {(size + BACKUP_SPARE_BYTES) / 1e6:,.0f} MB — the copy and "
+                                        f"{BACKUP_SPARE_BYTES // 2**20} MB to spare — and {free / 1e6:,.0f} MB are free")
         os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         source, copy = sqlite3.connect(path), sqlite3.connect(staging)
         try:
