@@ -434,27 +434,26 @@ def test_every_option_of_every_command_has_help_and_a_plain_metavar(capsys: pyte
         assert "<str>" not in shown and "<int" not in shown and "list[" not in shown
 
 
-def test_a_missing_column_is_one_line_pointing_at_db_check(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _migrated_then(warden_home: Path, capsys: pytest.CaptureFixture[str], sql: str) -> None:
+    """A database a first command migrated, then changed behind warden's back by ``sql``."""
     import sqlite3
 
     assert run(capsys, "status")[0] == 0
     con = sqlite3.connect(warden_home / "warden.db")
-    con.execute("alter table checkpoints drop column quality")
+    con.execute(sql)
     con.commit()
     con.close()
+
+
+def test_a_missing_column_is_one_line_pointing_at_db_check(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _migrated_then(warden_home, capsys, "alter table checkpoints drop column quality")
     code, out, err = run(capsys, "checkpoints", "list")
     assert code == 1 and out == "" and err.count("\n") == 1
     assert "no such column" in err and "warden db check" in err and "tables are missing" not in err
 
 
 def test_db_check_json_names_a_newer_wardens_revision(warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import sqlite3
-
-    assert run(capsys, "status")[0] == 0
-    con = sqlite3.connect(warden_home / "warden.db")
-    con.execute("update alembic_version set version_num = '0099'")
-    con.commit()
-    con.close()
+    _migrated_then(warden_home, capsys, "update alembic_version set version_num = '0099'")
     code, out, _ = run(capsys, "db", "check", "--json")
     report = json.loads(out)
     assert code == 1 and report["current"] == "0099" and "newer warden" in report["problem"]
