@@ -22,8 +22,8 @@ import httpx2
 from warden.errors import UsageError
 from warden.sanitize import one_line, redact_credentials, strip_controls
 
-
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's own, said explicitly (see api_base_url)
+MAX_CALL_TOKENS = 10_000_000  # no Messages API call reads or writes more (context windows are ≤ 1M)
 
 
 def api_base_url(value: str | None) -> str:

@@ -30,11 +30,11 @@ from typing import Any
 
 import anthropic
 
+from warden.api_client import MAX_CALL_TOKENS, DeadlineHttpClient, api_base_url, describe_api_error
 from warden.config import Settings
 from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
-from warden.api_client import DeadlineHttpClient, api_base_url, describe_api_error
 from warden.sanitize import strip_controls
 
 log = logging.getLogger("warden.distill")
@@ -43,7 +43,6 @@ MAX_BODIES = 2
 MAX_REPLY_TOKENS = 600
 MAX_DIGEST_LINES = 120
 MAX_EVICTED_SHOWN = 12
-MAX_REPLY_USAGE = 10_000_000  # tokens one call can use, at most (as the bench's harness bounds it)
 REQUEST_TIMEOUT_S = 60.0  # one distillation call; a hung gateway costs a night this much per run
 MAX_CONSECUTIVE_FAILURES = 3  # calls in a row that fail at the API: the rest of the queue waits
 MAX_FENCED_CHARS = 16_000  # per block; the digest is already capped by lines
@@ -194,7 +193,7 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
         usage = getattr(response, "usage", None)
         if usage is not None:
             # shown in the night's summary: a reply's own numbers, bounded to what a call can use
-            reply.usage = {k: min(max(int(getattr(usage, k) or 0), 0), MAX_REPLY_USAGE)
+            reply.usage = {k: min(max(int(getattr(usage, k) or 0), 0), MAX_CALL_TOKENS)
                            for k in ("input_tokens", "output_tokens")}
         if not isinstance(response.content, list):
             raise TypeError("no content list")

@@ -43,8 +43,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from warden.api_client import MAX_CALL_TOKENS
 from warden.bench.agents.anthropic_backend import resolve_model
-from warden.bench.agents.harness import MAX_CALL_TOKENS, run_success_check
+from warden.bench.agents.harness import run_success_check
 from warden.bench.agents.tools import run_process, sandbox_env, split_check_commands
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask

@@ -56,9 +56,9 @@ from typing import Any, Callable
 
 import anthropic
 
+from warden.api_client import MAX_CALL_TOKENS, describe_api_error
 from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, run_process,
                                        run_tmpdir, sandbox_env)
-from warden.api_client import describe_api_error
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
@@ -163,9 +163,6 @@ def classify_error(exc: BaseException) -> Outcome:
         if last.status_code == 400 and "prompt is too long" in describe_error(last).lower():
             return Outcome.BUDGET_EXCEEDED
     return Outcome.INFRA_ERROR
-
-
-MAX_CALL_TOKENS = 10_000_000  # no Messages API call reads or writes more (context windows are ≤ 1M)
 
 
 def _token_count(value: Any, *, required: bool = False) -> int:
