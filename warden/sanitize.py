@@ -77,6 +77,11 @@ def count_text(value: object) -> str:
     return f"{value:,.0f}"
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless one: "1 run", "3 consecutive runs"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 # Markdown/HTML that would give a one-line memory entry a structure of its own: an HTML tag,
 # comment or declaration (an unclosed "<!--" hides the rest of the file), a code fence, or a
 # block marker at the start (a heading, quote, table or nested list inside the bullet).

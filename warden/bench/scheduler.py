@@ -56,7 +56,7 @@ from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.names import pid_alive, pid_namespace, process_tag, tagged_process_gone
-from warden.sanitize import redact_credentials, strip_controls
+from warden.sanitize import counted, redact_credentials, strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.select.runner import config_key as rule_set_key
 from warden.store.db import Store
@@ -673,8 +673,7 @@ class BenchScheduler:
                         with self.store.session() as session:
                             session.get(BenchPass, pass_id).status = "aborted"
                         raise BenchAborted(
-                            f"bench pass #{pass_id} aborted: {consecutive_infra} consecutive "
-                            f"run{'s' if consecutive_infra != 1 else ''} ended in "
+                            f"bench pass #{pass_id} aborted: {counted(consecutive_infra, 'consecutive run')} ended in "
                             f"infra_error (last: {strip_controls(record.error or 'no detail', keep_newlines=False)}); "
                             "this is the backend, not the agent — fix it and re-run the same command to resume")
                 else:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from warden.config import Settings, load_settings
-from warden.sanitize import escape_unsafe_in_json, strip_controls
+from warden.sanitize import counted, escape_unsafe_in_json, strip_controls
 from warden.store.db import Store, open_store
 
 # soft_wrap: a message line is never broken at the console width (piped output is 80 columns);
@@ -87,7 +87,7 @@ def keep_limit(rows: list[Any], limit: int, noun: str) -> list[Any]:
     there were more: else a reader, or a sum over the JSON, takes the page for everything."""
     if len(rows) <= limit:
         return rows
-    err_console.print(f"showing the newest {limit} {noun}{'s' if limit != 1 else ''}; there are more "
+    err_console.print(f"showing the newest {counted(limit, noun)}; there are more "
                       "(--limit to see more)")
     return rows[:limit]
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from warden.cli.common import MAX_ID, console, print_json, safe, settings, store, warn_if_drifted, wide_console
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
-from warden.sanitize import strip_controls
+from warden.sanitize import counted, strip_controls
 
 rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, scope, forget).",
                         invoke_without_command=True, no_args_is_help=False)
@@ -69,7 +69,7 @@ def distill_command(
     else:
         _render_reports(reports, dry_run)
         if not paths and left:
-            console.print(f"{left} queued run{'s' if left != 1 else ''} left for a later distill")
+            console.print(f"{counted(left, 'queued run')} left for a later distill")
     if any(r.infra_error for r in reports):
         raise WardenError("the model distiller failed for at least one run (see above): nothing was admitted from "
                           "it, and it keeps its distill state (a queued run is tried again on a later night)")
