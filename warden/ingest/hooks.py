@@ -243,10 +243,15 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
     return 0
 
 
+def _what_failed(exc: BaseException) -> str:
+    """``Type: first line of the message`` (300 characters at most), for the log."""
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
 def _log_drop(log: logging.Logger, event: str, exc: BaseException) -> None:
     try:
-        first = str(exc).splitlines()[0][:300] if str(exc) else ""
-        log.warning("%s: dropped: %s: %s", event, type(exc).__name__, first)
+        log.warning("%s: dropped: %s", event, _what_failed(exc))
     except Exception:  # noqa: BLE001
         pass
 
@@ -420,9 +425,8 @@ def run_worker() -> int:
         except Exception as exc:  # noqa: BLE001 — no store: the jobs go back to the queue now, not
             for claim, _ in jobs:  # after a stale-claim wait
                 _release(claim)
-            first = str(exc).splitlines()[0][:300] if str(exc) else ""
-            log.warning("ingest worker: cannot open the store (%s: %s); %d job(s) stay queued",
-                        type(exc).__name__, first, len(jobs))
+            log.warning("ingest worker: cannot open the store (%s); %d job(s) stay queued",
+                        _what_failed(exc), len(jobs))
             return 0
         assert store is not None
         try:
