@@ -11,7 +11,7 @@ from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_c
                                safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
-from warden.sanitize import count_text
+from warden.sanitize import count_text, counted
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
 
@@ -304,7 +304,7 @@ def nightly_command(
                       f"{payload['candidates_added']} new candidates, {count_text(payload['tokens_spent'])} bench tokens"
                       + (f", {count_text(payload['distill_model_tokens'])} distiller tokens"
                          if payload["distill_model_tokens"] else "")
-                      + (f"; {payload['distill_left_queued']} queued run(s) left for a later night"
+                      + (f"; {counted(payload['distill_left_queued'], 'queued run')} left for a later night"
                          if payload["distill_left_queued"] else ""))
         for report in payload["agents"]:
             render_select_report(report)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-from sqlalchemy import select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
@@ -153,30 +153,27 @@ def check_distiller(distiller: str) -> str:
     return distiller
 
 
-def select_runs(store: Store, *, agent: str | None = None, run_id: int | None = None) -> list[int]:
-    """The runs to distill: the given one, or the queued ones (oldest first)."""
+def _given_run(store: Store, run_id: int, agent: str | None) -> int:
+    """``run_id``, once it names a run (of ``agent``, when one is given)."""
     with store.session() as session:
-        if run_id is not None:
-            run = session.get(SessionRun, run_id)
-            if run is None:
-                raise UsageError(f"no session run with id {run_id}")
-            if agent and run.agent != agent:
-                raise UsageError(f"session run {run_id} belongs to agent {run.agent!r}, not {agent!r}")
-            return [run_id]
-        return _queued(session, agent)
+        run = session.get(SessionRun, run_id)
+        if run is None:
+            raise UsageError(f"no session run with id {run_id}")
+        if agent and run.agent != agent:
+            raise UsageError(f"session run {run_id} belongs to agent {run.agent!r}, not {agent!r}")
+        return run_id
+
+
+def _queue(agent: str | None) -> Select[tuple[int]]:
+    """The distill queue (of one agent), as a query of run ids."""
+    query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
+    return query.where(SessionRun.agent == agent) if agent else query
 
 
 def queued_count(store: Store, agent: str | None = None) -> int:
     """Runs still waiting in the distill queue (a limit leaves the older ones there)."""
     with store.session() as session:
-        return len(_queued(session, agent))
-
-
-def _queued(session: Session, agent: str | None) -> list[int]:
-    query = select(SessionRun.id).where(SessionRun.distill_state == "queued")
-    if agent:
-        query = query.where(SessionRun.agent == agent)
-    return list(session.scalars(query.order_by(SessionRun.id)))
+        return session.scalar(select(func.count()).select_from(_queue(agent).subquery())) or 0
 
 
 def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str = "heuristic",
@@ -260,14 +257,14 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
     check_distiller(distiller)
     with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY):
         if run_id is not None:
-            run_ids = select_runs(store, agent=agent, run_id=run_id)
+            run_ids = [_given_run(store, run_id, agent)]
         else:
             from warden.distill.trigger import sweep
 
             with store.session() as session:  # settle runs ingested before their priors were stored
                 sweep(session, settings, [agent] if agent else None)
                 session.flush()
-                run_ids = _queued(session, agent)  # the sweep's included
+                run_ids = list(session.scalars(_queue(agent).order_by(SessionRun.id)))  # the sweep's included
                 if limit is not None and len(run_ids) > limit:  # the newest: today's habits, not last year's
                     log.info("distilling the newest %d of %d queued runs; the rest stay queued", limit, len(run_ids))
                     run_ids = run_ids[-limit:]
