@@ -41,12 +41,12 @@ def _database(s: Settings, *, create: bool) -> Iterator[Engine]:
         engine.dispose()
 
 
-def _not_newer(engine: Engine) -> str | None:
-    current = db.current_revision(engine)
-    newer = db.newer_than_this_warden(current)
+def _not_newer(revision: str | None) -> str | None:
+    """``revision``, unless a newer warden wrote it (then its refusal)."""
+    newer = db.newer_than_this_warden(revision)
     if newer is not None:
         raise newer
-    return current
+    return revision
 
 
 @db_app.command("upgrade")
@@ -58,7 +58,7 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
         raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {db.head_revision()}")
     s = settings()
     with _database(s, create=True) as engine:
-        current = _not_newer(engine)
+        current = _not_newer(db.current_revision(engine))
         if current is None:
             db.refuse_foreign_tables(engine, s.database_url)
         if current is not None and revision != "head" and db.is_older(revision, current):
@@ -114,7 +114,7 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
     try:
         with _database(s, create=False) as engine:
             cur = db.current_revision(engine)  # shown in the verdict, a newer warden's included
-            _not_newer(engine)
+            _not_newer(cur)
             if cur is None:
                 db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
             if cur != head:

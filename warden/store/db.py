@@ -57,6 +57,17 @@ def _casefold(value: object) -> object:
     return value.casefold() if isinstance(value, str) else value
 
 
+def _sqlite_file(url: str) -> Path | None:
+    """The database file a SQLite URL names (None: another engine, or an in-memory database)."""
+    path = make_url(url).database if url.startswith("sqlite") else None
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _with_wal_files(database: Path) -> tuple[Path, Path, Path]:
+    """The database file and the WAL and shared-memory files SQLite keeps beside it."""
+    return database, database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")
+
+
 def _create_private(path: Path) -> None:
     """Create an empty database file readable by its owner only (it holds prompts and commands;
     SQLite gives its WAL and shared-memory files the same mode). An existing one of ours that
@@ -64,7 +75,7 @@ def _create_private(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        for made in _with_wal_files(path):
             try:
                 st = os.stat(made, follow_symlinks=False)
                 if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
@@ -78,10 +89,10 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
     that only looks must not create a database)."""
     try:
         if url.startswith("sqlite"):
-            path = make_url(url).database or ""
-            if path and path != ":memory:" and create:
-                Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _create_private(Path(path))
+            database = _sqlite_file(url)
+            if database is not None and create:
+                database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _create_private(database)
             engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000})
             event.listen(engine, "connect", _sqlite_pragmas)
             if busy_timeout_ms is not None:
@@ -243,24 +254,21 @@ def backup_before_upgrade(engine: Engine) -> Path | None:
     nothing to keep (a new or up-to-date database, a server database — back that up with its own
     tools). warden never downgrades: this copy, with the warden that wrote it, is the way back,
     so no copy means no migration: :class:`StoreError` saying why (a full disk, say)."""
-    path = make_url(str(engine.url)).database or ""
-    if not str(engine.url).startswith("sqlite") or not path or path == ":memory:":
+    database = _sqlite_file(str(engine.url))
+    if database is None or current_revision(engine) in (None, HEAD_REVISION):
         return None
-    if current_revision(engine) in (None, HEAD_REVISION):
-        return None
-    database = Path(path)
     for stale in database.parent.glob(f"{database.name}.at-pid*-copying"):  # copies cut short by a kill
         if tagged_process_gone(stale.name):
             stale.unlink(missing_ok=True)
     staging = database.with_name(f"{database.name}.at-{process_tag()}-copying")
     try:
-        size = sum(p.stat().st_size for p in (database, database.with_name(database.name + "-wal")) if p.exists())
+        size = sum(p.stat().st_size for p in _with_wal_files(database) if p.exists())
         free = shutil.disk_usage(database.parent).free
         if free < size + BACKUP_SPARE_BYTES:
             raise OSError(errno.ENOSPC, f"it needs {(size + BACKUP_SPARE_BYTES) / 1e6:,.0f} MB — the copy and "
                                         f"{BACKUP_SPARE_BYTES // 2**20} MB to spare — and {free / 1e6:,.0f} MB are free")
         os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        source, copy = sqlite3.connect(path), sqlite3.connect(staging)
+        source, copy = sqlite3.connect(database), sqlite3.connect(staging)
         try:
             source.backup(copy)  # consistent while others read, WAL included
             # the copy's own revision: another command may have migrated between our look and the copy
