@@ -87,9 +87,15 @@ class ModelReply:
     usage: dict[str, int] = field(default_factory=dict)
     raw_text: str = ""
 
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens the call used (what the night's summary reports)."""
+        return sum(self.usage.values())
+
 
 def make_client(settings: Settings) -> anthropic.Anthropic:
-    """The real SDK client; ``ANTHROPIC_BASE_URL`` is honoured by the SDK itself."""
+    """The real SDK client: ``ANTHROPIC_BASE_URL`` checked (else the default endpoint), a total
+    deadline per call (:mod:`warden.api_client`)."""
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         raise UsageError("--distiller anthropic needs ANTHROPIC_API_KEY (or use --distiller heuristic)")
     base_url = api_base_url(os.environ.get("ANTHROPIC_BASE_URL"))

@@ -219,7 +219,7 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
         report.proposals = list(bodies)
         if reply is not None:
             report.dropped = list(reply.dropped)
-            report.model_tokens = sum(reply.usage.values())
+            report.model_tokens = reply.tokens
             if reply.error:
                 # Infra, not the agent: nothing admitted, the run stays queued for a later night.
                 report.error, report.infra_error, report.state_after = reply.error, True, run.distill_state
@@ -316,7 +316,7 @@ def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "
             report.proposals = list(bodies)
             if reply is not None:
                 report.dropped = list(reply.dropped)
-                report.model_tokens = sum(reply.usage.values())
+                report.model_tokens = reply.tokens
                 report.error, report.infra_error = reply.error, bool(reply.error)
             report.refused = [refusal for _, refusal in (screen_body(b, distiller) for b in bodies) if refusal]
         except UsageError as exc:
