@@ -170,6 +170,18 @@ def test_a_lone_surrogate_escape_keeps_the_line_and_its_usage() -> None:
     run.cwd.encode("utf-8")  # storable
 
 
+def test_a_surrogate_line_is_read_as_any_other_whatever_its_numbers() -> None:
+    """The second chance a surrogate escape gets reads a line as the first decode would: an
+    integer past 64 bits is kept (the line and its usage count), Infinity is not JSON (malformed,
+    still a line). Both had raised inside the parser: the line was lost from the count."""
+    huge, infinite = (json.dumps(assistant("m1", "r1", usage(7, 3), [{"type": "text", "text": "cut \ud83d"}]) | extra)
+                      .encode() for extra in ({"requestId": {"x": -(2**63) - 1}}, {"requestId": {"x": float("inf")}}))
+    run = parse_bytes(huge + b"\n")
+    assert (run.stats.lines, run.stats.malformed, run.stats.non_utf8) == (1, 0, 1) and run.usage.input_tokens == 7
+    run = parse_bytes(infinite + b"\n")
+    assert (run.stats.lines, run.stats.malformed) == (1, 1) and run.usage.input_tokens == 0
+
+
 @pytest.mark.parametrize("cut_after", range(1, 6))
 def test_resumed_parse_equals_full_parse(cut_after: int) -> None:
     """Cut anywhere, a tool call's result in the next read included."""

@@ -161,6 +161,11 @@ def _decode(line: bytes) -> Any:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
+def _not_json(constant: str) -> Any:
+    """NaN and Infinity: Python's json reads them, JSON (and the first decode) does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _without_surrogates(value: Any) -> Any:
     """``value`` with lone surrogates replaced by U+FFFD (pairs are kept as the character)."""
     if isinstance(value, str):
@@ -197,7 +202,9 @@ def _reshape(record: dict[str, Any]) -> _Line:
         record = {**record, "message": message}
     else:
         record = {k: v for k, v in record.items() if k != "message"}
-    return _LINE_DECODER.decode(orjson.dumps(record))
+    # the standard library's encoder: a record of the lenient path may hold integers past 64 bits,
+    # which orjson cannot write (and msgspec reads, as on a line's first decode)
+    return _LINE_DECODER.decode(json.dumps(record).encode())
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -440,7 +447,7 @@ class TranscriptParser:
             if _SURROGATE_ESCAPE.search(line) is None:
                 return _BAD  # valid UTF-8, so the JSON itself is broken
             try:
-                value = json.loads(line)
+                value = json.loads(line, parse_constant=_not_json)
             except (ValueError, RecursionError):
                 return _BAD
             if not isinstance(value, dict):
