@@ -457,3 +457,27 @@ def test_db_check_json_names_a_newer_wardens_revision(warden_home: Path, capsys:
     code, out, _ = run(capsys, "db", "check", "--json")
     report = json.loads(out)
     assert code == 1 and report["current"] == "0099" and "newer warden" in report["problem"]
+
+
+def test_a_postgres_server_that_never_answers_fails_in_seconds_not_forever(monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A port that accepts connections and never speaks (a hung server, a proxy) must not hold a
+    cron nightly for ever: connecting has a deadline unless the URL sets its own."""
+    import socket
+    import time
+
+    from warden.store import db
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    monkeypatch.setattr(db, "POSTGRES_CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setenv("WARDEN_DATABASE_URL", f"postgresql+psycopg://postgres@127.0.0.1:{port}/x")
+    try:
+        started = time.monotonic()
+        code, out, err = run(capsys, "status")
+        assert code == 1 and err.count("\n") == 1 and "timeout" in err.lower(), err
+        assert time.monotonic() - started < 15
+    finally:
+        listener.close()

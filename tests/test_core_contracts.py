@@ -298,3 +298,52 @@ def test_untrusted_rules_may_not_carry_links(body: str, what: str) -> None:
                                            "(rules from models and ledgers are screened)"
     for fine in ("Grep [the symbol] first, then read (only) the hit.", "Quote file:line and the data: field."):
         assert untrusted_rule_problem(fine) is None
+
+
+@pytest.mark.parametrize("line, message", [
+    ('memory_dir = {dir = "/tmp/x"}', "memory_dir must be a path"), ('memory_dir = ""', "memory_dir must be a path"),
+    ('claude_home = ["x"]', "claude_home must be a path"), ("claude_home = '  '", "claude_home must be a path"),
+    ("backend = 5", "backend must be a string"), ("database_url = {a = 1}", "database_url must be a string"),
+])
+def test_path_and_text_settings_in_the_file_must_be_non_empty_strings(tmp_path, monkeypatch, line: str,
+                                                                      message: str) -> None:
+    """A table or an empty string is no path: it must not become a directory named
+    "{'dir': '" (or the current one) that MEMORY.md is written into."""
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(f"[warden]\n{line}\n")
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_a_settings_path_that_is_not_a_readable_file_is_refused_not_ignored(tmp_path, monkeypatch) -> None:
+    """A dotfiles symlink gone stale would silently drop database_url: warden would start a fresh
+    local database instead of the team's."""
+    home = tmp_path / "h"
+    home.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    (home / "warden.toml").symlink_to(tmp_path / "moved.toml")
+    with pytest.raises(ConfigError, match="warden.toml.*not a readable file"):
+        load_settings()
+    (home / "warden.toml").unlink()
+    (home / "warden.toml").mkdir()
+    with pytest.raises(ConfigError, match="not a readable file"):
+        load_settings()
+
+
+def test_top_level_keys_beside_the_warden_table_are_refused(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    (home / "warden.toml").write_text("alpha = 0.3\n[warden]\nbeta = 0.2\n")
+    with pytest.raises(ConfigError, match="'alpha' outside the \\[warden\\] table"):
+        load_settings()
+    (home / "warden.toml").write_text("alpha = 0.3\n")  # no [warden] table: the top level is it
+    assert load_settings().alpha == 0.3
+
+
+def test_a_design_effect_too_small_to_measure_is_refused(monkeypatch) -> None:
+    monkeypatch.setenv("WARDEN_DESIGN_EFFECT", "1e-300")
+    with pytest.raises(ConfigError, match=r"design_effect=1e-300 is out of range \[0.001, 1\)"):
+        load_settings()

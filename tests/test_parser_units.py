@@ -340,3 +340,33 @@ def test_redacted_prefix_widens_its_window_in_a_few_passes(monkeypatch) -> None:
     text = "y" * 433 + "-----BEGIN PRIVATE KEY----- " + "a " * 5_000_000
     out = sanitize.redacted_prefix(text, 200)
     assert len(out) <= 200 and len(calls) <= 12
+
+
+@pytest.mark.parametrize("text", ["2026-11-30T20:00:00+05:30Z", "2026-11-30T20:00:00ZZ"[:-1] + "+00:00Z",
+                                  "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "not-a-time", ""])
+def test_a_timestamp_that_is_not_one_utc_instant_reads_as_missing(text: str) -> None:
+    """An offset and a Z at once, or an offset that leaves the calendar, is malformed: missing,
+    never an aware datetime (compared with naive ones later) nor an OverflowError."""
+    from warden.ingest.parser import parse_timestamp
+
+    assert parse_timestamp(text) is None
+
+
+def test_start_and_end_are_the_earliest_and_latest_instants_not_the_smallest_strings() -> None:
+    from datetime import datetime
+
+    lines = [assistant("m1", "r1", usage(1, 1), ts="2026-12-01T01:30:00.000+05:30"),  # 20:00Z
+             assistant("m2", "r2", usage(1, 1), ts="2026-11-30T20:10:00.000Z"),
+             assistant("m3", "r3", usage(1, 1), ts="not-a-time"),
+             assistant("m4", "r4", usage(1, 1), ts="0000")]
+    run = parse_bytes(jsonl(lines))
+    assert run.started_at == datetime(2026, 11, 30, 20, 0) and run.ended_at == datetime(2026, 11, 30, 20, 10)
+    # read in two parts (an append collected later), the same
+    parser = TranscriptParser()
+    for raw in jsonl(lines[:2]).splitlines(keepends=True):
+        parser.feed(raw)
+    resumed = TranscriptParser(state=json.loads(json.dumps(parser.state())))
+    for raw in jsonl(lines[2:]).splitlines(keepends=True):
+        resumed.feed(raw)
+    done = resumed.result()
+    assert (done.started_at, done.ended_at) == (run.started_at, run.ended_at)

@@ -110,7 +110,7 @@ _PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers
 MAX_BUDGET_TOKENS = 10**15  # the largest token budget anywhere (settings, --budget)
 _RANGES: dict[str, tuple[str, float, float, str]] = {
     "keep_margin_k": ("[", 0, 100, "]"), "alpha": ("(", 0, 0.5, ")"), "beta": ("(", 0, 0.5, ")"),
-    "design_effect": ("(", 0, 1, ")"), "reference_freshness_days": ("[", 0, 3650, "]"),
+    "design_effect": ("[", 0.001, 1, ")"), "reference_freshness_days": ("[", 0, 3650, "]"),
     "max_wall_s": ("(", 0, 86_400, "]"), "recall_window_days": ("(", 0, 3650, "]"),
     "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, MAX_BUDGET_TOKENS, "]"),
     "concurrency": ("[", 1, 64, "]"), "max_turns": ("[", 1, 10_000, "]"), "max_output_tokens": ("[", 1, 10**7, "]"),
@@ -159,9 +159,13 @@ def _coerce(key: str, value: Any) -> Any:
         if key in _INT_KEYS:
             return _in_range(key, _whole(key, value))
         if key in _PATH_KEYS:
-            return Path(str(value)).expanduser()
-        if key in _STR_KEYS:
-            return str(value)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"setting {key} must be a path (a non-empty string), got {str(value)[:40]!r}")
+            return Path(value).expanduser()
+        if key in _STR_KEYS or key == "database_url":
+            if not isinstance(value, str):
+                raise ConfigError(f"setting {key} must be a string, got {str(value)[:40]!r}")
+            return value
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a valid value") from None
     if key == "pricing":
@@ -216,7 +220,11 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
     )
     values: dict[str, Any] = {}
     toml_path = home / "warden.toml"
-    if toml_path.is_file():
+    if os.path.lexists(toml_path):
+        # A stale symlink or a directory in its place is refused, not skipped: skipping would drop
+        # database_url and start a fresh local database instead of the configured one.
+        if not toml_path.is_file():
+            raise ConfigError(f"{toml_path}: not a readable file (a dangling symlink or a directory?)")
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
@@ -224,11 +232,13 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         section = data.get("warden", data)
         if not isinstance(section, dict):
             raise ConfigError(f"{toml_path}: [warden] must be a table of settings")
+        if section is not data:
+            stray = sorted(key for key in data if key != "warden")
+            if stray:
+                raise ConfigError(f"{toml_path}: setting {stray[0]!r} outside the [warden] table "
+                                  "(settings go under [warden])")
         for key, value in section.items():
-            if key == "database_url":
-                values[key] = str(value)
-            else:
-                values[key] = _coerce(key, value)
+            values[key] = _coerce(key, value)
     if env.get("WARDEN_DATABASE_URL"):
         values["database_url"] = env["WARDEN_DATABASE_URL"]
     if env.get("WARDEN_MEMORY_DIR"):

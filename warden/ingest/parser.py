@@ -41,7 +41,8 @@ from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import BYTES_PER_TOKEN
 
-PARSER_VERSION = "4"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut
+PARSER_VERSION = "5"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
+# 5: a run's start and end are its earliest and latest instants, whatever their ISO form
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -213,16 +214,29 @@ def parse_timestamp(value: Any) -> datetime | None:
         return None
     if value[-1] == "Z" and len(value) <= 32:  # Claude Code's own form: UTC, parsed naive directly
         try:
-            return datetime.fromisoformat(value[:-1])
+            dt = datetime.fromisoformat(value[:-1])
         except ValueError:
             pass
+        else:  # an offset and a Z at once ("…+05:30Z") is no instant
+            return dt if dt.tzinfo is None else None
     try:
         dt = datetime.fromisoformat(value)
-    except ValueError:
+        if dt.tzinfo is not None:
+            dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    except (ValueError, OverflowError):  # OverflowError: an offset that leaves year 1..9999
         return None
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
     return dt
+
+
+def _utc_text(value: str) -> str | None:
+    """A timestamp as Claude Code writes it ("2026-01-01T10:00:00.000Z"), whose text order is
+    time order; another ISO form is rewritten to it, and a non-timestamp is None."""
+    if len(value) == 24 and value[-1] == "Z" and value[10] == "T":
+        return value
+    dt = parse_timestamp(value)
+    if dt is None:
+        return None
+    return f"{dt.year:04d}-{dt:%m-%dT%H:%M:%S}.{dt.microsecond // 1000:03d}Z"
 
 
 MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
@@ -480,13 +494,15 @@ class TranscriptParser:
             s.version = version
         ts = rec.timestamp
         if ts.__class__ is str and ts:
-            last = s.last_ts
-            if last is None or ts > last:
-                s.last_ts = ts
-                if s.first_ts is None:
-                    s.first_ts = ts
-            elif ts < s.first_ts:  # type: ignore[operator]
-                s.first_ts = ts
+            instant = _utc_text(ts)  # compared as text: one form, so text order is time order
+            if instant is not None:
+                last = s.last_ts
+                if last is None or instant > last:
+                    s.last_ts = instant
+                    if s.first_ts is None:
+                        s.first_ts = instant
+                elif instant < s.first_ts:  # type: ignore[operator]
+                    s.first_ts = instant
         kind = rec.type
         if kind == "assistant":
             self._assistant(rec, ts)

@@ -33,6 +33,10 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # Alembic (a tenth of a second) only to migrate; a test pins it to Alembic's own head.
 HEAD_REVISION = "0004"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+# A server that accepts and never answers (hung, or a proxy in front of a dead one) would hold
+# every command, a cron nightly included, for ever: connecting gets a deadline unless the URL
+# sets its own connect_timeout.
+POSTGRES_CONNECT_TIMEOUT_S = 10
 
 
 class StoreError(WardenError):
@@ -99,7 +103,11 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
                 event.listen(engine, "connect",
                              lambda c, _r: c.execute(f"PRAGMA busy_timeout={busy_timeout_ms}"))
             return engine
-        return create_engine(url, pool_pre_ping=True)
+        parsed = make_url(url)
+        connect_args: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
         hint = "; for PostgreSQL write postgresql+psycopg://…" if url.startswith("postgres:") else ""
         raise StoreError(f"bad database URL {redact_url(url)!r}: {exc}{hint}") from None
