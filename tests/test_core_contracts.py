@@ -347,3 +347,18 @@ def test_a_design_effect_too_small_to_measure_is_refused(monkeypatch) -> None:
     monkeypatch.setenv("WARDEN_DESIGN_EFFECT", "1e-300")
     with pytest.raises(ConfigError, match=r"design_effect=1e-300 is out of range \[0.001, 1\)"):
         load_settings()
+
+
+def test_lone_surrogates_are_shown_escaped_never_written_raw() -> None:
+    """A file name that is not UTF-8 arrives as surrogate escapes (os.fsdecode); written raw, its
+    0x9b byte is an 8-bit CSI on some terminals, and the output is not UTF-8 at all."""
+    import json
+
+    from warden.sanitize import escape_unsafe_in_json, first_unsafe_char, strip_controls
+
+    name = b"x\x9b2J\xff.jsonl".decode("utf-8", "surrogateescape")
+    assert strip_controls(name) == "x\\x9b2J\\xff.jsonl"
+    assert strip_controls("a\ud800b") == "ab" and first_unsafe_char("a\ud800b") == "\ud800"
+    escaped = escape_unsafe_in_json(json.dumps({"path": name}, ensure_ascii=False))
+    escaped.encode("utf-8")  # no lone surrogate left to fail the encoder
+    assert json.loads(escaped) == {"path": name}

@@ -11,10 +11,11 @@ from warden.strict_json import MAX_EXACT_INT
 # C0 controls except tab and newline (CR included), DEL, C1 controls, every format character
 # (Unicode category Cf: bidi controls, zero-width characters, the BOM, the soft hyphen, the
 # invisible "tag" characters U+E0000–E007F that can spell hidden text), and other invisible
-# characters (the combining grapheme joiner, variation selectors, Hangul fillers): none of them
-# may reach a screen or a memory file.
+# characters (the combining grapheme joiner, variation selectors, Hangul fillers), and lone
+# surrogates (a file name that is not UTF-8, as os.fsdecode gives it; they cannot even be
+# encoded): none of them may reach a screen or a memory file.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
     "\u115f\u1160\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
     "\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
@@ -42,9 +43,17 @@ def first_unsafe_char(text: str) -> str | None:
     return found.group() if found else None
 
 
+def _shown_or_dropped(match: re.Match[str]) -> str:
+    """A byte a file name could not decode (surrogate escape U+DC80–DCFF) as visible ``\\xNN``;
+    any other unsafe character dropped."""
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else ""
+
+
 def strip_controls(text: str, *, keep_newlines: bool = True) -> str:
-    """Remove control, bidi and zero-width characters; optionally flatten newlines and tabs."""
-    clean = _UNSAFE.sub("", text)
+    """Remove control, bidi and zero-width characters (an undecodable file-name byte is shown as
+    ``\\xNN`` instead); optionally flatten newlines and tabs."""
+    clean = _UNSAFE.sub(_shown_or_dropped, text)
     if not keep_newlines:
         clean = clean.replace("\n", " ").replace("\t", " ")
     return clean
