@@ -160,3 +160,35 @@ def test_a_claude_home_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
     home.write_text("not a directory")
     with pytest.raises(UsageError, match="cannot write"):
         install_hooks(home, command=CMD)
+
+
+@pytest.mark.parametrize("failing", ["backup", "settings"])
+def test_a_full_disk_leaves_no_backup_beside_the_untouched_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    failing: str) -> None:
+    """An empty "backup" (the copy ran out of space) is a trap for whoever restores it; and when
+    settings.json stays untouched there is nothing a backup is needed for."""
+    import os
+    import shutil
+
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"theme": "dark"}')
+    real_copy, real_replace = shutil.copy2, os.replace
+
+    def copy_out_of_space(src: str, dst: str) -> None:
+        Path(dst).write_bytes(b"")
+        raise OSError(28, "No space left on device")
+
+    def replace_out_of_space(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    if failing == "backup":
+        monkeypatch.setattr(shutil, "copy2", copy_out_of_space)
+    else:
+        monkeypatch.setattr(os, "replace", replace_out_of_space)
+    with pytest.raises((UsageError, OSError)):
+        install_hooks(claude, command=CMD)
+    monkeypatch.setattr(shutil, "copy2", real_copy)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert sorted(p.name for p in claude.iterdir()) == ["settings.json"]
+    assert (claude / "settings.json").read_text() == '{"theme": "dark"}'

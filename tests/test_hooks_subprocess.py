@@ -291,3 +291,29 @@ def test_a_hook_out_of_time_after_queueing_says_the_job_is_queued_not_dropped(tm
     log = _log(warden_home)
     assert "stop: budget exhausted after queueing its job " in log and "dropped" not in log
     assert len(list((warden_home / "hook-queue").glob("*.json"))) == 1
+
+
+def test_a_full_disk_leaves_no_temp_job_and_old_litter_never_starves_the_queue(tmp_path: Path, warden_home: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each hook on a full disk left a 0-byte ``.<n>.tmp``; they sort before every job, and once
+    1000 of them piled up the worker's claim window held no job at all: nothing was ingested again."""
+    from warden.ingest import hooks
+
+    real_write = Path.write_bytes
+
+    def full_disk(self: Path, data: bytes) -> int:
+        self.touch()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    with pytest.raises(OSError):
+        hooks.enqueue({"event": "stop", "paths": []}, warden_home)
+    monkeypatch.setattr(Path, "write_bytes", real_write)
+    queue = warden_home / "hook-queue"
+    assert list(queue.iterdir()) == []
+    for i in range(5):  # litter of an older warden, or of a hook killed mid-write
+        (queue / f".{i:020d}-1.tmp").write_bytes(b"")
+    job = hooks.enqueue({"event": "stop", "paths": [str(_transcript(tmp_path, "sess-litter"))]}, warden_home)
+    assert job is not None
+    claimed = hooks.claim_jobs(warden_home, limit=3)
+    assert [path.name.split(".")[0] for path, _ in claimed] == [job.name.split(".")[0]]

@@ -315,7 +315,11 @@ def enqueue(job: dict[str, Any], home: Path | None) -> Path | None:
     queue.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.getpid()}"
     tmp = queue / f".{name}.tmp"
-    tmp.write_bytes(json.dumps(job).encode())
+    try:
+        tmp.write_bytes(json.dumps(job).encode())
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave an empty job behind
+        raise
     final = queue / f"{name}.json"
     os.replace(tmp, final)
     return final
@@ -342,7 +346,17 @@ def claim_jobs(home: Path | None, limit: int = 1000) -> list[tuple[Path, dict[st
         return []
     claimed: list[tuple[Path, dict[str, Any]]] = []
     now = time.time()
-    for name in names[:limit]:
+    jobs = []
+    for name in names:  # jobs only: temp files sort first and must not fill the window
+        if name.endswith((".json", ".claimed")):
+            jobs.append(name)
+        elif name.endswith(".tmp"):  # a hook killed mid-write: never renamed, never a job
+            try:
+                if now - (queue / name).stat().st_mtime > STALE_CLAIM_S:
+                    (queue / name).unlink()
+            except OSError:
+                pass
+    for name in jobs[:limit]:
         path = queue / name
         if name.endswith(".claimed"):
             try:
@@ -539,21 +553,25 @@ def _replace_settings_json(path: Path, data: dict[str, Any]) -> str | None:
     text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     backup: str | None = None
-    if target.exists():
-        backup = _unique_backup(target)
-        shutil.copy2(target, backup)
-    fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".json", dir=target.parent)
+    tmp: str | None = None
     try:
+        if target.exists():
+            backup = _unique_backup(target)
+            shutil.copy2(target, backup)
+        fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".json", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         if target.exists():
             os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        # settings.json is untouched: a backup of it (empty, if the disk filled) only misleads
+        for leftover in (tmp, backup):
+            if leftover is not None:
+                try:
+                    os.unlink(leftover)
+                except OSError:
+                    pass
         raise
     return backup
 
