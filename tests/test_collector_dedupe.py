@@ -410,3 +410,21 @@ def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Pa
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+def test_a_rewrite_that_keeps_the_head_and_grows_is_read_again_not_resumed_mid_line(tmp_path: Path) -> None:
+    """Same first 4 KB, longer than before: resuming at the old offset landed mid-line in the new
+    content (a malformed line, responses before it never counted). The bytes just before the
+    offset are checked too."""
+    path = _project(tmp_path) / f"{SESSION}.jsonl"
+    head = [assistant(f"h{i}", f"rh{i}", usage(1, 1), [tool_use(f"th{i}", "Bash", command="ls " + "x" * 300)])
+            for i in range(20)]
+    write(path, head + [assistant(f"old{i}", f"ro{i}", usage(1, 1)) for i in range(5)])
+    collect_paths(load_settings(), [path])
+    new_tail = [assistant(f"new{i}", f"rn{i}", usage(2, 2), [tool_use(f"tn{i}", "Grep", pattern="y" * 50)])
+                for i in range(40)]
+    write(path, head + new_tail)
+    collect_paths(load_settings(), [path])
+    row = _runs()[f"{SESSION}:main"]
+    assert row.line_stats["malformed"] == 0 and row.tool_calls == 60 and row.greps == 40
+    assert row.input_tokens == 20 + 5 + 80  # the new responses all counted (and the old ones never forgotten)

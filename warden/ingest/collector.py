@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the led
 
 READ_CHUNK = 8 << 20
 MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
-HEAD_BYTES = 4096  # hashed to notice a transcript rewritten under the same name
+HEAD_BYTES = 4096  # hashed, at the start and before the offset, to notice a transcript rewritten under the same name
 MAX_PATH_CHARS: int = IngestOffset.__table__.c.path.type.length  # the offsets' key column
 IN_CHUNK = 500  # bound on SQL IN-lists / multi-row statements
 MAIN_AGENT = "main"
@@ -195,12 +195,13 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     return parser.result(), parser.state(), end
 
 
-def _head_hash(path: str, length: int) -> str:
+def _span_hash(path: str, start: int, length: int) -> str:
+    """sha256 of ``length`` bytes of ``path`` from ``start`` ("" for none)."""
     if length <= 0:
         return ""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        return hashlib.sha256(os.pread(fd, length, 0)).hexdigest()
+        return hashlib.sha256(os.pread(fd, length, start)).hexdigest()
     finally:
         os.close(fd)
 
@@ -464,10 +465,15 @@ class Collector:
         start, state = 0, None
         if offset_row is not None and offset_row.parser_version == PARSER_VERSION \
                 and offset_row.offset <= st.st_size and offset_row.parser_state:
-            head_len = int(offset_row.parser_state.get("head_len", 0))
+            # Resume only if the file still holds what was read: its head, and the bytes just
+            # before the offset (a rewrite that kept the head and grew would otherwise be
+            # resumed mid-line). Claude Code only appends; anything else is read again whole.
+            kept = offset_row.parser_state
+            head_len, tail_len = int(kept.get("head_len", 0)), int(kept.get("tail_len", 0))
             try:
-                if _head_hash(path, head_len) == offset_row.head_sha256:
-                    start, state = offset_row.offset, offset_row.parser_state.get("parser")
+                if (_span_hash(path, 0, head_len) == offset_row.head_sha256
+                        and _span_hash(path, offset_row.offset - tail_len, tail_len) == kept.get("tail_sha256", "")):
+                    start, state = offset_row.offset, kept.get("parser")
             except OSError:
                 pass
         return st, start, state
@@ -533,13 +539,16 @@ class Collector:
             if offset_row is None:
                 offset_row = IngestOffset(path=path)
                 session.add(offset_row)
-            head_len = min(parsed.bytes_consumed, HEAD_BYTES)
+            consumed = parsed.bytes_consumed
+            head_len = tail_len = min(consumed, HEAD_BYTES)
             offset_row.run_key = run[2] if run else None
-            offset_row.offset = parsed.bytes_consumed
+            offset_row.offset = consumed
             offset_row.size = end
             offset_row.mtime_ns = st.st_mtime_ns
-            offset_row.head_sha256 = _head_hash(path, head_len) if head_len else ""
-            offset_row.parser_state = {"head_len": head_len, "parser": parser_state}
+            offset_row.head_sha256 = _span_hash(path, 0, head_len)
+            offset_row.parser_state = {"head_len": head_len, "tail_len": tail_len,
+                                       "tail_sha256": _span_hash(path, consumed - tail_len, tail_len),
+                                       "parser": parser_state}
             offset_row.parser_version = PARSER_VERSION
             keys.append(run[2] if run else None)
         session.flush()
