@@ -481,3 +481,20 @@ def test_a_postgres_server_that_never_answers_fails_in_seconds_not_forever(monke
         assert time.monotonic() - started < 15
     finally:
         listener.close()
+
+
+def test_a_claude_config_dir_that_does_not_exist_is_an_error_not_zero_transcripts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in CLAUDE_CONFIG_DIR would make a cron nightly learn nothing, for ever, silently."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "typo-claude"))
+    code, out, err = run(capsys, "collect")
+    assert code == 2 and "typo-claude" in err and "CLAUDE_CONFIG_DIR" in err and err.count("\n") == 1
+    (tmp_path / "typo-claude").write_text("")
+    assert run(capsys, "collect")[0] == 2
+    (tmp_path / "typo-claude").unlink()
+    (tmp_path / "typo-claude").mkdir()  # Claude Code installed, no session yet: nothing to collect
+    code, out, err = run(capsys, "collect")
+    assert code == 0 and "0 transcript(s)" in out
+    (tmp_path / "typo-claude" / "projects").write_text("")
+    code, out, err = run(capsys, "collect")
+    assert code == 2 and "projects" in err

@@ -808,7 +808,17 @@ def default_jobs() -> int:
 
 
 def default_paths(settings: Settings) -> list[Path]:
-    return [settings.claude_home / "projects"]
+    """The Claude Code config dir's ``projects/``; none while Claude Code has kept no session.
+    A config dir that is not there is a :class:`UsageError`: a typo in CLAUDE_CONFIG_DIR must not
+    collect nothing, night after night, without a word."""
+    home = settings.claude_home
+    if not home.is_dir():
+        raise UsageError(f"Claude Code config directory {home} {'is not a directory' if home.exists() else 'does not exist'}:"
+                         " set CLAUDE_CONFIG_DIR (or claude_home in warden.toml) to it, or name the paths to collect")
+    projects = home / "projects"
+    if projects.exists() and not projects.is_dir():
+        raise UsageError(f"{projects} is not a directory: Claude Code keeps its transcripts in a projects/ directory")
+    return [projects] if projects.is_dir() else []
 
 
 def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None, *,
@@ -821,7 +831,7 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     projects directory that does not exist yet simply yields nothing."""
     given = [Path(p).expanduser() for p in (paths or [])]
     if not given:
-        given = [p for p in default_paths(settings) if p.is_dir()]
+        given = default_paths(settings)
     files = discover_transcripts(given)
     own_store = store is None
     store = store or open_store(settings)
