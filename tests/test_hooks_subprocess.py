@@ -317,3 +317,18 @@ def test_a_full_disk_leaves_no_temp_job_and_old_litter_never_starves_the_queue(t
     assert job is not None
     claimed = hooks.claim_jobs(warden_home, limit=3)
     assert [path.name.split(".")[0] for path, _ in claimed] == [job.name.split(".")[0]]
+
+
+def test_an_empty_warden_home_means_the_default_for_hooks_as_for_every_command(tmp_path: Path) -> None:
+    """"" is unset everywhere: the hook must not queue its job in the session's working directory
+    (where a Stop hook runs) while the worker writes the database under ~/.warden."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    user_home = tmp_path / "user"
+    path = _transcript(tmp_path, "sess-empty-home")
+    env = {**os.environ, "WARDEN_HOME": "", "HOME": str(user_home)}
+    proc = subprocess.run([WARDEN, "hook", "stop"], input=_payload(path, "sess-empty-home"), capture_output=True,
+                          timeout=30, env=env, cwd=project)
+    assert proc.returncode == 0
+    assert list(project.iterdir()) == []
+    assert (user_home / ".warden").is_dir()

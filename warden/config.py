@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -203,10 +204,16 @@ def _pricing(value: Any) -> dict[str, dict[str, float]]:
     return out
 
 
+def home_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$WARDEN_HOME``, or ``~/.warden`` when it is unset or empty ("" would be the current
+    directory: a hook's is the session's project). The one reading of it, hooks included."""
+    value = (os.environ if env is None else env).get("WARDEN_HOME")
+    return Path(value or "~/.warden").expanduser()
+
+
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
     env = dict(os.environ if env is None else env)
-    # An empty value is unset: "" would otherwise be the current directory.
-    home = Path(env.get("WARDEN_HOME") or "~/.warden").expanduser()
+    home = home_dir(env)
     root = repo_root()
     claude_home = Path(env.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser()
     settings = Settings(

@@ -107,10 +107,11 @@ def _logger(home: Path | None) -> logging.Logger:
 
 
 def _home() -> Path | None:
-    value = os.environ.get("WARDEN_HOME", "~/.warden")
+    from warden.config import home_dir
+
     try:
-        return Path(value).expanduser()
-    except (RuntimeError, ValueError):
+        return home_dir()
+    except (RuntimeError, ValueError):  # no home directory to expand ~ in
         return None
 
 
