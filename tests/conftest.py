@@ -1,5 +1,8 @@
-"""Hermetic tests: every test gets its own WARDEN_HOME and CLAUDE_CONFIG_DIR in a temp dir,
-no API key, and a guard that fails any test that writes to the real home directories."""
+"""Hermetic tests: every test gets its own HOME, WARDEN_HOME and CLAUDE_CONFIG_DIR in a temp dir
+(so ``~`` in code under test, and in every subprocess it starts, is the temp dir), no API key,
+and a last-resort check that the real ~/.warden and ~/.claude directories were not created or
+had entries added or removed (it reads their own modification times only: their contents
+belong to whoever else uses the machine, a running Claude Code included)."""
 
 from __future__ import annotations
 
@@ -25,8 +28,11 @@ def _snapshot(paths: list[Path]) -> dict[Path, float | None]:
 def warden_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "warden-home"
     claude = tmp_path / "claude-home"
+    user_home = tmp_path / "user-home"
     home.mkdir()
     claude.mkdir()
+    user_home.mkdir()
+    monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("WARDEN_HOME", str(home))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
     monkeypatch.setenv("WARDEN_REPO", str(REPO))
