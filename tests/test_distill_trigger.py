@@ -10,17 +10,18 @@ import pytest
 
 from warden.config import load_settings
 from warden.distill import trigger
+from warden.percentiles import nearest_rank
 from warden.store.db import open_store
 from warden.store.models import SessionRun
 
 
 def test_nearest_rank() -> None:
-    assert trigger.nearest_rank([1, 2, 3, 4], 75) == 3
-    assert trigger.nearest_rank([5, 1, 4, 2, 3], 75) == 4  # ceil(3.75) = 4th smallest
-    assert trigger.nearest_rank([7], 75) == 7
-    assert trigger.nearest_rank(list(range(1, 101)), 75) == 75
+    assert nearest_rank([1, 2, 3, 4], 75) == 3
+    assert nearest_rank([5, 1, 4, 2, 3], 75) == 4  # ceil(3.75) = 4th smallest
+    assert nearest_rank([7], 75) == 7
+    assert nearest_rank(list(range(1, 101)), 75) == 75
     with pytest.raises(ValueError):
-        trigger.nearest_rank([], 75)
+        nearest_rank([], 75)
 
 
 def test_decide_needs_five_priors_and_strictly_above_p75() -> None:
@@ -156,3 +157,17 @@ def test_the_priors_are_read_through_the_index_without_sorting_the_agents_histor
         for sql, params in statements:
             plan = " ".join(str(row[-1]) for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
             assert "USING INDEX ix_session_runs_agent_started" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_status_shows_the_p75_the_trigger_decides_on(store) -> None:
+    """Both say "p75": a run costing 900 must not look above p75 in status (linear
+    interpolation gave 850) while the trigger, on nearest rank, said 900 <= p75 1000."""
+    from warden.ingest.collector import status
+
+    costs = [100, 200, 300, 400, 1000, 2000]
+    with store.session() as session:
+        session.add_all([_run(i, "coder", c, day=i) for i, c in enumerate(costs)])
+        session.commit()
+        shown = status(session)
+    row = next(a for a in shown["agents"] if a["agent"] == "coder")
+    assert row["p75_weighted_tokens"] == trigger.decide(900, costs).threshold == 1000

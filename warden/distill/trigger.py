@@ -12,27 +12,18 @@ decision is idempotent: a run is queued at most once, and distillation itself ne
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from warden.config import Settings
+from warden.percentiles import nearest_rank
 from warden.store.models import SessionRun
 
 WINDOW = 50
 MIN_PRIORS = 5
 PERCENTILE = 75.0
-
-
-def nearest_rank(values: list[float], percentile: float) -> float:
-    """The nearest-rank percentile: the smallest value with at least ``percentile``% at or below it."""
-    if not values:
-        raise ValueError("nearest_rank of no values")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(percentile / 100.0 * len(ordered)))
-    return ordered[rank - 1]
 
 
 @dataclass(frozen=True)

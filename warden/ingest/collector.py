@@ -37,6 +37,7 @@ from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
+from warden.percentiles import nearest_rank
 from warden.store.bulk import execute_many
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
@@ -916,15 +917,6 @@ def list_sessions(session: Session, *, agent: str | None = None, project: str | 
     return [session_row_json(r) for r in session.scalars(stmt)]
 
 
-def _p75(values: list[float]) -> float:
-    """75th percentile, linear interpolation (numpy's default), of a non-empty list."""
-    ordered = sorted(values)
-    pos = 0.75 * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 def status(session: Session) -> dict[str, Any]:
     """Per agent: sessions, runs, tokens by type, cost, cost-weighted tokens, p75 per run, re-read rate."""
     agents: dict[str, dict[str, Any]] = {}
@@ -958,7 +950,7 @@ def status(session: Session) -> dict[str, Any]:
         a["sessions"] = len(sessions_by_agent[agent])
         a["cost_usd"] = round(math.fsum(costs[agent]), 6)
         a["weighted_tokens"] = round(math.fsum(weighted[agent]), 1)
-        a["p75_weighted_tokens"] = round(_p75(weighted[agent]), 1)
+        a["p75_weighted_tokens"] = round(nearest_rank(weighted[agent], 75), 1)
         a["reread_rate"] = round(a["rereads"] / a["file_reads"], 4) if a["file_reads"] else 0.0
         out.append(a)
     totals: dict[str, Any] = {k: sum(a[k] for a in out) for k in ("runs", "input_tokens", "output_tokens",
