@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, safe, settings, store,
-                               wide_console)
+                               uncut_table, wide_console)
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
 from warden.ingest import collector as queries
@@ -80,19 +79,17 @@ def sessions(
     if as_json:
         print_json(rows)
         return
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for col in ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
-                "weighted", "tools", "rereads", "done"):
-        table.add_column(col, justify="left" if col in ("run", "agent", "project", "started UTC", "done") else "right",
-                         no_wrap=True)
-    for r in rows:
-        table.add_row(safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
-                      safe(r["agent"], 14), safe(_tail(r["project"] or "", 18)),
-                      (r["started_at"] or "")[:16].replace("T", " "),
-                      _n(r["input_tokens"]), _n(r["output_tokens"]), _n(r["cache_creation_tokens"]),
-                      _n(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", _n(r["weighted_tokens"]),
-                      str(r["tool_calls"]), str(r["rereads"]),
-                      ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else ""))
+    headers = ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
+               "weighted", "tools", "rereads", "done")
+    cells = [[safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
+              safe(r["agent"], 14), safe(_tail(r["project"] or "", 18)),
+              (r["started_at"] or "")[:16].replace("T", " "),
+              _n(r["input_tokens"]), _n(r["output_tokens"]), _n(r["cache_creation_tokens"]),
+              _n(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", _n(r["weighted_tokens"]),
+              str(r["tool_calls"]), str(r["rereads"]),
+              ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else "")] for r in rows]
+    table = uncut_table(headers, cells, left={"run", "agent", "project", "started UTC", "done"},
+                        shrink={"agent", "project"})
     wide_console().print(table)
     if any(r["placeholder_output"] for r in rows):
         console.print("* output counts in that transcript are streaming placeholders; don't trust its output tokens.")
@@ -106,15 +103,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     if as_json:
         print_json(data)
         return
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for col in ("agent", "sessions", "runs", "in", "out", "cw 5m", "cw 1h", "cache r", "cost $",
-                "weighted", "p75/run", "reread"):
-        table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
-    for a in data["agents"]:
-        table.add_row(safe(a["agent"], 16), str(a["sessions"]), str(a["runs"]), _n(a["input_tokens"]),
-                      _n(a["output_tokens"]), _n(a["cache_write_5m_tokens"]), _n(a["cache_write_1h_tokens"]),
-                      _n(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", _n(a["weighted_tokens"]),
-                      _n(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}")
+    headers = ("agent", "sessions", "runs", "in", "out", "cw 5m", "cw 1h", "cache r", "cost $", "weighted",
+               "p75/run", "reread")
+    cells = [[safe(a["agent"], 16), str(a["sessions"]), str(a["runs"]), _n(a["input_tokens"]),
+              _n(a["output_tokens"]), _n(a["cache_write_5m_tokens"]), _n(a["cache_write_1h_tokens"]),
+              _n(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", _n(a["weighted_tokens"]),
+              _n(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}"] for a in data["agents"]]
+    table = uncut_table(headers, cells, left={"agent"}, shrink={"agent"})
     wide_console().print(table)
     if data["agents"]:
         console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")

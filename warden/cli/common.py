@@ -5,9 +5,12 @@ from __future__ import annotations
 import codecs
 import json
 import sys
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.table import Table
 
 from warden.config import Settings, load_settings
 from warden.sanitize import counted, escape_unsafe_in_json, strip_controls
@@ -32,6 +35,21 @@ def settings() -> Settings:
 def store(s: Settings | None = None) -> Store:
     """The settings' database, migrated to head (every command migrates first)."""
     return open_store(s or settings())
+
+
+def uncut_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[str] = (),
+                shrink: Collection[str] = ()) -> Table:
+    """A borderless table whose cells are never cut on a narrow terminal, except in the ``shrink``
+    columns (free text, ellipsised): a token count shown as "1…" or a run id dropped is worse than
+    a line the terminal wraps."""
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for i, header in enumerate(headers):
+        widest = max([cell_len(header)] + [cell_len(row[i]) for row in rows])
+        table.add_column(header, justify="left" if header in left else "right", no_wrap=True,
+                         min_width=None if header in shrink else widest)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def wide_console() -> Console:
