@@ -66,6 +66,10 @@ def test_sim_sessions_are_dated_yesterday_unless_told(tmp_path: Path, capsys) ->
     assert '"timestamp":"2026-11-01T' in next((tmp_path / "b").rglob("*.jsonl")).read_text().replace(" ", "")
     assert main(["sim", "sessions", "--out", str(tmp_path / "c"), "--start", "soon"]) == 2
     capsys.readouterr()
+    # a start its clock would run off the calendar from, or that no transcript writes as ISO-8601
+    for start in ("9999-12-31", "0001-01-01"):
+        assert main(["sim", "sessions", "--out", str(tmp_path / "d"), "--sessions", "1", "--start", start]) == 2
+        assert "--start" in capsys.readouterr().err
 
 
 def test_sim_progress_writes_nothing_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:

@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
             day = datetime.strptime(text.strip(), "%Y-%m-%d")
         except ValueError:
             raise UsageError(f"--start {text!r}: expected a date like 2026-11-29") from None
+        if not 1970 <= day.year <= 9000:  # the simulated clock runs on for days; transcripts write 4-digit years
+            raise UsageError(f"--start {text!r}: expected a year from 1970 to 9000")
         return day.replace(hour=9, tzinfo=timezone.utc)
 
     @sim.command("sessions")
