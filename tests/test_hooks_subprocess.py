@@ -332,3 +332,26 @@ def test_an_empty_warden_home_means_the_default_for_hooks_as_for_every_command(t
     assert proc.returncode == 0
     assert list(project.iterdir()) == []
     assert (user_home / ".warden").is_dir()
+
+
+def test_a_file_that_is_not_wardens_database_keeps_its_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pointing WARDEN_DATABASE_URL at the wrong file is refused; it must not also be chmodded."""
+    import sqlite3 as sqlite
+    import stat as stat_
+
+    from warden.errors import WardenError
+    from warden.store.db import open_store
+
+    text = tmp_path / "notes.txt"
+    text.write_text("hi\n")
+    other_app = tmp_path / "other.db"
+    with sqlite.connect(other_app) as con:
+        con.execute("create table notes (body text)")
+    for path in (text, other_app):
+        os.chmod(path, 0o644)
+        monkeypatch.setenv("WARDEN_DATABASE_URL", f"sqlite:///{path}")
+        try:
+            open_store(load_settings()).engine.dispose()
+        except WardenError:
+            pass
+        assert stat_.S_IMODE(path.stat().st_mode) == 0o644, path.name

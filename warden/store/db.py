@@ -79,6 +79,8 @@ def _create_private(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
+        if not _holds_wardens_schema(path):  # a wrong URL: refused later, and not ours to chmod
+            return
         for made in _with_wal_files(path):
             try:
                 st = os.stat(made, follow_symlinks=False)
@@ -86,6 +88,21 @@ def _create_private(path: Path) -> None:
                     os.chmod(made, stat.S_IMODE(st.st_mode) & 0o700)
             except OSError:
                 pass  # gone, or a filesystem without modes
+
+
+def _holds_wardens_schema(path: Path) -> bool:
+    """True when ``path`` is a SQLite database a warden has migrated (it has alembic_version)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return False
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1)
+        try:
+            return con.execute("select 1 from sqlite_master where name = 'alembic_version'").fetchone() is not None
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        return False
 
 
 def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = True) -> Engine:
