@@ -498,3 +498,17 @@ def test_a_claude_config_dir_that_does_not_exist_is_an_error_not_zero_transcript
     (tmp_path / "typo-claude" / "projects").write_text("")
     code, out, err = run(capsys, "collect")
     assert code == 2 and "projects" in err
+
+
+def test_what_the_database_driver_logs_is_not_printed_over_warden_s_own_output(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two collects at once on PostgreSQL: the loser's driver logged "error ignored terminating
+    <psycopg.Pipeline …>: pipeline aborted" on stderr, for a conflict warden recovers from."""
+    import subprocess
+    import sys
+
+    script = ("import logging; from warden.cli.app import main; code = main(['status']); "
+              "logging.getLogger('psycopg').error('error ignored terminating <psycopg.Pipeline>: pipeline aborted'); "
+              "raise SystemExit(code)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "pipeline aborted" not in proc.stderr, proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from typing import Any
@@ -139,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
         if stream is not None and not writes_utf8(stream) and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    # The driver logs what warden handles itself (a pipeline aborted by a write conflict that a
+    # concurrent collect recovers from); without a handler Python would print it on stderr.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
         _refuse_empty_arguments(sys.argv[1:] if argv is None else list(argv))
         command = _without_flag_types(typer.main.get_command(app))
