@@ -1,9 +1,8 @@
-"""``warden db upgrade|current|check``: thin wrappers over the packaged Alembic migrations."""
+"""``warden db upgrade|current|check``: thin wrappers over the store's migrations (warden.store.db)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
 
 import typer
@@ -11,8 +10,7 @@ from sqlalchemy import Engine
 
 from warden.cli.common import console, print_json, safe, settings
 from warden.config import Settings
-from warden.errors import UsageError, WardenError
-from warden.sanitize import one_line
+from warden.errors import WardenError
 from warden.store import db
 
 db_app = typer.Typer(help="Database migrations (Alembic, packaged with warden).", no_args_is_help=True)
@@ -41,37 +39,16 @@ def _database(s: Settings, *, create: bool) -> Iterator[Engine]:
         engine.dispose()
 
 
-def _not_newer(revision: str | None) -> str | None:
-    """``revision``, unless a newer warden wrote it (then its refusal)."""
-    newer = db.newer_than_this_warden(revision)
-    if newer is not None:
-        raise newer
-    return revision
-
-
 @db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head")) -> None:
     """Migrate the database to REVISION (default: head)."""
-    if revision == "base":
-        raise UsageError("warden does not downgrade a database (restore a backup taken before the upgrade instead)")
-    if revision != "head" and not db.known_revision(revision):
-        raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {db.head_revision()}")
+    db.refuse_target(revision)
     s = settings()
     with _database(s, create=True) as engine:
-        current = _not_newer(db.current_revision(engine))
-        if current is None:
-            db.refuse_foreign_tables(engine, s.database_url)
-        if current is not None and revision != "head" and db.is_older(revision, current):
-            raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
-                             "downgrade a database (restore a backup taken before the upgrade instead)")
-        if revision == "head":
-            kept = db.upgrade_unless_raced(engine)  # several started at once on a new database: one migrates
-        else:
-            kept = db.backup_before_upgrade(engine) if current != revision else None
-            db.upgrade(engine, revision)
+        was, kept = db.migrate_to(engine, s.database_url, revision)
         console.print(f"database at {db.current_revision(engine)} ({db.redact_url(s.database_url)})")
         if kept is not None:
-            console.print(f"the database as it was ({current}) is kept at {safe(kept)}")
+            console.print(f"the database as it was ({was}) is kept at {safe(kept)}")
 
 
 @db_app.command("current")
@@ -86,46 +63,16 @@ def current(as_json: bool = typer.Option(False, "--json")) -> None:
         console.print(f"current: {cur or '(empty)'}  head: {head}")
 
 
-def _warden_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Compare warden's own schema only: a table another program added beside it is not a drift."""
-    return not (type_ == "table" and reflected and compare_to is None)
-
-
-def _describe(entry: Any) -> str:
-    """One autogenerate difference as a short line ("add_table checkpoints", "remove_column runs.x")."""
-    if isinstance(entry, list):  # a modification: [(op, schema, table, column, …), …]
-        entry = entry[0]
-    op, parts = entry[0], entry[1:]
-    names = [p.name if hasattr(p, "name") else p for p in parts if isinstance(p, str) or hasattr(p, "name")]
-    return one_line(f"{op} {'.'.join(str(n) for n in names if n)}", 200)
-
-
 @db_app.command("check")
 def check(as_json: bool = typer.Option(False, "--json")) -> None:
     """Fail unless the database is at head and matches the models."""
-    from alembic.autogenerate import compare_metadata
-    from alembic.runtime.migration import MigrationContext
-
-    from warden.store.models import Base
-
     s = settings()
     problem = ""
     cur, head = None, db.head_revision()
     try:
         with _database(s, create=False) as engine:
             cur = db.current_revision(engine)  # shown in the verdict, a newer warden's included
-            _not_newer(cur)
-            if cur is None:
-                db.refuse_foreign_tables(engine, s.database_url)  # what upgrade would say first
-            if cur != head:
-                problem = f"database is at {cur or 'base'}, head is {head}: run `warden db upgrade`"
-            else:
-                with engine.connect() as conn:
-                    context = MigrationContext.configure(conn, opts={"include_object": _warden_object})
-                    diff = compare_metadata(context, Base.metadata)
-                if diff:
-                    problem = (f"database schema differs from the models ({len(diff)} difference(s)), "
-                               f"first: {_describe(diff[0])}")
+            cur, problem = db.schema_problem(engine, s.database_url)
     except WardenError as exc:  # unreachable, missing, another program's, a newer warden's: the verdict too
         if not as_json:
             raise

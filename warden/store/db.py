@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, Oper
 from sqlalchemy.orm import Session, sessionmaker
 
 from warden.config import Settings
-from warden.errors import WardenError
+from warden.errors import UsageError, WardenError
 from warden.names import process_tag, tagged_process_gone
 
 if TYPE_CHECKING:
@@ -382,6 +382,80 @@ def _clash(url: str, tables: list[str]) -> StoreError:
                       "schema of its own (or move a cut-short SQLite file aside)")
 
 
+def refuse_newer(revision: str | None) -> str | None:
+    """``revision``, unless a newer warden wrote it (then its refusal is raised)."""
+    newer = newer_than_this_warden(revision)
+    if newer is not None:
+        raise newer
+    return revision
+
+
+def refuse_target(revision: str) -> None:
+    """A :class:`UsageError` for a revision no upgrade goes to (checked before any connection)."""
+    if revision == "base":
+        raise UsageError("warden does not downgrade a database (restore a backup taken before the upgrade instead)")
+    if revision != "head" and not known_revision(revision):
+        raise UsageError(f"unknown revision {revision!r}: this warden's migrations end at {head_revision()}")
+
+
+def migrate_to(engine: Engine, url: str, revision: str = "head") -> tuple[str | None, Path | None]:
+    """Upgrade to ``revision`` (a warden never downgrades), keeping a copy of a SQLite database
+    first. Returns (the revision it was at, the path of that copy or None). Refuses a newer
+    warden's database, another program's tables on an empty one, an unknown revision and an
+    older one than the database's, each as a :class:`UsageError` or :class:`StoreError`."""
+    refuse_target(revision)
+    current = refuse_newer(current_revision(engine))
+    if current is None:
+        refuse_foreign_tables(engine, url)
+    if current is not None and revision != "head" and is_older(revision, current):
+        raise UsageError(f"revision {revision!r} is older than the database's {current}: warden does not "
+                         "downgrade a database (restore a backup taken before the upgrade instead)")
+    if revision == "head":
+        return current, upgrade_unless_raced(engine)  # several started at once on a new database: one migrates
+    kept = backup_before_upgrade(engine) if current != revision else None
+    upgrade(engine, revision)
+    return current, kept
+
+
+def _wardens_own(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Compare warden's own schema only: a table another program added beside it is not a drift."""
+    return not (type_ == "table" and reflected and compare_to is None)
+
+
+def _describe_difference(entry: Any) -> str:
+    """One autogenerate difference as a short line ("add_table checkpoints", "remove_column runs.x")."""
+    from warden.sanitize import one_line
+
+    if isinstance(entry, list):  # a modification: [(op, schema, table, column, …), …]
+        entry = entry[0]
+    op, parts = entry[0], entry[1:]
+    names = [p.name if hasattr(p, "name") else p for p in parts if isinstance(p, str) or hasattr(p, "name")]
+    return one_line(f"{op} {'.'.join(str(n) for n in names if n)}", 200)
+
+
+def schema_problem(engine: Engine, url: str) -> tuple[str | None, str]:
+    """(the database's revision, what is wrong with it or "") — behind head, or a schema that
+    differs from the models. A newer warden's database or another program's raises."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from warden.store.models import Base
+
+    current, head = current_revision(engine), head_revision()
+    refuse_newer(current)
+    if current is None:
+        refuse_foreign_tables(engine, url)  # what upgrade would say first
+    if current != head:
+        return current, f"database is at {current or 'base'}, head is {head}: run `warden db upgrade`"
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"include_object": _wardens_own})
+        diff = compare_metadata(context, Base.metadata)
+    if diff:
+        return current, (f"database schema differs from the models ({len(diff)} difference(s)), "
+                         f"first: {_describe_difference(diff[0])}")
+    return current, ""
+
+
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
     """Open the settings' database, migrating it to head first (every command does this)."""
     engine = make_engine(settings.database_url, busy_timeout_ms=busy_timeout_ms)
@@ -389,9 +463,7 @@ def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int
         try:
             current = current_revision(engine)
             if current != HEAD_REVISION:
-                refusal = newer_than_this_warden(current)
-                if refusal is not None:
-                    raise refusal
+                refuse_newer(current)
                 if current is None:
                     refuse_foreign_tables(engine, settings.database_url)
                 upgrade_unless_raced(engine)
