@@ -145,6 +145,7 @@ def test_a_resumed_night_is_charged_for_what_its_interrupted_part_spent(warden_h
     from datetime import timedelta
 
     import warden.select.nightly as nightly
+    import warden.select.selector as selector
     from warden.config import load_settings
     from warden.select.selector import SelectReport
     from warden.store.db import open_store
@@ -164,7 +165,7 @@ def test_a_resumed_night_is_charged_for_what_its_interrupted_part_spent(warden_h
         budgets.append(budget_tokens)
         return SelectReport(agent=agent, backend="sim", model="m", tokens_spent=100_000.0)
 
-    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    monkeypatch.setattr(selector, "select_agent", fake_select)
     summary = nightly.run_nightly(store, load_settings(), agents=[AGENT], collect=False)
     assert summary.resumed and budgets == [700_000.0]  # the night's budget minus the earlier 300k
     assert summary.spent_before_resume == 300_000.0 and summary.tokens_spent == 400_000.0
@@ -175,6 +176,7 @@ def test_a_resumed_night_is_charged_for_what_its_interrupted_part_spent(warden_h
 def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(warden_home: Path,
                                                                                monkeypatch) -> None:
     import warden.select.nightly as nightly
+    import warden.select.selector as selector
     from warden.config import load_settings
     from warden.select.selector import SelectReport
     from warden.store.db import open_store
@@ -188,7 +190,7 @@ def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(wa
             raise KeyboardInterrupt  # killed while deciding sql's rules
         return SelectReport(agent=agent, backend="sim", model="m")
 
-    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    monkeypatch.setattr(selector, "select_agent", fake_select)
     with pytest.raises(KeyboardInterrupt):
         nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
     summary = nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
@@ -201,6 +203,7 @@ def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(wa
 
 def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: Path, monkeypatch) -> None:
     import warden.select.nightly as nightly
+    import warden.select.selector as selector
     from warden.config import load_settings
     from warden.errors import UsageError
     from warden.select.selector import SelectReport
@@ -211,7 +214,7 @@ def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: 
             raise UsageError("agent docs has no golden tasks")
         return SelectReport(agent=agent, backend="sim", model="m")
 
-    monkeypatch.setattr(nightly, "select_agent", fake_select)
+    monkeypatch.setattr(selector, "select_agent", fake_select)
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs", "sql"], collect=False)
     assert [r.agent for r in summary.selects] == ["sql"] and "docs" in summary.unusable_agents
     assert summary.exit_code == 2
@@ -221,13 +224,14 @@ def test_a_night_whose_distiller_calls_all_failed_does_not_say_it_distilled(ward
                                                                             monkeypatch) -> None:
     import warden.distill.service as service
     import warden.select.nightly as nightly
+    import warden.select.selector as selector
     from warden.config import load_settings
     from warden.select.selector import SelectReport
     from warden.store.db import open_store
 
     failed = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, infra_error=True) for i in range(3)]
     monkeypatch.setattr(service, "distill_runs", lambda *a, **k: failed)
-    monkeypatch.setattr(nightly, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distilled_runs == 0 and summary.to_json()["distilled_runs"] == 0
 
@@ -236,12 +240,13 @@ def test_the_night_says_what_the_model_distiller_used(warden_home: Path, monkeyp
     """Not bench tokens (the budget is the bench's), but a cost the user pays: the summary says it."""
     import warden.distill.service as service
     import warden.select.nightly as nightly
+    import warden.select.selector as selector
     from warden.config import load_settings
     from warden.select.selector import SelectReport
     from warden.store.db import open_store
 
     calls = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, model_tokens=1000 + i) for i in range(3)]
     monkeypatch.setattr(service, "distill_runs", lambda *a, **k: calls)
-    monkeypatch.setattr(nightly, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distill_model_tokens == 3003 and summary.to_json()["distill_model_tokens"] == 3003

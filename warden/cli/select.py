@@ -79,8 +79,7 @@ def select_command(
 ) -> None:
     """Measure pending candidates against the active set and re-audit the longest-undecided rule."""
     from warden.select.nightly import resolve_agents, select_report_json
-    from warden.select.selector import select_agent
-    from warden.store.locks import LockBusy
+    from warden.select.selector import select_agents
 
     s = settings()
     if bool(agent) == all_agents:
@@ -88,30 +87,16 @@ def select_command(
     agents = resolve_agents(s, None if all_agents else [agent])  # type: ignore[list-item]
     if not agents:
         err_console.print(f"warden: nothing to select: no golden suites under {safe(s.golden_dir)}", markup=False)
-    st = store(s)
     reports = []
     unusable: list[str] = []
-    remaining = budget
-    for name in agents:
-        try:
-            report = select_agent(st, s, name, budget_tokens=remaining, backend=backend, model=model,
-                                  concurrency=concurrency, log=None if as_json else _say)
-        except LockBusy as exc:
-            if not all_agents:
-                raise
-            say_error(f"skipped {name}: {exc}")
+    for turn in select_agents(store(s), s, agents, budget_tokens=budget, strict=not all_agents, backend=backend,
+                              model=model, concurrency=concurrency, log=None if as_json else _say):
+        if turn.report is None:  # with --all, the others go on
+            say_error(f"skipped {turn.agent}: {turn.reason}")
+            if turn.skipped == "unusable":
+                unusable.append(turn.agent)
             continue
-        except UsageError as exc:  # a broken golden suite or fixture: with --all, the others go on
-            if not all_agents:
-                raise
-            say_error(f"skipped {name}: {exc}")
-            unusable.append(name)
-            continue
-        reports.append(select_report_json(report))
-        if remaining is not None:
-            remaining = max(0, int(remaining - report.tokens_spent))
-        if report.aborted:
-            break
+        reports.append(select_report_json(turn.report))
     if as_json:
         print_json(reports)
     else:

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.selector import SelectReport, known_agents, select_agent
+from warden.select.selector import SelectReport, known_agents, select_agents
 from warden.store.db import Store
 from warden.store.locks import LockBusy
 from warden.store.models import BenchRun, NightlyRun, utcnow
@@ -213,29 +213,23 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
             say(f"select {agent}: done earlier this night")
             if finished[agent] is not None:
                 summary.earlier.append(finished[agent])
+    turns = select_agents(store, settings, [a for a in chosen if a not in finished], budget_tokens=remaining,
+                          announce=lambda agent: say(f"select: {agent}"), backend=backend, model=model,
+                          concurrency=concurrency, progress=progress, base_seed=base_seed, log=say,
+                          since=started_at)
+    for turn in turns:
+        if turn.report is None:  # busy: the next night takes it up; unusable: the others go on
+            say(f"select {turn.agent}: skipped, {turn.reason}")
+            if turn.skipped == "busy":
+                summary.busy_agents.append(turn.agent)
+            elif turn.skipped == "unusable":
+                summary.unusable_agents[turn.agent] = turn.reason
             continue
-        if remaining is not None and remaining <= 0:
-            say(f"select {agent}: skipped, budget spent")
-            continue
-        say(f"select: {agent}")
-        try:
-            report = select_agent(store, settings, agent, budget_tokens=remaining, backend=backend, model=model,
-                                  concurrency=concurrency, progress=progress, base_seed=base_seed, log=say,
-                                  since=started_at)
-        except LockBusy as exc:  # its rules are being decided right now; the next night takes it up
-            say(f"select {agent}: skipped, {exc}")
-            summary.busy_agents.append(agent)
-            continue
-        except UsageError as exc:  # its golden suite or the fixture is broken: the others go on
-            say(f"select {agent}: skipped, {exc}")
-            summary.unusable_agents[agent] = str(exc)
-            continue
+        report = turn.report
         summary.selects.append(report)
         summary.tokens_spent += report.tokens_spent
-        if remaining is not None:
-            remaining -= report.tokens_spent
         if report.aborted:
-            summary.aborted = f"{agent}: {report.aborted}"
+            summary.aborted = f"{turn.agent}: {report.aborted}"
             break
         _mark_selected(store, night_id, report)
     status = "aborted" if summary.aborted else "done"

@@ -20,7 +20,7 @@ rested on, and the next decision about the rule starts from them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -389,6 +389,51 @@ def select_agent(store: Store, settings: Settings, agent: str, *, budget_tokens:
         selector = Selector(store, settings, agent, runner, backend=runner.backend, model=runner.model, log=log,
                             memory_sections=checkpoint_sections(settings))
         return selector.run(budget_tokens, since)
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """One agent's turn in a select over several agents: its report, or why it was skipped."""
+
+    agent: str
+    report: SelectReport | None = None
+    skipped: str | None = None  # "budget", "busy" (another process decides it) or "unusable" (its suite)
+    reason: str = ""
+
+
+def select_agents(store: Store, settings: Settings, agents: Sequence[str], *, budget_tokens: float | None,
+                  strict: bool = False, announce: Callable[[str], None] | None = None,
+                  **options: Any) -> Iterator[AgentTurn]:
+    """:func:`select_agent` for each agent in turn, within one budget (what one spends the next
+    has not), stopping after an infrastructure abort. A busy agent or one whose golden suite is
+    unusable is skipped so the others go on, or raised when ``strict`` (an agent asked for by
+    name). ``announce`` is told each agent before its turn; ``options`` go to select_agent."""
+    from warden.store.locks import LockBusy
+
+    remaining = budget_tokens
+    for agent in agents:
+        if remaining is not None and remaining <= 0:
+            yield AgentTurn(agent, skipped="budget", reason="budget spent")
+            continue
+        if announce is not None:
+            announce(agent)
+        try:
+            report = select_agent(store, settings, agent, budget_tokens=remaining, **options)
+        except LockBusy as exc:
+            if strict:
+                raise
+            yield AgentTurn(agent, skipped="busy", reason=str(exc))
+            continue
+        except UsageError as exc:
+            if strict:
+                raise
+            yield AgentTurn(agent, skipped="unusable", reason=str(exc))
+            continue
+        yield AgentTurn(agent, report=report)
+        if remaining is not None:
+            remaining -= report.tokens_spent
+        if report.aborted:
+            return
 
 
 def checkpoint_sections(settings: Settings) -> Callable[[Session, str], tuple[list[str], dict[str, str]]]:
