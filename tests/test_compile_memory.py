@@ -391,3 +391,61 @@ def test_a_block_that_commits_as_it_goes_still_rolls_back_its_last_part(env) -> 
     with store.session() as s:
         assert s.get(Rule, 1).state == "active" and s.query(RulesetVersion).count() == 1
     assert "Grep for the symbol" in path.read_text() and not list(path.parent.glob(".*.tmp"))
+
+
+def _kept_on(store, rule_id: int, backend: str, verdict: str = "keep") -> None:
+    from warden.select.receipts import write_receipt
+
+    with store.session() as s:
+        write_receipt(s, s.get(Rule, rule_id), kind="admission", verdict=verdict, reason="test", state_after="active",
+                      estimate=100.0, ci_low=50.0, ci_high=150.0, margin=34.0, k=2.0, n_per_side={}, paired_diffs={},
+                      pass_counts={}, tokens_spent=1.0, model="m", backend=backend, suite_hash="a" * 64,
+                      fixture_hash="b" * 64)
+
+
+def _compiled_text(settings, store) -> str:
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    return memory_path(settings, "backend").read_text()
+
+
+def test_memory_says_which_backend_measured_its_rules(env) -> None:
+    """The claim "measured to save more tokens than it costs" names what measured it: a real agent
+    reading MEMORY.md must not take the simulated agent's result for a real model's."""
+    settings, store = env
+    grep = _add(store, "Grep for the symbol or text you need before opening any file.")
+    _kept_on(store, grep, "sim")
+    text = _compiled_text(settings, store)
+    assert "Measured on warden's simulated agent (sim backend), not a real model." in text
+    with store.session() as s:
+        version = compile_memory(s, settings, "backend").version
+    assert _compiled_text(settings, store) == text  # recompiling an unchanged ruleset: the same bytes
+    tests = _add(store, "Run only the tests relevant to your change instead of the full test suite.")
+    _kept_on(store, tests, "anthropic")
+    _kept_on(store, tests, "sim", verdict="inconclusive")  # not what kept it in memory
+    mixed = _compiled_text(settings, store)
+    assert ("Measured on the anthropic and sim backends (sim: warden's simulated agent, not a real model)."
+            in mixed)
+    with store.session() as s:
+        s.get(Rule, grep).state = "evicted"
+    assert "Measured on the anthropic backend." in _compiled_text(settings, store)
+    with store.session() as s:
+        s.get(Rule, tests).state = "protected"  # a person's word, not a measurement
+        assert compile_memory(s, settings, "backend").version > version
+    only_protected = memory_path(settings, "backend").read_text()
+    assert "Measured on" not in only_protected and "except rules a person added as protected" in only_protected
+    with store.session() as s:
+        assert check_drift(s, settings, "backend") is None
+
+
+def test_the_backend_note_does_not_bump_the_ruleset_version(env) -> None:
+    """A store compiled before the note existed keeps its version: the note is about the
+    measurements, the version tracks the rule set."""
+    settings, store = env
+    grep = _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        first = compile_memory(s, settings, "backend")
+    _kept_on(store, grep, "sim")
+    with store.session() as s:
+        second = compile_memory(s, settings, "backend")
+    assert second.version == first.version and second.changed and "sim backend" in second.text

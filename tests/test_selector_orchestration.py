@@ -350,3 +350,19 @@ def test_runs_of_a_decision_the_invocation_budget_cut_off_are_charged_to_it(env)
     report = _selector(settings, store, LosesOneTask()).run(budget_tokens=int(first_round * 1.1))
     assert report.decisions == [] and "the invocation budget ran out" in report.skipped[0]
     assert inner.tokens_spent > 0 and report.tokens_spent == pytest.approx(inner.tokens_spent)
+
+
+def test_memory_compiled_with_a_keep_names_the_backend_that_measured_it(env) -> None:
+    """The compile inside a decision's transaction runs before its receipt is written: the
+    keep being recorded already counts, and a later recompile gives the same bytes."""
+    from warden.select.selector import recompile_memory
+
+    settings, store = env
+    good = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    report = _selector(settings, store, SyntheticRunner(TASKS, savings={str(good): 0.25}, seed=3)).run()
+    assert [(d.rule_id, d.verdict) for d in report.decisions] == [(good, "keep")]
+    text = memory_path(settings, "backend").read_text()
+    assert "Measured on the synthetic backend." in text
+    with store.session() as s:
+        again = recompile_memory(s, settings, "backend")
+    assert not again.changed and not again.drifted and memory_path(settings, "backend").read_text() == text

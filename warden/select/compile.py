@@ -26,7 +26,7 @@ from warden.continuity.memory_section import DETAIL_DIR, remove_stale_detail_fil
 from warden.errors import WardenError
 from warden.names import process_tag, tagged_process_gone, validate_agent_name
 from warden.select.memory import MemoryRule, render_memory, rule_line
-from warden.store.models import Rule, RulesetVersion
+from warden.store.models import Receipt, Rule, RulesetVersion
 
 # States whose rules sit in memory: probation is a warning, not an eviction.
 IN_MEMORY_STATES = ("active", "probation", "protected")
@@ -55,6 +55,20 @@ def memory_rules(session: Session, agent: str) -> list[MemoryRule]:
                            .order_by(Rule.id)).all()
     return [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
             for r in rows]
+
+
+def measured_backends(session: Session, rule_ids: list[int], keeping: dict[int, str] | None = None) -> list[str]:
+    """The backends of what keeps these rules in memory: each unprotected rule's latest keep
+    receipt (its admission, or a re-audit it passed since). ``keeping``: rule id → backend of a
+    keep decided in the caller's transaction whose receipt is not written yet."""
+    if not rule_ids:
+        return []
+    rows = session.execute(select(Receipt.rule_id, Receipt.backend).join(Rule, Rule.id == Receipt.rule_id)
+                           .where(Receipt.rule_id.in_(rule_ids), Receipt.verdict == "keep",
+                                  Rule.state != "protected").order_by(Receipt.id))
+    latest: dict[int, str] = {rule_id: backend for rule_id, backend in rows}  # a later keep overwrites
+    latest.update({i: b for i, b in (keeping or {}).items() if i in rule_ids})
+    return sorted(set(latest.values()))
 
 
 def latest_version(session: Session, agent: str) -> RulesetVersion | None:
@@ -217,28 +231,35 @@ def _install_on_commit(session: Session, staged: list[tuple[Path, Path]]) -> Non
 
 def compile_memory(session: Session, settings: Settings, agent: str,
                    extra_sections: list[str] | None = None,
-                   extra_files: dict[str, str] | None = None) -> CompileResult:
+                   extra_files: dict[str, str] | None = None,
+                   keeping: dict[int, str] | None = None) -> CompileResult:
     """Render and install the agent's MEMORY.md; record a ruleset version when it changes.
 
     ``extra_sections`` (recovered checkpoints) are appended only within the caps; their detail
     files (``extra_files``: relative path -> text) are written beside MEMORY.md. The caller's
     transaction holds the new ruleset version; commit it together with the decision.
+    ``keeping``: see :func:`measured_backends`.
     """
     path = memory_path(settings, agent)
     rules = memory_rules(session, agent)
     previous = latest_version(session, agent)
     version = (previous.version if previous else 0)
     # Rules beyond the 200-line / 25 KB cap are not in the file, so not in the ruleset version;
-    # fitted under the longest header this compile can write (the version may still go up by one).
-    fitted = render_memory(agent, rules, version + 1).splitlines()
+    # fitted under the longest header this compile can write (the version may still go up by one;
+    # the backends of every in-memory rule name at least those of the rules that fit).
+    backends = measured_backends(session, [r.id for r in rules], keeping)
+    fitted = render_memory(agent, rules, version + 1, measured_backends=backends).splitlines()
     left_out = [r.id for r in rules if rule_line(r) not in fitted]
     rules = [r for r in rules if rule_line(r) in fitted]
     rule_ids = [r.id for r in rules]
+    if left_out:
+        backends = measured_backends(session, rule_ids, keeping)
     existing = read_existing(path)
     drifted = existing is not None and (previous is None or _sha256(existing) != previous.memory_sha256)
 
     def rules_identity(v: int) -> str:
-        # The version tracks the rule set only: recovered checkpoints change the file, not it.
+        # The version tracks the rule set only: recovered checkpoints and the note naming the
+        # measuring backends change the file, not it.
         return _sha256(render_memory(agent, rules, v).encode("utf-8"))
 
     identity = rules_identity(version)
@@ -250,7 +271,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
         session.add(previous_row)
     else:
         previous_row = previous
-    data = render_memory(agent, rules, version, extra_sections).encode("utf-8")
+    data = render_memory(agent, rules, version, extra_sections, backends).encode("utf-8")
     previous_row.memory_sha256 = _sha256(data)
     session.flush()
     changed = existing != data

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collections.abc import Iterable
+
+from warden.measured import measured_on
 from warden.sanitize import inline_markdown, strip_controls
 from warden.tokens import estimate_tokens
 
@@ -44,8 +47,20 @@ def order_rules(rules: list[MemoryRule]) -> list[MemoryRule]:
     return sorted(rules, key=lambda r: (r.saving is None, -(r.saving or 0.0), r.id))
 
 
+def intro_line(measured_backends: Iterable[str] | None = None) -> str:
+    """The line under the heading. ``measured_backends``: the backends whose measurements keep
+    the rules in memory, named so that a real agent never takes the simulated agent's result
+    for a model's. None (a bench run's memory) keeps the bare line, so the bytes a bench run
+    carries, and with them its stored runs' reuse, do not depend on where rules were measured."""
+    line = ("Efficiency rules for this agent: each was measured to save more tokens than it costs,"
+            " except rules a person added as protected.")
+    where = measured_on(measured_backends or ())
+    return line + (f" Measured {inline_markdown(where)}." if where else "")
+
+
 def render_memory(agent: str, rules: list[MemoryRule], ruleset_version: int | None = None,
-                  extra_sections: list[str] | None = None) -> str:
+                  extra_sections: list[str] | None = None,
+                  measured_backends: Iterable[str] | None = None) -> str:
     """Render MEMORY.md. Rules always win the space: extra sections (recovered checkpoints) are
     appended only while the file stays within :data:`MAX_LINES` and :data:`MAX_BYTES`."""
     version = "unversioned" if ruleset_version is None else f"v{ruleset_version}"
@@ -54,8 +69,7 @@ def render_memory(agent: str, rules: list[MemoryRule], ruleset_version: int | No
              "",
              "# Working rules",
              "",
-             "Efficiency rules for this agent: each was measured to save more tokens than it costs,"
-             " except rules a person added as protected.",
+             intro_line(measured_backends),
              ""]
     ordered = order_rules(rules)
     if not ordered:

@@ -287,7 +287,9 @@ class Selector:
             if d.verdict in (Verdict.KEEP, Verdict.REFUTE, Verdict.INCONCLUSIVE):
                 rule.measured_saving = d.estimate_tokens
             session.flush()
-            compiled = compile_memory(session, self.settings, self.agent, *self._sections(session))
+            # the receipt comes after the compile (it records the version): name its backend now
+            keeping = {rule_id: self.backend} if d.verdict is Verdict.KEEP else None
+            compiled = compile_memory(session, self.settings, self.agent, *self._sections(session), keeping=keeping)
             self.memory_drifted = self.memory_drifted or compiled.drifted
             receipt = write_receipt(
                 session, rule, kind=kind, verdict=d.verdict.value, reason="; ".join(d.reasons),
