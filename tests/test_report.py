@@ -312,3 +312,47 @@ def test_cost_knows_the_agents_every_other_command_knows(warden_home: Path, caps
     [out] = json.loads(capsys.readouterr().out)
     assert out["agent"] == "backend" and out["rules"] == []
     assert main(["cost", "--agent", "bakcend"]) == 2
+
+
+SIM_NOTE = "measured on warden's simulated agent (sim backend), not a real model"
+
+
+def test_every_bench_derived_figure_names_the_backend_that_measured_it(warden_home: Path, capsys) -> None:
+    """Savings, dollars and golden-suite change measured on the sim backend say so in text and JSON
+    — also once a bench run on a real backend exists beside them."""
+    from warden.cli.app import main
+
+    store = open_store(load_settings())
+    ids = _populate(store)
+    with store.session() as s:
+        s.add(BenchRun(agent="backend", task_id="backend-02", config_key="", backend="anthropic",
+                       model="claude-sonnet-4-5", seed=1, suite_hash="a" * 64, fixture_hash="b" * 64,
+                       outcome="completed", completed=True, weighted_tokens=80_000.0))
+    flat = lambda: " ".join(capsys.readouterr().out.split())  # noqa: E731 - the table wraps
+    for command in (["cost", "--agent", "backend", "--project"], ["receipts"], ["rules"], ["status"]):
+        assert main(command) == 0
+        assert SIM_NOTE in flat(), command
+    assert main(["cost", "--agent", "backend", "--project", "--json"]) == 0
+    [cost] = json.loads(capsys.readouterr().out)
+    assert cost["rules"][0]["backend"] == "sim" and cost["projection"]["backends"] == ["sim"]
+    assert main(["rules", "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)["rules"]}
+    assert rows[ids["good"]]["measured_backend"] == "sim" and rows[ids["evil"]]["measured_backend"] is None
+    assert main(["status", "--json"]) == 0
+    [learning] = [a for a in json.loads(capsys.readouterr().out)["learning"] if a["agent"] == "backend"]
+    assert learning["golden_suite"]["backends"] == ["sim"]
+
+
+def test_report_labels_each_rules_figures_with_their_backend(warden_home: Path) -> None:
+    """One bench run on a real backend does not lift the sim label off figures the sim measured."""
+    store = open_store(load_settings())
+    _populate(store)
+    with store.session() as s:
+        s.add(BenchRun(agent="backend", task_id="backend-02", config_key="", backend="anthropic",
+                       model="claude-sonnet-4-5", seed=1, suite_hash="a" * 64, fixture_hash="b" * 64,
+                       outcome="completed", completed=True, weighted_tokens=80_000.0))
+    page = _report(store)
+    note = SIM_NOTE.replace("'", "&#x27;")
+    assert page.count(note) >= 3  # golden suite, savings chart, cost table and projection
+    assert '<td class="t backend">sim</td>' in page  # the cost table's row of the sim-measured rule
+    assert "keep</tspan> · sim" in page  # the savings chart's row

@@ -110,6 +110,15 @@ def keep_limit(rows: list[Any], limit: int, noun: str) -> list[Any]:
     return rows[:limit]
 
 
+def print_measured(backends: Any) -> None:
+    """One line under a table of bench-derived figures: the backend(s) that measured them."""
+    from warden.measured import measured_on
+
+    where = measured_on(backends)
+    if where:
+        console.print(f"  bench figures measured {safe(where)}")
+
+
 def say_error(message: object) -> None:
     """``warden: <message>`` on stderr as one line; messages quote untrusted text (paths, agent
     names from transcripts), so controls and escape sequences are stripped here, once for all."""

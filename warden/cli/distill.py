@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import MAX_ID, console, print_json, safe, settings, store, warn_if_drifted, wide_console
+from warden.cli.common import MAX_ID, console, print_json, print_measured, safe, settings, store, warn_if_drifted, wide_console
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 from warden.sanitize import counted, strip_controls
@@ -130,14 +130,15 @@ def rules_list(
     if not rows:
         console.print("no rules" + (f" for {safe(agent)}" if agent else ""))
         return
-    table = Table("id", "agent", "state", "rent", "saving", "origin", "rule")
+    table = Table("id", "agent", "state", "rent", "saving", "backend", "origin", "rule")
     for row in rows:
         scope = f"(when {row['scope']}) " if row["scope"] else ""
         state = row["state"] + (f" ({row['evict_reason']})" if row["evict_reason"] else "")
         saving = "" if row["measured_saving"] is None else f"{row['measured_saving']:,.0f}"
         table.add_row(str(row["id"]), safe(row["agent"]), state, str(row["rent_tokens"]), saving,
-                      row["origin"], safe(scope + row["body"], 200))
+                      safe(row["measured_backend"] or ""), row["origin"], safe(scope + row["body"], 200))
     wide_console().print(table)
+    print_measured(row["measured_backend"] for row in rows)
     for name, rent in rents.items():
         console.print(f"{safe(name)}: {rent} tokens of rent in memory (active, probation, protected)")
 

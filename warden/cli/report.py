@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, print_json, safe, settings, store, wide_console
+from warden.cli.common import console, print_json, print_measured, safe, settings, store, wide_console
 from warden.errors import UsageError
 from warden.sanitize import count_text
 
@@ -50,14 +50,15 @@ def cost_command(
         console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok input"
                       f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("rule", "state", "saving/session", "$/session", "rent", "bench spent", "break-even", "body"):
-            table.add_column(col, justify="left" if col in ("state", "body") else "right")
+        for col in ("rule", "state", "saving/session", "$/session", "backend", "rent", "bench spent", "break-even", "body"):
+            table.add_column(col, justify="left" if col in ("state", "backend", "body") else "right")
         for r in cost["rules"]:
             usd = r["saving_usd_per_session"]
             table.add_row(str(r["rule_id"]), r["state"], count_text(r["saving_tokens_per_session"]),
-                          "—" if usd is None else f"{usd:.4f}", str(r["rent_tokens"]), count_text(r["bench_tokens_spent"]),
-                          count_text(r["break_even_sessions"]), safe(r["body"], 200))
+                          "—" if usd is None else f"{usd:.4f}", safe(r["backend"] or "—"), str(r["rent_tokens"]),
+                          count_text(r["bench_tokens_spent"]), count_text(r["break_even_sessions"]), safe(r["body"], 200))
         wide_console().print(table)
+        print_measured(r["backend"] for r in cost["rules"])
         if "projection" in cost and not cost["real_work_tokens_per_session"]:
             console.print("  no projection: no real-work sessions collected yet to scale (run `warden collect`)")
         elif "projection" in cost:

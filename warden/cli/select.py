@@ -7,8 +7,8 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error, warn_if_drifted,
-                               safe_block, settings, store, wide_console)
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, print_measured, safe,
+                               say_error, warn_if_drifted, safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
 from warden.errors import UsageError
 from warden.sanitize import count_text, counted
@@ -179,12 +179,13 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
         console.print("no receipts yet")
         return
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "spent", "body"):
+    for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "backend", "spent", "body"):
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], count_text(r["estimate"]),
-                      count_text(r["margin"]), count_text(r["tokens_spent"]), safe(r["body"], 200))
+                      count_text(r["margin"]), safe(r["backend"]), count_text(r["tokens_spent"]), safe(r["body"], 200))
     wide_console().print(table)
+    print_measured(r["backend"] for r in rows)
 
 
 @memory_app.command("show")

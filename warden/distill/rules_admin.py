@@ -18,14 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from warden.distill.admission import add_manual, rent_of, validate_scope
 from warden.errors import UsageError
 from warden.names import validate_agent_name
 from warden.select.compile import IN_MEMORY_STATES
 from warden.select.receipts import get_rule, rule_dict
-from warden.store.models import Rule, utcnow
+from warden.store.models import Receipt, Rule, utcnow
 
 RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
 
@@ -38,6 +38,8 @@ def list_rules(session: Session, *, agent: str | None = None, status: str | None
         query = query.where(Rule.agent == agent)
     if status:
         query = query.where(Rule.state == status)
+    # rule_dict names the backend of each measured saving: its receipts' verdicts and backends, in one query
+    query = query.options(selectinload(Rule.receipts).load_only(Receipt.id, Receipt.verdict, Receipt.backend))
     return [rule_dict(r) for r in session.scalars(query.order_by(Rule.agent, Rule.id))]
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.measured import backends_of, measured_on
 from warden.store.models import Baseline, BenchRun, Receipt, Rule, RulesetVersion, SessionRun, utcnow
 
 RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
@@ -68,7 +69,7 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     run1 = sum(t["run1"] for t in tasks)
     now = sum(t["now"] if t["now"] is not None else t["run1"] for t in tasks)
     return {"tasks": sorted(tasks, key=lambda t: t["task_id"]), "run1_total": run1, "now_total": now,
-            "change": (now - run1) / run1 if run1 else None}
+            "change": (now - run1) / run1 if run1 else None, "backends": backends_of(t["backend"] for t in tasks)}
 
 
 def rules_by_state(session: Session, agent: str) -> dict[str, int]:
@@ -162,6 +163,7 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
             # sessions until the rule has paid back its bench spend: a whole number, rounded up
             "break_even_sessions": math.ceil(spent / net) if net and net > 0 else None,
             "receipt_id": latest.id if latest else None,
+            "backend": latest.backend if latest else None,  # what measured the saving: sim is no model
             "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
             "margin_tokens": latest.margin if latest else None})
     return {"agent": agent, "model": model, "input_price_per_mtok": input_price,
@@ -178,7 +180,7 @@ def project(cost: dict[str, Any], weeks: int, sessions_per_week: float, bench_to
     without = sessions * per_session
     with_warden = sessions * max(per_session - saving, 0.0) + weeks * bench_tokens_per_week
     price = cost["input_price_per_mtok"] / 1e6
-    return {"weeks": weeks, "sessions_per_week": sessions_per_week, "sessions": sessions,
+    return {"backends": backends_of(r["backend"] for r in cost["rules"] if r["state"] != "protected"), "weeks": weeks, "sessions_per_week": sessions_per_week, "sessions": sessions,
             "without_warden_tokens": without, "with_warden_tokens": with_warden,
             "bench_tokens": weeks * bench_tokens_per_week, "saving_tokens": without - with_warden,
             "without_warden_usd": without * price, "with_warden_usd": with_warden * price,
@@ -219,6 +221,8 @@ def render_learning(overview: list[dict[str, Any]]) -> None:
         golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
                   + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
             "golden suite not benched yet"
+        where = measured_on(suite["backends"]) if suite["tasks"] else None
+        golden += f" measured {where}" if where else ""
         rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
         spend = a["spend_this_week"]
         share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"

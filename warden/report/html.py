@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from warden import __version__
+from warden.measured import measured_on
 from warden.sanitize import count_text, strip_controls
 
 STYLE = """
@@ -116,7 +117,7 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
             + f'<line x1="{x(r["margin"]):.1f}" y1="{y - 8}" x2="{x(r["margin"]):.1f}" y2="{y + 8}" stroke="#d00" '
             f'stroke-width="2"/><text x="{width - right + 12}" y="{y + 4}" font-size="11">'
             f'{count_text(r["estimate"])} [{count_text(r["lo"])}, {count_text(r["hi"])}] · {count_text(r["margin"])} '
-            f'<tspan fill="{color}">{esc(r["verdict"])}</tspan></text></g>')
+            f'<tspan fill="{color}">{esc(r["verdict"])}</tspan> · {esc(r["backend"])}</text></g>')
     if not rows:
         parts.append(f'<text x="{left}" y="{top + 4}" font-size="11" fill="#69737d">no decisions yet</text>')
     parts.append("</svg>")
@@ -147,6 +148,13 @@ def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width:
     return _svg_open(chart_id, title, width, height, 10) + grid + "".join(bars) + "</svg>"
 
 
+def _measured(backends: Any, tag: str = "p") -> str:
+    """Under a figure derived from bench runs: the backend(s) that measured it, per figure (one
+    real-backend run elsewhere on the page must not lift the sim label off the sim's figures)."""
+    where = measured_on(backends)
+    return f'<{tag} class="measured muted">measured {esc(where)}</{tag}>' if where else ""
+
+
 def _receipt_block(r: dict[str, Any]) -> str:
     rows = "".join(
         f'<tr><td class="t">{esc(task)}</td><td>{esc(r["n_per_side"].get(task))}</td>'
@@ -154,7 +162,8 @@ def _receipt_block(r: dict[str, Any]) -> str:
         for task, diffs in sorted(r["paired_diffs"].items()))
     lo, hi = r["interval"]
     return (f'<details class="receipt"><summary>#{r["id"]} {esc(str(r["created_at"])[:19].replace("T", " "))} UTC {esc(r["kind"])} → '
-            f'<span class="{esc(r["verdict"])}">{esc(r["verdict"])}</span> (state {esc(r["state_after"])})</summary>'
+            f'<span class="{esc(r["verdict"])}">{esc(r["verdict"])}</span> (state {esc(r["state_after"])}) · '
+            f'on {esc(r["backend"])}</summary>'
             f'<p>saving {count_text(r["estimate"])} per run, interval [{count_text(lo)}, {count_text(hi)}], margin {count_text(r["margin"])} '
             f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {count_text(r["tokens_spent"])} weighted tokens; '
             f'{esc(r["backend"])}/{esc(r["model"])}; suite {esc(r["suite_hash"][:12])}; fixture '
@@ -181,9 +190,6 @@ def render_report(data: dict[str, Any]) -> str:
     """The whole page from the data ``report.service.report_data`` gathers."""
     body: list[str] = [f"<h1>warden report</h1><p class=\"muted\">generated {esc(data['generated_at'])} by warden "
                        f"{esc(__version__)} · verdicts in cost-weighted tokens; dollars advisory</p>"]
-    if data.get("sim_only"):
-        body.append('<p class="note">Bench figures here were measured on the <b>sim</b> backend: a simulated '
-                    'agent, not a model\'s result.</p>')
     for agent in data["agents"]:
         name = agent["agent"]
         curve = [(f"v{p['ruleset_version']} · {p['sessions']} sessions", p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
@@ -197,22 +203,25 @@ def render_report(data: dict[str, Any]) -> str:
         if suite["tasks"]:
             change = "" if suite["change"] is None else f" ({suite['change']:+.1%})"
             body.append(f"<p>golden suite: {count_text(suite['now_total'])} now vs {count_text(suite['run1_total'])} frozen first runs"
-                        f"{esc(change)}</p>")
+                        f"{esc(change)} {_measured(suite['backends'], 'span')}</p>")
         bars = [{"rule_id": r["rule_id"], "estimate": r["estimate"], "lo": r["interval"][0], "hi": r["interval"][1],
-                 "margin": r["margin"], "verdict": r["verdict"]} for r in agent["latest_receipts"]]
+                 "margin": r["margin"], "verdict": r["verdict"], "backend": r["backend"]} for r in agent["latest_receipts"]]
         body.append(interval_chart(bars, f"{name}: each rule's saving per run with its interval (red: margin)",
                                    f"savings-{name}"))
+        body.append(_measured(r["backend"] for r in agent["latest_receipts"]))
         cost_rows = "".join(
             f'<tr><td>{r["rule_id"]}</td><td class="t">{esc(r["body"])}</td><td>{esc(r["state"])}</td>'
             f'<td>{count_text(r["saving_tokens_per_session"])}</td><td>{_usd(r["saving_usd_per_session"], 4)}</td>'
+            f'<td class="t backend">{esc(r["backend"] or "—")}</td>'
             f'<td>{r["rent_tokens"]}</td><td>{count_text(r["bench_tokens_spent"])}</td>'
             f'<td>{count_text(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
         cost = agent["cost"]
         body.append(f'<p>priced at {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input) on '
                     f'{esc(cost["basis"])}: {count_text(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
-                    f'<th>$/session</th><th>rent</th><th>bench spent</th><th>break-even sessions</th></tr>{cost_rows}'
-                    f'</table>' if cost["rules"] else "")
+                    f'<th>$/session</th><th class="t">measured on</th><th>rent</th><th>bench spent</th>'
+                    f'<th>break-even sessions</th></tr>{cost_rows}</table>'
+                    + _measured(r["backend"] for r in cost["rules"]) if cost["rules"] else "")
         if not agent["cost"]["rules"]:
             body.append('<p class="muted">no active rules to price yet</p>')
         if agent.get("projection") and cost["real_work_tokens_per_session"]:  # no real work: nothing to scale
@@ -220,7 +229,8 @@ def render_report(data: dict[str, Any]) -> str:
             body.append(f'<p class="projection">{p["weeks"]} weeks × {p["sessions_per_week"]:g} sessions: without warden '
                         f'{count_text(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
                         f'{count_text(p["with_warden_tokens"])} ({_usd(p["with_warden_usd"])}, bench {count_text(p["bench_tokens"])} '
-                        f'included) · <span class="muted">`warden cost --project` for other horizons</span></p>')
+                        f'included) · {_measured(p.get("backends"), "span")} · <span class="muted">`warden cost --project` '
+                        f'for other horizons</span></p>')
         body.append("<h3>Receipts</h3>")
         for rule in agent["rules_history"]:
             r = rule["rule"]

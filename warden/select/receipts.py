@@ -29,11 +29,23 @@ def receipt_dict(r: Receipt) -> dict[str, Any]:
     }
 
 
+# The verdicts whose estimate becomes a rule's measured_saving (selector._commit).
+MEASURING_VERDICTS = ("keep", "refute", "inconclusive")
+
+
+def measured_backend(rule: Rule) -> str | None:
+    """The backend of the decision behind the rule's measured saving: a saving the sim measured
+    is the simulated agent's, not a model's."""
+    if rule.measured_saving is None:
+        return None
+    return next((r.backend for r in reversed(rule.receipts) if r.verdict in MEASURING_VERDICTS), None)
+
+
 def rule_dict(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.id, "agent": rule.agent, "body": rule.body, "scope": rule.scope, "state": rule.state,
         "evict_reason": rule.evict_reason, "strikes": rule.strikes, "rent_tokens": rule.rent_tokens,
-        "origin": rule.origin, "measured_saving": rule.measured_saving,
+        "origin": rule.origin, "measured_saving": rule.measured_saving, "measured_backend": measured_backend(rule),
         "provenance_run_id": rule.provenance_run_id, "provenance_digest": rule.provenance_digest,
         "claimed_evidence": rule.claimed_evidence, "created_at": rule.created_at.isoformat() + "Z",
         "decided_at": rule.decided_at.isoformat() + "Z" if rule.decided_at else None,
