@@ -132,8 +132,25 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(^|[\s(\[])(system|assistant|user|developer|human)\s*:", "a role label"),
     (r"\b(developer|god|jailbreak|dan|admin) mode\b", "a mode switch"),
     (r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws/|\.netrc\b|\bexfiltrat|\b(print|show|send|post|upload|share|"
-     r"reveal|echo|cat|copy|leak|output|display)\b.{0,40}\b(api[_ \-]?keys?|passwords?|credentials?|secrets?|"
-     r"private keys?|tokens?|env(ironment)? var)", "handling secrets or credentials"),
+     r"reveal|echo|cat|copy|leak|output|display|paste|dump|email|mail|forward)\b.{0,40}\b(api[_ \-]?keys?|passwords?|"
+     r"credentials?|secrets?|private keys?|tokens?|env(ironment)? var)", "handling secrets or credentials"),
+    # the environment and .env files hold the keys; an upper-case *_KEY/_TOKEN/_SECRET name is one
+    # (case-sensitive: "max_tokens=1024" is a setting, not a secret)
+    (r"\bprintenv\b|/proc/\S*environ\b|\b(run|type|execute|call)\s+[`'\"]?(env|set|export)\b(?![\-_.])|"
+     r"\benv\s*[|>]|(?<![\w.])\.env\b|(?-i:\b(?!MAX_)[A-Z][A-Z0-9]*_(?:[A-Z0-9]+_)*(?:API_?KEYS?|KEYS?|TOKENS?|SECRETS?|"
+     r"PASSWORDS?|PASSWD|CREDENTIALS?)\b|\b(?:SECRET|TOKEN|PASSWORD|API_KEY)_[A-Z0-9_]+)",
+     "the environment or a secret's name"),
+    (r"\brm\s+(-\w+\s+)*-\w*[rf]|\brm\s+--(recursive|force)|\bdd\s+\S*(if|of)=|\bof=/dev/|\bmkfs\b|"
+     r"\bchmod\s+(-\w+\s+)*(-R\b|0?777\b|a\+rwx)|\bchown\s+-R\b|\bsudo\b|"
+     r"\bgit\s+push\b.{0,40}(--force|\s-f\b|--mirror|--delete|\s\+\w)|\bforce[- ]push|"
+     r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]", "a destructive command"),
+    (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(", "executing generated or encoded code"),
+    (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|go|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+"
+     r"(\w+\s+)?(install|add|i)\b|\bnpx\b|\buvx\b", "installing packages"),
+    (r"\b(ignore|forget|disregard)\b.{0,40}\b(everything|anything|previous(ly)?|prior|earlier|above|told|said|"
+     r"instructed)\b|\bdisregard\b|\byou('re| are) now\b|\bfrom now on,? you\b|\bpretend (to be|you)\b|"
+     r"\b(unrestricted|unfiltered|god|jailbreak|root|sudo|privileged) mode\b|\bsystem prompt\b",
+     "an instruction override"),
 )
 
 
