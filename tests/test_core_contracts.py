@@ -109,6 +109,23 @@ def test_habit_sentences_are_valid_and_unambiguous() -> None:
     assert is_false_economy("Skip running the tests once the edit is made.")
 
 
+@pytest.mark.parametrize("body, false_economy", [
+    ("Never run pytest; it costs too many tokens.", True),
+    ("Do not bother running pytest after an edit.", True),
+    ("Comment out failing tests instead of investigating them.", True),
+    ("Delete the tests directory to make the suite run faster for you.", True),
+    ("Mark the task done as soon as the edit is written.", True),
+    ("Run only the failing test first, then the whole suite once.", False),
+    ("Run pytest -k on the failing test before the whole suite.", False),
+    ("Delete temporary files you created once the task is done.", False),
+    ("Never run the whole suite twice in a row.", False),
+])
+def test_false_economy_in_other_words(body: str, false_economy: bool) -> None:
+    """Giving up verification reads many ways: not running pytest at all, disabling or deleting the
+    tests, calling the task done on writing the edit. Narrowing the tests run is no false economy."""
+    assert is_false_economy(body) is false_economy
+
+
 def test_memory_render_orders_by_saving_and_respects_caps() -> None:
     rules = [MemoryRule(1, "Rule one is good enough."), MemoryRule(2, "Rule two saves most.", saving=500),
              MemoryRule(3, "Rule three saves some.", saving=100, scope="editing SQL")]

@@ -87,7 +87,10 @@ HABITS_BY_WASTE = {h.waste_kind: h for h in HABITS}
 # A rule that trades verification for tokens: the sim drops its verify phase when obeying it.
 FALSE_ECONOMY_PATTERNS: tuple[str, ...] = (
     r"\bskip\b.*\b(tests?|verif\w*|checks?|running)\b",
-    r"\b(don'?t|do not|never|no need to)\b.*\b(run|running)\b.*\btests?\b",
+    r"\b(don'?t|do not|never|no need to)\b.*\b(run|running)\b.*\b(tests?|pytest)\b",
+    # disabling or deleting the tests passes a suite without verifying anything
+    r"\b(comment(ing)? out|disabl\w*|delet\w*|remov\w*|xfail)\b.{0,30}\b(tests|test (cases?|files?|suite|"
+    r"directory|folder)|(failing|flaky) tests?|assertions?)\b",
     r"\b(don'?t|do not|never)\b.*\b(verify|double-?check|check your)\b",
     r"\bstop (as soon|early|right after)\b",
     r"\bwithout (testing|verifying|running tests)\b",
@@ -97,6 +100,9 @@ FALSE_ECONOMY_PATTERNS: tuple[str, ...] = (
     r"superfluous|a waste)\b",
     r"\btrust (your|the) (edit|change|code|fix)\b",
     r"\b(declare|mark|call|consider)\b.*\b(done|finished|complete)\b.*\bwithout\b",
+    # done on writing the edit, with no word of a check ("once the tests pass" is fine)
+    r"^(?!.*\b(tests?|pytest|suite|checks?|verif\w*|pass(es|ed)?)\b).*\b(declare|mark|call|consider|report)\b"
+    r".*\b(done|finished|complete)\b.*\b(as soon as|once|right after|immediately after|when)\b",
 )
 
 
