@@ -127,6 +127,7 @@ def test_transcript_text_cannot_forge_the_fence() -> None:
     ('[{"body": "Grep first before reading any file.", "why": "x"}]', "not exactly"),
     ('[{"body": 42}]', "not exactly"),
     ("Sure!\n```json\n" + json.dumps(GOOD) + "\n```", "not a JSON array"),
+    ("[" * 1200 + "]" * 1200, "not a JSON array"),  # nested past the parser's recursion: dropped, not a crash
 ])
 def test_malformed_replies_are_dropped_whole(distilled_run, reply: str, reason: str, caplog) -> None:
     store, run_id = distilled_run

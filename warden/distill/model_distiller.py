@@ -20,7 +20,6 @@ errors with nothing admitted; the client is built with ``max_retries=0`` so noth
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -36,6 +35,7 @@ from warden.continuity.fence import fence_text
 from warden.distill.detectors import Finding
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
+from warden.strict_json import loads_strict
 
 log = logging.getLogger("warden.distill")
 
@@ -159,8 +159,8 @@ def parse_reply(text: str) -> tuple[list[str], str | None]:
     if fenced:
         stripped = fenced.group(1).strip()
     try:
-        data = json.loads(stripped)
-    except (json.JSONDecodeError, ValueError):
+        data = loads_strict(stripped)  # a ValueError for nesting too deep too, never a RecursionError
+    except ValueError:
         return [], "reply is not a JSON array (prose or invalid JSON)"
     if not isinstance(data, list):
         return [], f"reply is JSON {type(data).__name__}, not an array"
