@@ -161,6 +161,20 @@ def test_bad_bodies_are_refused_one_by_one(distilled_run, bad_body: str, why: st
     assert len(report.refused) == 1 and why in report.refused[0].reason
 
 
+def test_keys_in_proposals_and_refusals_are_shown_redacted(distilled_run) -> None:
+    """What the model proposed and why a body was refused are printed and written as JSON: a key
+    the model echoed from the transcript must not reach either, whatever refused the body."""
+    key = "ghp_" + "a1B2" * 8
+    store, run_id = distilled_run
+    reply = json.dumps([{"body": f"Skip the tests and push with {key} to save tokens."},
+                        {"body": f"Grep first with {key}. " * 8}])
+    report = _distill(store, run_id, FakeMessagesAPI(reply))
+    assert len(report.proposals) == 2 and len(report.refused) == 2
+    assert key not in json.dumps(report.to_dict())
+    assert all("[REDACTED]" in p for p in report.proposals)
+    assert all("[REDACTED]" in r.body for r in report.refused)
+
+
 def test_overloaded_529_admits_nothing_keeps_run_queued_and_does_not_retry(distilled_run, caplog) -> None:
     store, run_id = distilled_run
     api = FakeMessagesAPI(status=529)

@@ -27,7 +27,7 @@ from warden.distill.rule_text import (MIN_RULE_CHARS, RuleTextError, find_near_d
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.names import validate_agent_name
-from warden.sanitize import redact_secrets
+from warden.sanitize import redact_secrets, redacted_prefix
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.models import Rule
 
@@ -91,10 +91,10 @@ def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str
     try:
         body = validate_rule_body(raw)
     except RuleTextError as exc:
-        return None, Refusal(str(raw)[:300], str(exc))
+        return None, Refusal(redacted_prefix(str(raw), 300), str(exc))  # a refusal is shown: never its key
     if origin in DISTILLED_ORIGINS:
         if is_false_economy(body):
-            return None, Refusal(body, "false economy: trades verification or testing for tokens")
+            return None, Refusal(redact_secrets(body), "false economy: trades verification or testing for tokens")
         untrusted = untrusted_rule_problem(body, scope)
         if untrusted:
             return None, Refusal(redact_secrets(body), untrusted)  # a refusal is shown: never its key

@@ -29,6 +29,7 @@ from warden.distill.model_distiller import (MAX_CONSECUTIVE_FAILURES, DistillCon
                                             distill_with_model, make_client)
 from warden.errors import UsageError
 from warden.names import validate_agent_name
+from warden.sanitize import redact_secrets
 from warden.ingest.collector import parse_file, read_meta_sidecar
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
 from warden.ingest.records import ParsedRun
@@ -104,8 +105,6 @@ def transcript_files(paths: list[Path]) -> list[Path]:
 
 def _redacted_step(step: Any) -> Any:
     """A trace step with secrets in its target (a command line or a path) redacted."""
-    from warden.sanitize import redact_secrets
-
     if isinstance(step, (list, tuple)) and len(step) >= 2 and isinstance(step[1], str):
         return [step[0], redact_secrets(step[1]), *step[2:]]
     return step
@@ -216,7 +215,7 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
         report.findings, report.tool_calls = findings, len(parsed.tool_calls)
         context = _rule_context(session, run.agent)
         bodies, reply = _propose(parsed, findings, context, distiller, settings, client)
-        report.proposals = list(bodies)
+        report.proposals = [redact_secrets(b) for b in bodies]  # shown and written as JSON
         if reply is not None:
             report.dropped = list(reply.dropped)
             report.model_tokens = reply.tokens
@@ -313,7 +312,7 @@ def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "
             report.findings = detect_waste(parsed)
             bodies, reply = _propose(parsed, report.findings, DistillContext(agent=report.agent or "unknown"),
                                      distiller, settings, client)
-            report.proposals = list(bodies)
+            report.proposals = [redact_secrets(b) for b in bodies]
             if reply is not None:
                 report.dropped = list(reply.dropped)
                 report.model_tokens = reply.tokens
