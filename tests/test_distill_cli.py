@@ -92,6 +92,6 @@ def test_a_run_of_a_plugin_subagent_type_is_skipped_and_does_not_block_the_queue
                                weighted_tokens=120_000, completed=True, source_path=str(second),
                                distill_state="queued"))
     assert main(["distill", "--json"]) == 0
-    runs = json.loads(capsys.readouterr().out)["runs"]
-    assert [r["state_after"] for r in runs] == ["skipped", "done"]
-    assert "cannot hold rules" in runs[0]["error"] and runs[1]["admitted"]
+    runs = {r["run_key"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert [runs[k]["state_after"] for k in ("plug:a1", "real:a2")] == ["skipped", "done"]
+    assert "cannot hold rules" in runs["plug:a1"]["error"] and runs["real:a2"]["admitted"]

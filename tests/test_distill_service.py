@@ -4,6 +4,7 @@ expensive habit, a re-run proposes nothing new, dry runs write nothing, the real
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ def _two_queued_naive_runs(tmp_path: Path) -> tuple[object, int]:
                               session_id="naive-2", day=21)
     with store.session() as session:
         session.add(SessionRun(run_key="naive-2:main", session_id="naive-2", agent="main", weighted_tokens=1e6,
-                               completed=True, source_path=str(second), distill_state="queued"))
+                               completed=True, source_path=str(second), distill_state="queued",
+                               started_at=datetime(2026, 1, 21), ended_at=datetime(2026, 1, 21, 0, 5)))
     return store, first
 
 
@@ -148,6 +150,27 @@ def test_a_limit_distills_the_newest_queued_runs_and_leaves_the_rest_queued(repo
     assert report.run_id != first and report.run_key == "naive-2:main"
     with store.session() as session:
         assert [r.id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] == [first]
+
+
+def test_a_limit_takes_the_newest_runs_by_time_not_by_row_id(tmp_path) -> None:
+    """A run collected late (a backfill, a second machine's transcripts) gets a high row id but is
+    old: the newest are the latest to end (else to start), and a run without times comes last."""
+    store = open_store(load_settings())
+    times = {"old-backfill": (datetime(2025, 6, 1), None), "newest": (datetime(2026, 3, 1), datetime(2026, 3, 2)),
+             "undated": (None, None), "middle": (datetime(2026, 2, 1), None)}
+    with store.session() as session:
+        for name in ("newest", "middle", "undated", "old-backfill"):  # ids 1..4
+            started, ended = times[name]
+            session.add(SessionRun(run_key=f"{name}:main", session_id=name, agent="coder", started_at=started,
+                                   ended_at=ended, source_path=str(tmp_path / f"{name}.jsonl"),
+                                   distill_state="queued"))
+    assert [r.run_key for r in distill_runs(store, load_settings(), limit=2, dry_run=True)] == \
+        ["newest:main", "middle:main"]
+    assert [r.run_key for r in distill_runs(store, load_settings(), limit=3)] == \
+        ["newest:main", "middle:main", "old-backfill:main"]
+    with store.session() as session:
+        assert [r.session_id for r in session.query(SessionRun).filter(SessionRun.distill_state == "queued")] == \
+            ["undated"]
 
 
 def test_the_distill_command_says_how_many_queued_runs_a_limit_left(repo_with_main_suite, tmp_path, capsys) -> None:

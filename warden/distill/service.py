@@ -169,6 +169,13 @@ def _queue(agent: str | None) -> Select[tuple[int]]:
     return query.where(SessionRun.agent == agent) if agent else query
 
 
+def _newest_first(query: Select[tuple[int]]) -> Select[tuple[int]]:
+    """Runs by when they happened, not when they were collected (a backfill gets high row ids):
+    the latest end, else start, first; a run with neither last."""
+    when = func.coalesce(SessionRun.ended_at, SessionRun.started_at)
+    return query.order_by(when.is_(None), when.desc(), SessionRun.id.desc())
+
+
 def queued_count(store: Store, agent: str | None = None) -> int:
     """Runs still waiting in the distill queue (a limit leaves the older ones there)."""
     with store.session() as session:
@@ -263,10 +270,10 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
             with store.session() as session:  # settle runs ingested before their priors were stored
                 sweep(session, settings, [agent] if agent else None)
                 session.flush()
-                run_ids = list(session.scalars(_queue(agent).order_by(SessionRun.id)))  # the sweep's included
+                run_ids = list(session.scalars(_newest_first(_queue(agent))))  # the sweep's included
                 if limit is not None and len(run_ids) > limit:  # the newest: today's habits, not last year's
                     log.info("distilling the newest %d of %d queued runs; the rest stay queued", limit, len(run_ids))
-                    run_ids = run_ids[-limit:]
+                    run_ids = run_ids[:limit]
                 if dry_run:  # nothing written
                     session.rollback()
         if distiller == "anthropic" and client is None and run_ids:
