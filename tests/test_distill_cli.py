@@ -58,6 +58,20 @@ def test_usage_errors(tmp_path: Path, capsys) -> None:
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
 
 
+def test_an_unknown_or_invalid_agent_is_a_usage_error_not_an_empty_queue(tmp_path: Path, capsys) -> None:
+    """As `select` and `sessions` say: a typo ("Backend") must not read as "nothing to distill"."""
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="s:main", session_id="s", agent="backend", source_path=str(tmp_path / "s"),
+                               distill_state="done"))
+    for agent in ("Backend", "a b/c"):
+        assert main(["distill", "--agent", agent]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("warden: ") and "nothing to distill" not in err
+    assert main(["distill", "--agent", "backend"]) == 0
+    assert "nothing to distill" in capsys.readouterr().out
+
+
 def test_a_path_that_cannot_be_read_fails_after_the_others_are_shown(tmp_path: Path, capsys) -> None:
     path = write_transcript(tmp_path, naive_session(), session_id="ok")
     assert main(["distill", "--dry-run", str(path), "/dev/zero"]) == 2

@@ -60,6 +60,11 @@ def distill_command(
         from warden.distill.service import queued_count
 
         db = store(s)
+        if agent is not None:  # a typo is an error, as in select and sessions, not an empty queue
+            from warden.select.selector import require_rule_agent
+
+            with db.session() as session:
+                require_rule_agent(session, s, agent)
         reports = distill_runs(db, s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run, limit=limit)
         unreadable = []
         left = max(0, queued_count(db, agent) - (len(reports) if dry_run else 0))  # a dry run dequeues nothing
