@@ -167,3 +167,13 @@ def test_a_glob_is_not_a_search_for_blind_reading() -> None:
                      Step("", [read("pkg/a.py", file_text(100))]), edit])
     assert "blind_read" in kinds(globbed)
     assert "blind_read" not in kinds(grepped)
+
+
+def test_evidence_shows_a_path_with_its_secrets_redacted() -> None:
+    """Evidence is printed and written as JSON (distill --json): a password or key in a path is not."""
+    from warden.ingest.records import ToolCall
+
+    for path, secret in (("postgres://admin:S3cretPassw0rd@db/x.sql", "S3cretPassw0rd"),
+                         ("/tmp/AKIAIOSFODNN7EXAMPLE/notes.md", "AKIAIOSFODNN7EXAMPLE")):
+        item = d.evidence_of(ToolCall(0, "t0", "Read", "read", {"file_path": path}, 10, path=path))
+        assert secret not in item["path"] and "[REDACTED]" in item["path"]

@@ -272,6 +272,22 @@ def test_a_key_in_a_command_is_redacted_where_the_digest_is_written() -> None:
     assert run.trace_digest["steps"][0][1].startswith("ANTHROPIC_API_KEY=[REDACTED] python")
 
 
+def test_a_secret_in_a_path_is_redacted_where_the_digest_is_written() -> None:
+    """A path is a target too: a connection string's password, a token in a query or a key in a
+    name must not be stored in the run row or the parser state."""
+    secrets = ["S3cretPassw0rd", "ghp_" + "a1B2" * 8, "AKIAIOSFODNN7EXAMPLE"]
+    paths = [f"postgres://admin:{secrets[0]}@db/x.sql", f"https://example.com/x.py?token={secrets[1]}",
+             f"/tmp/{secrets[2]}/notes.md"]
+    parser = TranscriptParser()
+    for raw in jsonl([assistant(f"m{i}", f"r{i}", usage(), [tool_use(f"t{i}", "Read", file_path=p)])
+                      for i, p in enumerate(paths)]).splitlines(keepends=True):
+        parser.feed(raw)
+    run = parser.result()
+    stored = json.dumps([run.trace_digest, parser.state()])
+    assert not any(secret in stored for secret in secrets)
+    assert [step[1] for step in run.trace_digest["steps"]][0] == "postgres://admin:[REDACTED]@db/x.sql"
+
+
 def test_labels_from_the_transcript_are_stored_without_controls() -> None:
     """Model names, the project path and subagent types are validated where they are written."""
     lines = [assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Task", subagent_type="back\x1b[31mend\U000e0041")],

@@ -100,7 +100,7 @@ def evidence_of(call: ToolCall, **extra: object) -> dict:
     item: dict = {"index": call.index, "tool_use_id": call.tool_use_id, "tool": call.name,
                   "result_bytes": call.result_bytes}
     if call.path:
-        item["path"] = call.path
+        item["path"] = redacted_prefix(call.path, 400)  # shown too: a password in a connection string is not
     elif call.command:
         item["command"] = redacted_prefix(call.command, 200)  # shown (distill --json): never a key
     item.update(extra)

@@ -25,6 +25,7 @@ Usage (the ledger's numbers):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,8 +42,10 @@ from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import BYTES_PER_TOKEN
 
-PARSER_VERSION = "5"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
-# 5: a run's start and end are its earliest and latest instants, whatever their ISO form
+PARSER_VERSION = "6"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
+# 5: a run's start and end are its earliest and latest instants, whatever their ISO form;
+# 6: secrets in the trace digest's paths are redacted too, and the state's read registry keys
+# paths by a digest (a password in a path is not stored, equal paths still match)
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -140,6 +143,12 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _LINE_DECODER = msgspec.json.Decoder(_Line)
+
+
+def _path_key(path: str) -> str:
+    """A path as the stored parser state keeps it: equal for equal paths, and no secret a path may
+    hold (a connection string's password) in the state."""
+    return hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def _decode(line: bytes) -> Any:
@@ -326,8 +335,8 @@ class _State:
     last_ts: str | None = None
     counters: dict[str, int] = field(default_factory=dict)  # tool_calls, reads, rereads, ...
     stats: dict[str, int] = field(default_factory=dict)
-    reads: dict[str, int] = field(default_factory=dict)  # "path\x00range" -> edit generation at read
-    edit_gen: dict[str, int] = field(default_factory=dict)  # path -> edits so far
+    reads: dict[str, int] = field(default_factory=dict)  # "path key\x00range" -> edit generation at read
+    edit_gen: dict[str, int] = field(default_factory=dict)  # path key -> edits so far
     digest: list[list[Any]] = field(default_factory=list)
     digest_dropped: int = 0
     subagent_types: dict[str, str] = field(default_factory=dict)  # agentId -> subagent_type
@@ -625,8 +634,8 @@ class TranscriptParser:
             if offset is not None or limit is not None:
                 call.line_range = (offset or 0, limit or 0)
             counters["reads"] = counters.get("reads", 0) + 1
-            reg_key = f"{call.path}\x00{call.line_range}"
-            generation = s.edit_gen.get(call.path, 0)
+            reg_key = f"{_path_key(call.path)}\x00{call.line_range}"
+            generation = s.edit_gen.get(_path_key(call.path), 0)
             if s.reads.get(reg_key) == generation:
                 call.is_reread = True
                 counters["rereads"] = counters.get("rereads", 0) + 1
@@ -635,7 +644,8 @@ class TranscriptParser:
         elif kind in ("edit", "write"):
             counters["edits"] = counters.get("edits", 0) + 1
             if call.path:
-                s.edit_gen[call.path] = s.edit_gen.get(call.path, 0) + 1
+                key = _path_key(call.path)
+                s.edit_gen[key] = s.edit_gen.get(key, 0) + 1
         elif kind == "grep":
             counters["greps"] = counters.get("greps", 0) + 1
         if kind == "grep" or kind == "glob":
@@ -654,10 +664,9 @@ class TranscriptParser:
         if tool_id:
             self._call_by_id[tool_id] = len(self.tool_calls) - 1
         s.last_turn_tools = True
-        if call.path:
-            target = call.path[:4 * MAX_DIGEST_TARGET]
-        else:  # stored (run rows, parser state): a key in a command is redacted where it is written
-            target = redacted_prefix(call.command or "", 4 * MAX_DIGEST_TARGET)
+        # stored (run rows, parser state): a key in a command or a path (a connection string's
+        # password, a token in a query) is redacted where it is written
+        target = redacted_prefix(call.path or call.command or "", 4 * MAX_DIGEST_TARGET)
         step = [kind, one_line(target, MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
             s.digest.append(step)
