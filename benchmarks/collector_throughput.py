@@ -57,6 +57,8 @@ def build_corpus(dest: Path, size_mb: float) -> tuple[int, int]:
     """Clone the real corpus into ``dest/projects`` until it holds ``size_mb``; (bytes, files)."""
     files = sorted((CORPUS / "projects").rglob("*.jsonl"))
     sources = [(f.relative_to(CORPUS / "projects"), f.read_bytes()) for f in files]
+    if not any(data for _, data in sources):  # nothing to clone: the size would never be reached
+        raise SystemExit(f"no transcripts under {CORPUS / 'projects'} to build the corpus from")
     agents = sorted(_agent_ids(CORPUS), key=len, reverse=True)
     agent_re = re.compile(("|".join(re.escape(a) for a in agents)).encode()) if agents else None
     total = count = 0
