@@ -52,6 +52,23 @@ def test_bench_json_pairs_configurations_and_reports_savings(fake_bench, capsys)
     assert len(report["summary"]) == 6 and all(s["completion_rate"] == 1.0 for s in report["summary"])
     assert all(c["mean_saving"] > 0 for c in report["comparisons"])
     assert report["spend_share"]["share"] is None  # no real-work sessions collected
+    # The whole-suite figure the text report prints is in --json too: the per-task savings summed.
+    [suite] = report["suite_totals"]
+    assert suite["config"] == str(rule) and suite["reference"] == ""
+    assert suite["saving"] == pytest.approx(sum(c["mean_saving"] for c in report["comparisons"]), abs=0.5)
+    assert 0 < suite["relative_saving"] < 1
+
+
+def test_bench_text_prints_the_suite_total_of_the_report(fake_bench, capsys):
+    rule = add_rule("Grep for the symbol before opening any file.")
+    assert main(["bench", "--agent", AGENT, "--rules", "none", "--rules", str(rule), "--runs", "1",
+                 "--seed", "3", "--json"]) == 0
+    [suite] = json.loads(capsys.readouterr().out)["suite_totals"]
+    assert main(["bench", "--agent", AGENT, "--rules", "none", "--rules", str(rule), "--runs", "1",
+                 "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert (f"whole suite (one run of each task), rules {rule}: {suite['saving']:+,.0f} wt "
+            f"({suite['relative_saving']:+.1%})") in out
 
 
 def test_bench_table_output(fake_bench, capsys):

@@ -1031,6 +1031,34 @@ def compare(runs: Sequence[RunRecord], reference: str, others: Sequence[str]) ->
     return out
 
 
+@dataclass(frozen=True)
+class SuiteTotal:
+    """A configuration against the reference over the whole suite: one run of each compared task."""
+
+    reference: str
+    config_key: str
+    saving: float  # summed per-task mean savings, weighted tokens (positive = cheaper)
+    reference_total: float  # summed per-task reference means
+
+    @property
+    def relative(self) -> float:
+        return self.saving / self.reference_total if self.reference_total else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, "config": self.config_key, "saving": round(self.saving, 1),
+                "relative_saving": round(self.relative, 4)}
+
+
+def suite_totals(comparisons: Sequence[Comparison]) -> list[SuiteTotal]:
+    """Per configuration, in first-seen order, the sum of its per-task comparisons."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for c in comparisons:
+        pair = sums.setdefault((c.reference, c.config_key), [0.0, 0.0])
+        pair[0] += c.mean_saving
+        pair[1] += c.reference_mean
+    return [SuiteTotal(ref, key, saving, total) for (ref, key), (saving, total) in sums.items()]
+
+
 @dataclass
 class BenchReport:
     agent: str
@@ -1042,6 +1070,7 @@ class BenchReport:
     summaries: list[ConfigSummary]
     comparisons: list[Comparison]
     spend: SpendShare
+    suites: list[SuiteTotal]  # suite_totals(comparisons): what the text report and --json both show
 
     def as_dict(self) -> dict[str, Any]:
         o = self.outcome
@@ -1051,7 +1080,8 @@ class BenchReport:
                 "jobs": o.total_jobs, "executed": o.executed, "done_before": o.done_before, "configs": self.configs,
                 "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,
                 "wall_s": round(o.wall_s, 2), "summary": [s.as_dict() for s in self.summaries],
-                "comparisons": [c.as_dict() for c in self.comparisons], "spend_share": self.spend.as_dict(),
+                "comparisons": [c.as_dict() for c in self.comparisons],
+                "suite_totals": [t.as_dict() for t in self.suites], "spend_share": self.spend.as_dict(),
                 "runs": [{"run_id": r.run_id, "task": r.task_id, "config": r.config_key, "seed": r.seed,
                           "outcome": r.outcome, "weighted_tokens": round(r.weighted_tokens, 1),
                           "raw_tokens": r.raw_tokens, "turns": r.turns} for r in o.runs]}
@@ -1107,6 +1137,7 @@ def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Se
     keys = [config_key(c) for c in configs]
     with store.session() as session:
         share = spend_share(session)
+    comparisons = compare(outcome.runs, keys[0], keys[1:])
     return BenchReport(agent=agent, backend=backend, model=model_id, seed=chosen_seed, configs=keys,
-                       outcome=outcome, summaries=summarize(outcome.runs),
-                       comparisons=compare(outcome.runs, keys[0], keys[1:]), spend=share)
+                       outcome=outcome, summaries=summarize(outcome.runs), comparisons=comparisons,
+                       spend=share, suites=suite_totals(comparisons))

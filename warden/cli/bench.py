@@ -83,16 +83,12 @@ def _render(report: Any) -> None:
     if report.comparisons:
         reference = safe(report.configs[0] or "none")
         console.print(f"paired against rules {reference} (same seeds; positive = cheaper):")
-        totals: dict[str, list[float]] = {}
         for c in report.comparisons:
-            totals.setdefault(c.config_key, [0.0, 0.0])
-            totals[c.config_key][0] += c.mean_saving
-            totals[c.config_key][1] += c.reference_mean
             console.print(f"  {safe(c.task_id, 40)}, rules {safe(c.config_key or 'none')}: "
                           f"{c.mean_saving:+,.0f} wt/run ({c.relative:+.1%}) over {c.pairs} pair(s)")
-        for key, (saving, ref) in totals.items():
-            console.print(f"  whole suite (one run of each task), rules {safe(key or 'none')}: {saving:+,.0f} wt "
-                          f"({(saving / ref if ref else 0):+.1%})")
+        for t in report.suites:
+            console.print(f"  whole suite (one run of each task), rules {safe(t.config_key or 'none')}: "
+                          f"{t.saving:+,.0f} wt ({t.relative:+.1%})")
     console.print(f"spent {o.spent_weighted:,.0f} weighted tokens ({o.spent_raw:,} raw) on {o.executed} run(s) "
                   f"in {o.wall_s:.1f}s" + (f"; {o.done_before} run(s) were already done" if o.resumed else ""))
     share = report.spend.share
