@@ -13,7 +13,7 @@ from warden.habits import HABITS, habits_named_by, is_false_economy
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.select.memory import (GENERATED_HEADER, MAX_BYTES, MAX_LINES, MemoryRule,
                                   render_memory, rule_rent)
-from warden.tokens import estimate_tokens
+from warden.tokens import estimate_tokens, tokens_of_bytes
 
 
 def test_cost_matches_card_prices_for_opus_4_6() -> None:
@@ -138,6 +138,16 @@ def test_memory_render_orders_by_saving_and_respects_caps() -> None:
     big = render_memory("backend", many, 1, extra_sections=["## Recovered\n- pointer"])
     assert len(big.splitlines()) <= MAX_LINES and len(big.encode()) <= MAX_BYTES
     assert rule_rent(rules[0]) == estimate_tokens("- Rule one is good enough.\n")
+
+
+def test_one_bytes_to_tokens_rounding_everywhere() -> None:
+    """The detectors and the parser's placeholder check count bytes with the documented estimator."""
+    import warden.distill.detectors as detectors
+    import warden.ingest.parser as parser
+    for size in range(0, 20):
+        assert tokens_of_bytes(size) == estimate_tokens(b"x" * size)
+    assert tokens_of_bytes(-5) == 0  # a saving's "bytes above the reference" can go negative
+    assert detectors.tokens_of_bytes is tokens_of_bytes and parser.tokens_of_bytes is tokens_of_bytes
 
 
 def test_settings_precedence(tmp_path, monkeypatch) -> None:

@@ -12,5 +12,9 @@ BYTES_PER_TOKEN = 4
 
 def estimate_tokens(text: str | bytes) -> int:
     """Tokens for ``text``: ceil(utf-8 bytes / 4); 0 for empty text."""
-    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
-    return (size + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+    return tokens_of_bytes(len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass")))
+
+
+def tokens_of_bytes(size: int) -> int:
+    """Tokens for ``size`` UTF-8 bytes, as :func:`estimate_tokens` counts them; 0 below one byte."""
+    return (max(size, 0) + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN

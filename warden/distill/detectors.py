@@ -33,7 +33,7 @@ from warden.habits import HABITS_BY_WASTE
 from warden.ingest.pricing import CACHE_READ_FACTOR, CACHE_WRITE_5M_FACTOR
 from warden.ingest.records import ParsedRun, ToolCall
 from warden.sanitize import redacted_prefix
-from warden.tokens import BYTES_PER_TOKEN, estimate_tokens
+from warden.tokens import estimate_tokens, tokens_of_bytes
 
 OUTPUT_WEIGHT = 5.0  # output price / input price on every Claude model card
 
@@ -68,10 +68,6 @@ class Finding:
 
 
 # ---------------------------------------------------------------- cost model
-
-
-def tokens_of_bytes(size: int) -> int:
-    return (max(size, 0) + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
 
 
 def later_turns(run: ParsedRun, turn_index: int) -> int:

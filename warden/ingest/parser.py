@@ -40,7 +40,7 @@ from warden.ingest.pricing import Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
 from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
-from warden.tokens import BYTES_PER_TOKEN
+from warden.tokens import tokens_of_bytes
 
 PARSER_VERSION = "6"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
 # 5: a run's start and end are its earliest and latest instants, whatever their ISO form;
@@ -794,7 +794,7 @@ class TranscriptParser:
             if turn.model == "<synthetic>":
                 continue
             s.usage_turns += 1
-            content_tokens = (turn.content_bytes + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+            content_tokens = tokens_of_bytes(turn.content_bytes)
             if content_tokens >= 8 and turn.usage.output_tokens * 4 < content_tokens:
                 s.placeholder_turns += 1
         self._checked_turns = len(self.turns)
