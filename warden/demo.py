@@ -23,6 +23,17 @@ from warden.names import process_tag
 from warden.store.db import open_store
 
 
+def receipt_line(r: dict) -> str:
+    """One receipt for the demo's summary; figures as ``select`` prints them (an open or unknown
+    interval end is ±∞ or —, never a crash)."""
+    from warden.cli.common import safe
+    from warden.sanitize import count_text
+
+    lo, hi = r["interval"]
+    return (f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {count_text(r['estimate'])}"
+            f"/run [{count_text(lo)}, {count_text(hi)}] margin {count_text(r['margin'])} · {safe(r['body'], 70)}")
+
+
 def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep: str | None = None,
              as_json: bool = False, log: Callable[[str], None] | None = None) -> dict:
     from warden.bench.agents.sim_sessions import play_sessions
@@ -83,9 +94,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
                 render_select_report(report)
             console.print("\n[bold]receipts[/] (`warden receipt ID` for the evidence):")
             for r in receipts:
-                lo, hi = r["interval"]
-                console.print(f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {r['estimate']:,.0f}"
-                              f"/run [{lo:,.0f}, {hi:,.0f}] margin {r['margin']:,.0f} · {safe(r['body'], 70)}")
+                console.print(receipt_line(r))
             console.print(f"\n[bold]{safe(memory_file)}[/]:")
             typer.echo(safe_block(memory_text), nl=False)  # as the agent reads it: never re-wrapped
             if keep:
