@@ -150,6 +150,19 @@ def test_one_bytes_to_tokens_rounding_everywhere() -> None:
     assert detectors.tokens_of_bytes is tokens_of_bytes and parser.tokens_of_bytes is tokens_of_bytes
 
 
+def test_compact_count_is_three_significant_digits_and_never_crashes() -> None:
+    """One compact token formatter, shared by the status table and the report's chart axes."""
+    import warden.cli.collect as collect
+    import warden.report.html as html
+    from warden.sanitize import compact_count
+    cases = {0: "0", 950: "950", 999.6: "1k", 1234: "1.23k", 12_345: "12.3k", 45_000: "45k", 999_999: "1M",
+             1_250_000: "1.25M", 4.5e9: "4.5G", -1_103: "-1.1k", 12.5: "12.5"}
+    assert {v: compact_count(v) for v in cases} == cases
+    assert [compact_count(v) for v in (float("inf"), float("-inf"), float("nan"), None)] == ["∞", "−∞", "—", "—"]
+    assert compact_count(10**400) == "—"
+    assert collect.compact_count is compact_count and html.compact_count is compact_count
+
+
 def test_settings_precedence(tmp_path, monkeypatch) -> None:
     home = tmp_path / "h"
     home.mkdir()

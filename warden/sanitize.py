@@ -86,6 +86,21 @@ def count_text(value: object) -> str:
     return f"{value:,.0f}"
 
 
+def compact_count(value: object) -> str:
+    """A token count in little room (a table cell, a chart tick): three significant digits and a
+    k/M/G suffix — 950, 1.23k, 45k, 1.25M; ±∞ and '—' as :func:`count_text` says them."""
+    exact = count_text(value)
+    if not exact[-1].isdigit():  # ∞, −∞ or —
+        return exact
+    number = float(value)  # type: ignore[arg-type]  # count_text vouched it is a finite number
+    for size, suffix in ((1.0, ""), (1e3, "k"), (1e6, "M")):
+        scaled = float(f"{number / size:.3g}")
+        if abs(scaled) < 1000:  # else it rounds up into the next unit (999,999 is 1M, not 1e+03k)
+            return f"{scaled:g}{suffix}"
+    scaled = float(f"{number / 1e9:.3g}")
+    return (f"{scaled:g}" if abs(scaled) < 1000 else f"{scaled:,.0f}") + "G"
+
+
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun``, plural unless one: "1 run", "3 consecutive runs"."""
     return f"{count} {noun}{'' if count == 1 else 's'}"

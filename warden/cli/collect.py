@@ -10,7 +10,7 @@ import typer
 from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, safe, settings, store,
                                uncut_table, wide_console)
 from warden.errors import UsageError
-from warden.sanitize import strip_controls
+from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector as queries
 from warden.ingest.hooks import install_hooks, uninstall_hooks
 from warden.report.figures import learning_overview, render_learning
@@ -84,8 +84,8 @@ def sessions(
     cells = [[safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
               safe(r["agent"], 14), safe(_tail(r["project"] or "", 18)),
               (r["started_at"] or "")[:16].replace("T", " "),
-              _n(r["input_tokens"]), _n(r["output_tokens"]), _n(r["cache_creation_tokens"]),
-              _n(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", _n(r["weighted_tokens"]),
+              compact_count(r["input_tokens"]), compact_count(r["output_tokens"]), compact_count(r["cache_creation_tokens"]),
+              compact_count(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", compact_count(r["weighted_tokens"]),
               str(r["tool_calls"]), str(r["rereads"]),
               ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else "")] for r in rows]
     table = uncut_table(headers, cells, left={"run", "agent", "project", "started UTC", "done"},
@@ -105,10 +105,10 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         return
     headers = ("agent", "sessions", "runs", "in", "out", "cw 5m", "cw 1h", "cache r", "cost $", "weighted",
                "p75/run", "reread")
-    cells = [[safe(a["agent"], 16), str(a["sessions"]), str(a["runs"]), _n(a["input_tokens"]),
-              _n(a["output_tokens"]), _n(a["cache_write_5m_tokens"]), _n(a["cache_write_1h_tokens"]),
-              _n(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", _n(a["weighted_tokens"]),
-              _n(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}"] for a in data["agents"]]
+    cells = [[safe(a["agent"], 16), str(a["sessions"]), str(a["runs"]), compact_count(a["input_tokens"]),
+              compact_count(a["output_tokens"]), compact_count(a["cache_write_5m_tokens"]), compact_count(a["cache_write_1h_tokens"]),
+              compact_count(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", compact_count(a["weighted_tokens"]),
+              compact_count(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}"] for a in data["agents"]]
     table = uncut_table(headers, cells, left={"agent"}, shrink={"agent"})
     wide_console().print(table)
     if data["agents"]:
@@ -116,14 +116,6 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     if not data["agents"]:
         console.print("no sessions yet — run `warden collect`")
     render_learning(data["learning"])
-
-
-def _n(value: float) -> str:
-    """Compact token figure: 950, 12.3k, 4.5M."""
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
-            return f"{value / size:.1f}{suffix}"
-    return f"{value:.0f}"
 
 
 def _tail(text: str, limit: int) -> str:

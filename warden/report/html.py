@@ -9,7 +9,7 @@ from typing import Any
 
 from warden import __version__
 from warden.measured import measured_on
-from warden.sanitize import count_text, strip_controls
+from warden.sanitize import compact_count, count_text, strip_controls
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d232b}
@@ -47,14 +47,6 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _short(x: float) -> str:
-    """Compact axis label: 1.2M, 45k, 320."""
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if abs(x) >= size:
-            return f"{x / size:.3g}{unit}"
-    return f"{x:.3g}"
-
-
 def _svg_open(chart_id: str, title: str, width: int, height: int, title_x: int) -> str:
     return (f'<svg id="{esc(chart_id)}" class="chart" role="img" aria-label="{esc(title)}" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}"><text x="{title_x}" y="18" font-size="12" '
@@ -74,7 +66,7 @@ def line_chart(points: list[tuple[str, float]], title: str, chart_id: str, width
     xs = [left + (i + 0.5) * (width - left - right) / max(len(points), 1) for i in range(len(points))]
     grid = "".join(f'<line x1="{left}" y1="{y(t):.1f}" x2="{width - right}" y2="{y(t):.1f}" stroke="#e3e7eb"/>'
                    f'<text x="{left - 6}" y="{y(t) + 3:.1f}" font-size="10" text-anchor="end" fill="#69737d">'
-                   f'{_short(t)}</text>' for t in ticks)
+                   f'{compact_count(t)}</text>' for t in ticks)
     path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y(v):.1f}" for i, (x, v) in enumerate(zip(xs, vals)))
     dots = "".join(f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="#2563eb"><title>{esc(label)}: {count_text(v)}</title></circle>'
                    f'<text x="{x:.1f}" y="{height - bottom + 16}" font-size="10" text-anchor="middle">{esc(label)}</text>'
@@ -105,7 +97,7 @@ def interval_chart(rows: list[dict[str, Any]], title: str, chart_id: str, width:
         stroke = 'stroke="#aab" stroke-dasharray="3 3"' if t == 0 else 'stroke="#eef0f3"'  # zero saving: dashed
         parts.append(f'<line x1="{x(t):.1f}" y1="{top - 12}" x2="{x(t):.1f}" y2="{axis_y}" {stroke}/>'
                      f'<text x="{x(t):.1f}" y="{axis_y + 13}" font-size="10" text-anchor="middle" fill="#69737d">'
-                     f'{_short(t)}</text>')
+                     f'{compact_count(t)}</text>')
     for i, r in enumerate(rows):
         y = top + i * row_h
         color = {"keep": "#1a7f37", "refute": "#b42318", "regression": "#b42318"}.get(r["verdict"], "#9a6700")
@@ -135,7 +127,7 @@ def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width:
     grid = "".join(f'<line x1="{left}" y1="{height - bottom - t / top_value * plot_h:.1f}" x2="{width - right}" '
                    f'y2="{height - bottom - t / top_value * plot_h:.1f}" stroke="#e3e7eb"/><text x="{left - 6}" '
                    f'y="{height - bottom - t / top_value * plot_h + 3:.1f}" font-size="10" text-anchor="end" '
-                   f'fill="#69737d">{_short(t)}</text>' for t in ticks)
+                   f'fill="#69737d">{compact_count(t)}</text>' for t in ticks)
     bars = []
     for i, (label, v) in enumerate(points):
         cx = left + (i + 0.5) * slot
@@ -144,7 +136,7 @@ def bar_chart(points: list[tuple[str, float]], title: str, chart_id: str, width:
                     f'fill="#7c3aed"><title>{esc(label)}: {count_text(v)}</title></rect>'
                     f'<text x="{cx:.1f}" y="{height - bottom + 14}" font-size="9" text-anchor="middle">{esc(label[5:])}</text>'
                     + (f'<text x="{cx:.1f}" y="{height - bottom - h - 4:.1f}" font-size="9" text-anchor="middle">'
-                       f'{_short(v)}</text>' if len(points) <= 31 else ""))
+                       f'{compact_count(v)}</text>' if len(points) <= 31 else ""))
     return _svg_open(chart_id, title, width, height, 10) + grid + "".join(bars) + "</svg>"
 
 
