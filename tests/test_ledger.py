@@ -380,3 +380,23 @@ def test_a_bare_verify_reads_the_ledgers_of_the_repository_it_runs_in(tmp_path: 
     monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(tmp_path / "configured"))  # configured wins
     assert main(["verify-ledger"]) == 0
     assert "configured" in capsys.readouterr().out
+
+
+def test_stored_times_are_shown_by_iso_utc_everywhere() -> None:
+    """Receipts, rules and the ledger's evidence write times as ``iso_utc`` does: the same bytes as
+    before for a stored (naive UTC) time, and 'Z' (not '+02:00Z') for an aware one."""
+    from datetime import datetime, timedelta, timezone
+
+    from warden.ledger.service import evidence_summary
+    from warden.select.receipts import receipt_dict, rule_dict
+    from warden.store.models import Receipt
+
+    naive = datetime(2026, 3, 4, 5, 6, 7, 890_000)
+    aware = datetime(2026, 3, 4, 7, 6, 7, 890_000, tzinfo=timezone(timedelta(hours=2)))
+    for moment in (naive, aware):
+        rule = Rule(id=1, agent="backend", body=GOOD, state="active", created_at=moment, decided_at=moment)
+        receipt = Receipt(id=1, rule_id=1, agent="backend", kind="admit", verdict="keep", created_at=moment)
+        assert rule_dict(rule)["created_at"] == rule_dict(rule)["decided_at"] == "2026-03-04T05:06:07.890000Z"
+        assert receipt_dict(receipt)["created_at"] == "2026-03-04T05:06:07.890000Z"
+        assert evidence_summary(receipt)["decided_at"] == "2026-03-04T05:06:07Z"
+    assert rule_dict(Rule(id=2, agent="backend", body=GOOD, created_at=naive))["decided_at"] is None

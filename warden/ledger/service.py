@@ -30,7 +30,7 @@ from warden.select.compile import write_atomic
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.db import Store
 from warden.store.locks import exclusive
-from warden.store.models import Receipt, Rule
+from warden.store.models import Receipt, Rule, iso_utc
 
 SHARED_STATES = ("active", "protected")
 MAX_EVIDENCE = 20
@@ -45,7 +45,7 @@ def evidence_summary(receipt: Receipt) -> dict[str, Any]:
     return {"kind": receipt.kind, "verdict": receipt.verdict, "estimate": receipt.estimate,
             "interval": [receipt.ci_low, receipt.ci_high], "margin": receipt.margin, "k": receipt.k,
             "n_pairs": n_pairs, "pass_counts": totals, "model": receipt.model, "backend": receipt.backend,
-            "suite_hash": receipt.suite_hash, "decided_at": receipt.created_at.replace(microsecond=0).isoformat() + "Z"}
+            "suite_hash": receipt.suite_hash, "decided_at": iso_utc(receipt.created_at, "seconds")}
 
 
 def _provenance(rule: Rule) -> dict[str, Any]:

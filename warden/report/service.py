@@ -11,7 +11,7 @@ from warden.ingest.pricing import PriceTable
 from warden.report.figures import (agent_overview, agents_in_store, bench_spend_by_day, bench_tokens_per_week,
                                    project, rule_costs)
 from warden.select.receipts import latest_receipts, rule_history
-from warden.store.models import Rule, utcnow
+from warden.store.models import Rule, iso_utc, utcnow
 
 PROJECTION_WEEKS = 12
 PROJECTION_SESSIONS_PER_WEEK = 50.0
@@ -29,5 +29,5 @@ def report_data(session: Session, prices: PriceTable, agents: list[str] | None =
         overview["rules_history"] = [rule_history(session, rid) for rid in
                                      session.scalars(select(Rule.id).where(Rule.agent == agent).order_by(Rule.id))]
         out.append(overview)
-    return {"generated_at": utcnow().replace(microsecond=0).isoformat() + "Z", "agents": out,
+    return {"generated_at": iso_utc(utcnow(), "seconds"), "agents": out,
             "bench_spend_by_day": bench_spend_by_day(session)}

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from warden import __version__
 from warden.errors import UsageError
-from warden.store.models import Receipt, Rule
+from warden.store.models import Receipt, Rule, iso_utc
 
 
 def receipt_dict(r: Receipt) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def receipt_dict(r: Receipt) -> dict[str, Any]:
         "tokens_spent": r.tokens_spent, "raw_tokens_spent": r.raw_tokens_spent, "model": r.model,
         "backend": r.backend, "suite_hash": r.suite_hash, "fixture_hash": r.fixture_hash,
         "warden_version": r.warden_version, "ruleset_version": r.ruleset_version, "method": r.method,
-        "provenance_digest": r.provenance_digest, "created_at": r.created_at.isoformat() + "Z",
+        "provenance_digest": r.provenance_digest, "created_at": iso_utc(r.created_at),
     }
 
 
@@ -47,8 +47,8 @@ def rule_dict(rule: Rule) -> dict[str, Any]:
         "evict_reason": rule.evict_reason, "strikes": rule.strikes, "rent_tokens": rule.rent_tokens,
         "origin": rule.origin, "measured_saving": rule.measured_saving, "measured_backend": measured_backend(rule),
         "provenance_run_id": rule.provenance_run_id, "provenance_digest": rule.provenance_digest,
-        "claimed_evidence": rule.claimed_evidence, "created_at": rule.created_at.isoformat() + "Z",
-        "decided_at": rule.decided_at.isoformat() + "Z" if rule.decided_at else None,
+        "claimed_evidence": rule.claimed_evidence, "created_at": iso_utc(rule.created_at),
+        "decided_at": iso_utc(rule.decided_at),
     }
 
 
