@@ -190,7 +190,7 @@ def test_atomic_writes_refuse_a_directory_or_fifo_in_the_files_place(tmp_path: P
     import os
 
     from warden.errors import WardenError
-    from warden.select.compile import write_atomic
+    from warden.files import write_atomic
 
     out = tmp_path / "out"
     (out / "out.json").mkdir(parents=True)
@@ -201,6 +201,18 @@ def test_atomic_writes_refuse_a_directory_or_fifo_in_the_files_place(tmp_path: P
     assert sorted(p.name for p in out.iterdir()) == ["out.json", "pipe.json"]  # no temp file left
     write_atomic(out / "ok.json", b"{}", out)
     assert (out / "ok.json").read_bytes() == b"{}"
+
+
+def test_memory_ledger_and_report_writes_share_one_atomic_writer() -> None:
+    """write_atomic lives in the neutral warden.files, not borrowed from the MEMORY.md compiler."""
+    import warden.cli.report
+    import warden.files
+    import warden.ledger.service
+    import warden.select.compile
+
+    assert "write_atomic" not in vars(warden.select.compile)
+    assert warden.ledger.service.write_atomic is warden.files.write_atomic
+    assert "warden.files import write_atomic" in Path(warden.cli.report.__file__).read_text()
 
 
 def test_a_memory_directory_that_cannot_be_written_is_one_line_and_no_version(env, tmp_path: Path) -> None:

@@ -192,3 +192,31 @@ def test_a_full_disk_leaves_no_backup_beside_the_untouched_settings(tmp_path: Pa
     monkeypatch.setattr(os, "replace", real_replace)
     assert sorted(p.name for p in claude.iterdir()) == ["settings.json"]
     assert (claude / "settings.json").read_text() == '{"theme": "dark"}'
+
+
+def test_settings_json_is_fsynced_before_it_replaces_the_old_one(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash right after install-hooks must not leave an empty settings.json: the new bytes are
+    on disk before the rename (the mode the user gave the file is kept)."""
+    import os
+
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"theme": "dark"}')
+    os.chmod(claude / "settings.json", 0o640)
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append("fsync") or real_fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: events.append("replace") or real_replace(a, b))
+    install_hooks(claude, command=CMD)
+    assert events[-2:] == ["fsync", "replace"]
+    assert os.stat(claude / "settings.json").st_mode & 0o777 == 0o640
+    assert _settings(claude)["theme"] == "dark"
+
+
+def test_a_new_settings_json_is_the_owners_alone(tmp_path: Path) -> None:
+    import os
+
+    claude = tmp_path / "claude"
+    install_hooks(claude, command=CMD)
+    assert os.stat(claude / "settings.json").st_mode & 0o777 == 0o600

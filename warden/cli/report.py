@@ -77,7 +77,7 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     from warden.ingest.pricing import PriceTable
     from warden.report.html import render_report
     from warden.report.service import report_data
-    from warden.select.compile import write_atomic
+    from warden.files import write_atomic
 
     from warden.report.figures import agents_in_store
 

@@ -548,22 +548,21 @@ def _write_settings_json(path: Path, data: dict[str, Any]) -> str | None:
 def _replace_settings_json(path: Path, data: dict[str, Any]) -> str | None:
     import json
     import shutil
-    import tempfile
+
+    from warden.files import stage
 
     target = Path(os.path.realpath(path))
     text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     backup: str | None = None
-    tmp: str | None = None
+    tmp: Path | None = None
     try:
         if target.exists():
             backup = _unique_backup(target)
             shutil.copy2(target, backup)
-        fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".json", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        if target.exists():
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        # fsync'd before the rename: a crash never leaves the user's settings.json empty. The
+        # mode the user gave it is kept; a new one is the owner's alone, as it always was.
+        tmp = stage(target, text.encode("utf-8"), target.parent, new_mode=0o600)
         os.replace(tmp, target)
     except BaseException:
         # settings.json is untouched: a backup of it (empty, if the disk filled) only misleads

@@ -22,11 +22,11 @@ from warden.config import Settings
 from warden.distill.admission import ADMISSION_BUSY, ADMISSION_LOCK, validate_scope
 from warden.distill.rule_text import RuleTextError, find_near_duplicate, validate_rule_body
 from warden.errors import UsageError
+from warden.files import write_atomic
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
 from warden.ledger.verify import Problem, load_verified, verify_bytes
 from warden.names import validate_agent_name
 from warden.sanitize import one_line
-from warden.select.compile import write_atomic
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.db import Store
 from warden.store.locks import exclusive
