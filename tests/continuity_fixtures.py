@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
+from warden.continuity.fence import MARKER_WORD
 from warden.ingest.pricing import Usage
 from warden.ingest.records import ParsedRun, ToolCall, Turn, UserPrompt
 
@@ -63,3 +65,9 @@ def write(path: str, **kw) -> dict:
 
 def bash(command: str, result: str = "", error: bool = False) -> dict:
     return {"name": "Bash", "kind": "bash", "command": command, "result": result, "error": error}
+
+
+def block_id_of(fenced: str) -> str | None:
+    """The id on a fenced block's opening marker (tests check the close carries the same one)."""
+    m = re.match(rf"<<<{MARKER_WORD} id=([0-9a-f]+) ", fenced)
+    return m.group(1) if m else None

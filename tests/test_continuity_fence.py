@@ -6,7 +6,8 @@ import re
 from datetime import datetime
 
 from warden.continuity.capture import CheckpointData
-from warden.continuity.fence import MARKER_WORD, block_id_of, defang, fence_checkpoint, fence_text
+from continuity_fixtures import block_id_of
+from warden.continuity.fence import MARKER_WORD, defang, fence_checkpoint, fence_text
 
 CONTROLS = ["\r", "\x1b", "\x00", "\u202e", "\u2066", "\u200b", "\x7f", "\x9b"]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import anthropic
 import httpx2
 import pytest
+from continuity_fixtures import block_id_of
 from distill_fixtures import naive_session, write_transcript
 
 from warden.config import load_settings
-from warden.continuity.fence import block_id_of
 from warden.distill import model_distiller as md
 from warden.distill.detectors import detect_waste
 from warden.distill.service import distill_run, parse_transcript

@@ -170,9 +170,3 @@ def fence_checkpoint(cp: CheckpointData, *, current_project: str | None = None, 
     """A checkpoint, scoped to the current project, fenced as data."""
     scoped = scope_to_project(cp, current_project)
     return fence_text(render_body(scoped), block_id=block_id, max_chars=max_chars)
-
-
-def block_id_of(fenced: str) -> str | None:
-    """The id on a fenced block's opening marker (tests and tools verify the close matches)."""
-    m = re.match(rf"<<<{MARKER_WORD} id=([0-9a-f]+) ", fenced)
-    return m.group(1) if m else None

@@ -12,16 +12,12 @@ from datetime import datetime
 
 from warden.ingest.pricing import Usage
 
-# Normalised tool kinds; detectors and the sim speak these, not raw tool names.
-TOOL_KINDS = ("read", "grep", "glob", "list", "edit", "write", "bash", "task", "web", "todo", "other")
-
-
 @dataclass(slots=True)
 class ToolCall:
     index: int  # order of the call within the run, from 0
     tool_use_id: str
     name: str  # raw tool name: Read, Grep, Glob, LS, Bash, Edit, MultiEdit, Write, Task, ...
-    kind: str  # one of TOOL_KINDS
+    kind: str  # normalised kind detectors speak: a value of parser.TOOL_KIND_BY_NAME, or "other"
     input: dict  # raw tool input as sent (untrusted)
     input_bytes: int  # size of the JSON input the model generated
     path: str | None = None  # file or directory the call targets, if any
