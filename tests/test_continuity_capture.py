@@ -321,7 +321,10 @@ def test_forgotten_checkpoints_stay_forgotten_when_the_transcript_is_rewritten(t
     collect_paths(settings, [transcript], store=store)
     with store.session() as s:
         assert "fill:20" not in set(s.scalars(select(Checkpoint.trigger)))
-        assert forget(s, session_id=SESSION) >= 0
+        of_session = select(func.count()).select_from(Checkpoint).where(Checkpoint.session_id == SESSION)
+        assert s.scalar(of_session) == 1  # fill:50, captured before the rewrite
+        assert forget(s, session_id=SESSION) == 1  # the rows it removed
+        assert s.scalar(of_session) == 0
     transcript.write_bytes(jsonl(lines))
     collect_paths(settings, [transcript], store=store)
     transcript.write_bytes(jsonl(lines[:-2]))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from collect_support import assistant, progress, tool_result, tool_use, usage
 from warden.ingest.parser import TranscriptParser, parse_bytes
+from warden.ingest.pricing import Usage
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "claude-home" / "projects"
 
@@ -59,14 +60,19 @@ def _mutate_json(value, data) -> object:  # type: ignore[no-untyped-def]
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.binary(max_size=300), max_size=20))
 def test_random_bytes_never_raise(chunks: list[bytes]) -> None:
-    run = parse_bytes(b"\n".join(chunks))
-    assert run.stats.lines >= 0
+    parse_bytes(b"\n".join(chunks))
+    # every newline-terminated line is counted once, whatever it holds (blank, binary, JSON)
+    terminated = b"".join(chunk.replace(b"\r", b" ") + b"\n" for chunk in chunks)
+    assert parse_bytes(terminated).stats.lines == terminated.count(b"\n")
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(json_values, max_size=10))
 def test_random_json_never_raises(values: list[object]) -> None:
     parse_bytes(b"\n".join(json.dumps(v).encode() for v in values))
+    run = parse_bytes(b"".join(json.dumps(v).encode() + b"\n" for v in values))
+    assert run.stats.lines == len(values)
+    assert run.stats.malformed >= sum(not isinstance(v, dict) for v in values)  # JSON, but no record
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -94,4 +100,7 @@ def test_mutated_transcript_lines_never_raise(data: st.DataObject) -> None:
     resumed = TranscriptParser(state=json.loads(json.dumps(parser.state())))
     resumed.feed(out[0] + b"\n")
     assert resumed.result().stats.lines == parser.result().stats.lines + 1
-    assert run.usage.total >= 0
+    # one turn per distinct API response, and the run's usage is exactly theirs summed
+    keys = [turn.message_key for turn in run.turns]
+    assert len(keys) == len(set(keys))
+    assert run.usage == sum((turn.usage for turn in run.turns), Usage())
