@@ -1,7 +1,11 @@
 """Checkpoint capture (DESIGN.md §6): from a parsed transcript run, the moments worth recording.
 
-Pure extraction (:func:`capture_checkpoints`) plus one storage function
-(:func:`record_checkpoints`) the collector calls after a run is ingested.
+Pure extraction: :func:`capture` (a run, or the next part of one, with the state it carries
+on), :func:`capture_fresh` (a parse from the transcript's start, run in the collector's parser
+processes) and :func:`capture_checkpoints` (a whole run's checkpoints alone). Storage, on the
+collector's session after a run is ingested: :func:`load_stored_captures` (a batch's stored
+states and checkpoints), :func:`record_checkpoints` (the upsert) and :func:`index_terms` (the
+recall index of new rows).
 
 Triggers, each captured once per run (the store is unique on ``run_key + trigger``):
 
@@ -43,10 +47,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warden.ingest.records import ParsedRun, ToolCall
 from warden.sanitize import redact_secrets
+
+if TYPE_CHECKING:  # the pure half is imported without the database layer
+    from sqlalchemy.orm import Session
 
 FILL_BANDS = (20, 35, 50, 65, 80)
 QUALITY_BANDS = (80, 70, 50, 40)
@@ -635,7 +642,7 @@ class StoredCaptures:
     forgotten_sessions: set[str] = field(default_factory=set)  # sessions a user forgot as a whole
 
 
-def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 500,
+def load_stored_captures(session: Session, run_keys: Collection[str], chunk: int = 500,
                          horizon: datetime | None = None) -> StoredCaptures:
     """The capture states and checkpoints of ``run_keys``, ``chunk`` keys per query; ``horizon``
     as :func:`warden.continuity.service.retention_horizon` gives it (None: store every capture)."""
@@ -658,7 +665,7 @@ def load_stored_captures(session: Any, run_keys: Collection[str], chunk: int = 5
     return found
 
 
-def record_checkpoints(session: Any, run_row: Any, parsed: ParsedRun,
+def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
                        precaptured: tuple[list[CheckpointData], CarryState] | None = None,
                        stored: StoredCaptures | None = None) -> int:
     """Store the run's checkpoints (the collector's post-ingest step). Returns how many were new.
@@ -773,7 +780,7 @@ def _term_insert() -> Any:
     return CheckpointTerm.__table__.insert()
 
 
-def index_terms(session: Any, rows: list[Any]) -> None:
+def index_terms(session: Session, rows: list[Any]) -> None:
     """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
     from warden.store.bulk import execute_many
 

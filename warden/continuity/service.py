@@ -2,7 +2,10 @@
 
 Recall goes through the ``checkpoint_terms`` inverted index: only the prompt's own terms are
 looked up, so a prompt is scored against 10,000 checkpoints without re-tokenizing them.
-The scoring itself is the pure :func:`warden.continuity.recall.score_postings`.
+:func:`recall_from_store` scores in SQL (integer term weights summed per checkpoint, only the
+best rows returned) rather than calling the pure :func:`warden.continuity.recall.score_postings`,
+for speed; the two must give the same answer and score, which
+``tests/test_continuity_recall.py::test_indexed_recall_agrees_with_the_pure_scorer`` checks.
 """
 
 from __future__ import annotations
