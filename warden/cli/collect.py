@@ -11,7 +11,7 @@ from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print
                                uncut_table, wide_console)
 from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
-from warden.ingest import collector as queries
+from warden.ingest import collector
 from warden.ingest.hooks import install_hooks, uninstall_hooks
 from warden.report.figures import learning_overview, render_learning
 
@@ -73,7 +73,7 @@ def sessions(
 ) -> None:
     """List session runs (a main session or one subagent transcript each)."""
     with store().session() as db:
-        rows = queries.list_sessions(db, agent=agent, project=project, since=queries.parse_since(since),
+        rows = collector.list_sessions(db, agent=agent, project=project, since=collector.parse_since(since),
                                      limit=limit + 1)
     rows = keep_limit(rows, limit, "run")
     if as_json:
@@ -98,7 +98,7 @@ def sessions(
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Per agent: sessions, tokens by type, cost, cost-weighted tokens, p75, re-read rate."""
     with store().session() as db:
-        data = queries.status(db)
+        data = collector.status(db)
         data["learning"] = learning_overview(db)
     if as_json:
         print_json(data)
