@@ -306,3 +306,32 @@ def test_extra_front_matter_is_kept_and_files_not_named_golden_are_ignored(golde
     (golden / "backend" / "README.md").write_text("not a task\n", encoding="utf-8")
     task = load_suite(golden, "backend", FIXTURE).tasks[0]
     assert task.extra == {"notes": "added 2026-11"} and len(load_suite(golden, "backend").tasks) == 1
+
+
+def test_reference_edits_and_the_loaders_check_apply_edits_the_same_way(tmp_path: Path) -> None:
+    """One function applies a task's edits in order (the loader's check and the reference fix):
+    each edit sees the previous ones, and one that does not match exactly once changes no file."""
+    from dataclasses import replace
+
+    from warden.bench.tasks import EditMismatch, SimEdit, apply_edits, apply_reference_edits
+
+    edits = (SimEdit("a.py", "x = 1", "x = 2"), SimEdit("a.py", "x = 2", "x = 3"), SimEdit("b.py", "y", "z"))
+    files = {"a.py": "x = 1\n", "b.py": "y\n"}
+    assert apply_edits(edits, lambda index, path: files[path]) == {"a.py": "x = 3\n", "b.py": "z\n"}
+    with pytest.raises(EditMismatch) as caught:
+        apply_edits((SimEdit("a.py", "a", "b"), SimEdit("a.py", "c", "d")), lambda index, path: "a c c\n")
+    assert (caught.value.index, caught.value.path, caught.value.count) == (2, "a.py", 2)
+
+    task = next(iter(load_all_suites(GOLDEN, FIXTURE).values())).tasks[0]
+    work = tmp_path / "copy"
+    work.mkdir()
+    for name, text in files.items():
+        (work / name).write_text(text)
+    apply_reference_edits(replace(task, sim=replace(task.sim, edits=edits)), work)
+    assert {p.name: p.read_text() for p in work.iterdir()} == {"a.py": "x = 3\n", "b.py": "z\n"}
+    for name, text in files.items():
+        (work / name).write_text(text)
+    with pytest.raises(UsageError, match=r"sim.edits\[2\] 'old' text does not occur exactly once in a.py"):
+        apply_reference_edits(replace(task, sim=replace(task.sim, edits=(edits[2], SimEdit("a.py", "no", "q")))),
+                              work)
+    assert (work / "b.py").read_text() == "y\n"  # nothing half-applied

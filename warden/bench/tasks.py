@@ -23,6 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -162,6 +163,28 @@ def _fixture_text(fixture_dir: Path, rel: str, where: str, field_name: str, cach
     return cache[rel]
 
 
+class EditMismatch(ValueError):
+    """Edit ``index`` (from 1) of a list: its ``old`` text occurs ``count`` times in ``path``, not once."""
+
+    def __init__(self, index: int, path: str, count: int) -> None:
+        super().__init__(f"sim.edits[{index}] 'old' text occurs {count} times in {path}")
+        self.index, self.path, self.count = index, path, count
+
+
+def apply_edits(edits: Sequence[SimEdit], read: Callable[[int, str], str]) -> dict[str, str]:
+    """``edits`` applied in order (as the sim applies them), each to the result of the previous
+    ones on its file; ``read(index, path)`` gives a file's text the first time edit ``index``
+    touches it. Returns the edited texts by path; pure but for ``read``."""
+    texts: dict[str, str] = {}
+    for index, edit in enumerate(edits, 1):
+        text = texts[edit.path] if edit.path in texts else read(index, edit.path)
+        count = text.count(edit.old)
+        if count != 1:
+            raise EditMismatch(index, edit.path, count)
+        texts[edit.path] = text.replace(edit.old, edit.new, 1)
+    return texts
+
+
 def _parse_sim(where: str, raw: Any, fixture_dir: Path | None) -> SimPlan:
     if not isinstance(raw, dict):
         raise _fail(where, "'sim' must be a mapping (see warden/bench/tasks.py for its schema)")
@@ -203,14 +226,13 @@ def _parse_sim(where: str, raw: Any, fixture_dir: Path | None) -> SimPlan:
         # A searching agent must find something with it: the target, or the code under test.
         if not any(locate in text for text in searched):
             raise _fail(where, f"sim.locate text {locate!r} occurs in neither sim.target nor sim.related")
-        # Edits apply in order (as the sim applies them), each to the result of the previous one.
-        for index, edit in enumerate(edits, 1):
-            text = _fixture_text(fixture_dir, edit.path, where, f"edits[{index}].path", texts)
-            count = text.count(edit.old)
-            if count != 1:
-                found = "not found" if count == 0 else f"found {count} times"
-                raise _fail(where, f"sim.edits[{index}] 'old' text is {found} in {edit.path}; it must occur exactly once")
-            texts[edit.path] = text.replace(edit.old, edit.new, 1)
+        try:
+            apply_edits(edits, lambda index, path: _fixture_text(fixture_dir, path, where, f"edits[{index}].path",
+                                                                 texts))
+        except EditMismatch as exc:
+            found = "not found" if exc.count == 0 else f"found {exc.count} times"
+            raise _fail(where, f"sim.edits[{exc.index}] 'old' text is {found} in {exc.path}; "
+                               "it must occur exactly once") from None
         if not any(edit.path == target for edit in edits):
             raise _fail(where, f"sim.target {target} is not edited by any of sim.edits")
     return SimPlan(locate=locate, target=target, related=related, edits=tuple(edits),
@@ -344,9 +366,10 @@ def apply_reference_edits(task: GoldenTask, workdir: Path) -> None:
     """
     if task.sim is None:
         raise UsageError(f"golden task {task.id} has no sim block")
-    for index, edit in enumerate(task.sim.edits, 1):
-        path = Path(workdir) / edit.path
-        text = path.read_text(encoding="utf-8")
-        if text.count(edit.old) != 1:
-            raise UsageError(f"golden task {task.id}: sim.edits[{index}] 'old' text does not occur exactly once in {edit.path}")
-        path.write_text(text.replace(edit.old, edit.new, 1), encoding="utf-8")
+    try:
+        texts = apply_edits(task.sim.edits, lambda _, rel: (Path(workdir) / rel).read_text(encoding="utf-8"))
+    except EditMismatch as exc:
+        raise UsageError(f"golden task {task.id}: sim.edits[{exc.index}] 'old' text does not occur exactly once "
+                         f"in {exc.path}") from None
+    for rel, text in texts.items():  # written once all matched: a failing list changes no file
+        (Path(workdir) / rel).write_text(text, encoding="utf-8")
