@@ -16,7 +16,7 @@ from warden.select.memory import GENERATED_HEADER
 
 
 def test_a_receipt_line_with_an_open_or_unknown_interval_prints_not_crashes() -> None:
-    from warden.demo import receipt_line
+    from warden.cli.select import receipt_line
     line = receipt_line({"rule_id": 4, "verdict": "inconclusive", "state": "candidate", "estimate": float("nan"),
                          "interval": [None, float("inf")], "margin": 1234.4, "body": "Grep first."})
     assert "saving —/run [—, ∞] margin 1,234 · Grep first." in line

@@ -1,9 +1,9 @@
 """``warden demo``: the whole loop, offline, on the simulated agent, in a temporary home.
 
 simulated real-work sessions of a naive agent (Claude Code–format transcripts) → collect →
-distill → bench → select → compile, then the receipts and the MEMORY.md. Everything it prints
+distill → bench → select → compile, then the receipts and the MEMORY.md. Everything it returns
 is measured on the sim backend and labelled so; it is a demonstration of warden's machinery,
-not a model's result.
+not a model's result. ``warden demo`` (warden/cli/select.py) prints it.
 """
 
 from __future__ import annotations
@@ -15,30 +15,19 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import typer
-
 from warden.config import load_settings
-from warden.errors import UsageError, WardenError
+from warden.errors import UsageError
 from warden.names import process_tag
 from warden.store.db import open_store
 
 
-def receipt_line(r: dict) -> str:
-    """One receipt for the demo's summary; figures as ``select`` prints them (an open or unknown
-    interval end is ±∞ or —, never a crash)."""
-    from warden.cli.common import safe
-    from warden.sanitize import count_text
-
-    lo, hi = r["interval"]
-    return (f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {count_text(r['estimate'])}"
-            f"/run [{count_text(lo)}, {count_text(hi)}] margin {count_text(r['margin'])} · {safe(r['body'], 70)}")
-
-
 def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep: str | None = None,
-             as_json: bool = False, log: Callable[[str], None] | None = None) -> dict:
+             log: Callable[[str], None] | None = None) -> dict:
+    """Play the sessions and run one night in a fresh home (``keep``, or a temporary one removed
+    afterwards); the night's summary, the receipts and the compiled MEMORY.md, with ``aborted``
+    set when the night stopped on an infrastructure failure."""
     from warden.bench.agents.sim_sessions import play_sessions
     from warden.bench.tasks import load_suite
-    from warden.cli.common import print_json, safe, safe_block, wide_console
     from warden.select.compile import memory_path
     from warden.select.nightly import resolve_agents, run_nightly
     from warden.select.receipts import latest_receipts
@@ -77,32 +66,9 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
             receipts = latest_receipts(session, agent)
         memory_file = memory_path(settings, agent)
         memory_text = memory_file.read_text(encoding="utf-8") if memory_file.exists() else ""
-        result = {"home": str(home), "backend": "sim", "night": summary.to_json(), "receipts": receipts,
-                  "memory_path": str(memory_file), "memory": memory_text}
-        if as_json:
-            print_json(result)
-        else:
-            from warden.cli.select import render_select_report
-
-            console = wide_console()
-            console.print(f"\n[bold]warden demo[/] — measured on the [bold]sim[/] backend (a simulated agent, "
-                          f"not a model's result); home {safe(home)}")
-            night = summary.to_json()
-            console.print(f"{night['collected_runs']} session runs collected, {night['distilled_runs']} distilled, "
-                          f"{night['candidates_added']} candidate rules")
-            for report in night["agents"]:
-                render_select_report(report)
-            console.print("\n[bold]receipts[/] (`warden receipt ID` for the evidence):")
-            for r in receipts:
-                console.print(receipt_line(r))
-            console.print(f"\n[bold]{safe(memory_file)}[/]:")
-            typer.echo(safe_block(memory_text), nl=False)  # as the agent reads it: never re-wrapped
-            if keep:
-                console.print(f"\nexplore it: WARDEN_HOME={safe(home / 'warden')} CLAUDE_CONFIG_DIR="
-                              f"{safe(home / 'claude')} warden status", markup=False, soft_wrap=True)
-        if summary.aborted:
-            raise WardenError(f"demo aborted: {summary.aborted}")
-        return result
+        return {"home": str(home), "kept": bool(keep), "backend": "sim", "night": summary.to_json(),
+                "receipts": receipts, "memory_path": str(memory_file), "memory": memory_text,
+                "aborted": summary.aborted}
     finally:
         if not keep:
             shutil.rmtree(home, ignore_errors=True)

@@ -13,7 +13,8 @@ from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector
 from warden.ingest.hooks import install_hooks, uninstall_hooks
-from warden.report.figures import learning_overview, render_learning
+from warden.measured import measured_on
+from warden.report.figures import learning_overview
 
 
 def register(app: typer.Typer) -> None:
@@ -149,6 +150,24 @@ def _report_hooks(result: dict[str, Any], as_json: bool) -> None:
                       + (f" (backup: {safe(result['backup_path'])})" if result.get("backup_path") else ""))
     else:
         console.print(f"nothing to do: {safe(result['settings_path'])} already {result['state']}")
+
+
+def render_learning(overview: list[dict[str, Any]]) -> None:
+    """The learning lines under the status table (report.figures.learning_overview)."""
+    for a in overview:
+        curve = " → ".join(f"v{p['ruleset_version']} {p['mean_weighted_tokens']:,.0f} ({p['sessions']})"
+                           for p in a["learning_curve"]) or "no real-work sessions"
+        suite = a["golden_suite"]
+        golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
+                  + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
+            "golden suite not benched yet"
+        where = measured_on(suite["backends"]) if suite["tasks"] else None
+        golden += f" measured {where}" if where else ""
+        rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
+        spend = a["spend_this_week"]
+        share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"
+        console.print(f"[bold]{safe(a['agent'])}[/]: cost/session by ruleset {safe(curve)} · {golden} · {rules} · "
+                      f"bench this week {spend['bench_weighted_tokens']:,.0f}{share}")
 
 
 __all__ = ["register", "UsageError"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -10,7 +11,7 @@ from rich.table import Table
 from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, print_measured, safe,
                                say_error, warn_if_drifted, safe_block, settings, store, wide_console)
 from warden.config import MAX_BUDGET_TOKENS
-from warden.errors import UsageError
+from warden.errors import UsageError, WardenError
 from warden.sanitize import count_text, counted
 
 memory_app = typer.Typer(help="The compiled MEMORY.md of an agent.", no_args_is_help=True)
@@ -310,5 +311,38 @@ def demo_command(
     """The whole loop offline on the simulated agent, in a temporary home."""
     from warden.demo import run_demo
 
-    run_demo(sessions=sessions, seed=seed, agent=agent, keep=keep, as_json=as_json,
-             log=None if as_json else _say)
+    result = run_demo(sessions=sessions, seed=seed, agent=agent, keep=keep, log=None if as_json else _say)
+    if as_json:
+        print_json({k: v for k, v in result.items() if k != "kept"})
+    else:
+        _render_demo(result)
+    if result["aborted"]:
+        raise WardenError(f"demo aborted: {result['aborted']}")
+
+
+def receipt_line(r: dict) -> str:
+    """One receipt for the demo's summary; figures as ``select`` prints them (an open or unknown
+    interval end is ±∞ or —, never a crash)."""
+    lo, hi = r["interval"]
+    return (f"  rule {r['rule_id']} {r['verdict']:>12} → {r['state']:<9} saving {count_text(r['estimate'])}"
+            f"/run [{count_text(lo)}, {count_text(hi)}] margin {count_text(r['margin'])} · {safe(r['body'], 70)}")
+
+
+def _render_demo(result: dict) -> None:
+    home = result["home"]
+    console = wide_console()
+    console.print(f"\n[bold]warden demo[/] — measured on the [bold]sim[/] backend (a simulated agent, "
+                  f"not a model's result); home {safe(home)}")
+    night = result["night"]
+    console.print(f"{night['collected_runs']} session runs collected, {night['distilled_runs']} distilled, "
+                  f"{night['candidates_added']} candidate rules")
+    for report in night["agents"]:
+        render_select_report(report)
+    console.print("\n[bold]receipts[/] (`warden receipt ID` for the evidence):")
+    for r in result["receipts"]:
+        console.print(receipt_line(r))
+    console.print(f"\n[bold]{safe(result['memory_path'])}[/]:")
+    typer.echo(safe_block(result["memory"]), nl=False)  # as the agent reads it: never re-wrapped
+    if result["kept"]:
+        console.print(f"\nexplore it: WARDEN_HOME={safe(Path(home) / 'warden')} CLAUDE_CONFIG_DIR="
+                      f"{safe(Path(home) / 'claude')} warden status", markup=False, soft_wrap=True)

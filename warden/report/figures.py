@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
-from warden.measured import backends_of, measured_on
+from warden.measured import backends_of
 from warden.store.models import Baseline, BenchRun, Receipt, Rule, RulesetVersion, SessionRun, utcnow
 
 RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
@@ -209,22 +209,3 @@ def agent_overview(session: Session, agent: str) -> dict[str, Any]:
 def learning_overview(session: Session) -> list[dict[str, Any]]:
     """``warden status``'s second half: per agent, the learning curve and what warden is doing."""
     return [agent_overview(session, agent) for agent in agents_in_store(session)]
-
-
-def render_learning(overview: list[dict[str, Any]]) -> None:
-    from warden.cli.common import console, safe
-
-    for a in overview:
-        curve = " → ".join(f"v{p['ruleset_version']} {p['mean_weighted_tokens']:,.0f} ({p['sessions']})"
-                           for p in a["learning_curve"]) or "no real-work sessions"
-        suite = a["golden_suite"]
-        golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
-                  + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
-            "golden suite not benched yet"
-        where = measured_on(suite["backends"]) if suite["tasks"] else None
-        golden += f" measured {where}" if where else ""
-        rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
-        spend = a["spend_this_week"]
-        share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"
-        console.print(f"[bold]{safe(a['agent'])}[/]: cost/session by ruleset {safe(curve)} · {golden} · {rules} · "
-                      f"bench this week {spend['bench_weighted_tokens']:,.0f}{share}")
