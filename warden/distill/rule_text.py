@@ -145,10 +145,15 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\bgit\s+push\b.{0,40}(--force|\s-f\b|--mirror|--delete|\s\+\w)|\bforce[- ]push|"
      r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]", "a destructive command"),
     (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(", "executing generated or encoded code"),
-    (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|go|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+"
-     r"(\w+\s+)?(install|add|i)\b|\bnpx\b|\buvx\b", "installing packages"),
-    (r"\b(ignore|forget|disregard)\b.{0,40}\b(everything|anything|previous(ly)?|prior|earlier|above|told|said|"
-     r"instructed)\b|\bdisregard\b|\byou('re| are) now\b|\bfrom now on,? you\b|\bpretend (to be|you)\b|"
+    # a package manager with only flags between it and its install verb ("go" only as go install/get:
+    # "Go and add the import" is advice)
+    (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+(-\S+\s+)*"
+     r"(install|add|i)\b|\bgo\s+(install|get)\b|\bnpx\b|\buvx\b", "installing packages"),
+    # overriding what was said before; "ignore everything under node_modules" or "forget previously read
+    # contents" is about files, not instructions
+    (r"\b(ignore|forget|disregard)\b.{0,40}\b(told|said|instructed|guidance|directions?)\b|"
+     r"\b(ignore|forget|disregard)\s+(all\s+|everything\s+|anything\s+)?(of\s+)?(the\s+|that\s+)?above\b|"
+     r"\byou('re| are) now\b|\bfrom now on,? you\b|\bpretend (to be|you)\b|"
      r"\b(unrestricted|unfiltered|god|jailbreak|root|sudo|privileged) mode\b|\bsystem prompt\b",
      "an instruction override"),
 )
