@@ -250,3 +250,24 @@ def test_the_night_says_what_the_model_distiller_used(warden_home: Path, monkeyp
     monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distill_model_tokens == 3003 and summary.to_json()["distill_model_tokens"] == 3003
+
+
+def test_a_night_without_a_claude_code_directory_collects_nothing_and_goes_on(tmp_path: Path, monkeypatch) -> None:
+    """A CI runner deciding the team database's rules has no ~/.claude: the README's recipe. The
+    night says so and selects; only `warden collect` itself refuses a missing directory."""
+    import warden.select.nightly as nightly
+    import warden.select.selector as selector
+    from warden.config import load_settings
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-claude-here"))
+    monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    said: list[str] = []
+    store = open_store(load_settings())
+    summary = nightly.run_nightly(store, load_settings(), agents=["docs"], log=said.append)
+    assert summary.collected_runs == 0 and [r.agent for r in summary.selects] == ["docs"]
+    assert any("no Claude Code directory" in line for line in said)
+    with store.session() as s:
+        assert [n.status for n in s.query(NightlyRun)] == ["done"]

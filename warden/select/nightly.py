@@ -183,9 +183,11 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     if resumed:
         say(f"resuming unfinished night #{night_id} ({spent_before:,.0f} bench tokens spent before)")
     if collect:
-        say("collect: new transcripts")
-        collected = collect_paths(settings, store=store)
-        summary.collected_runs = collected.runs_updated
+        if settings.claude_home.is_dir():
+            say("collect: new transcripts")
+            summary.collected_runs = collect_paths(settings, store=store).runs_updated
+        else:  # a CI runner deciding a team database's rules has none (`warden collect` refuses this)
+            say(f"collect: no Claude Code directory at {settings.claude_home} (CLAUDE_CONFIG_DIR), nothing collected")
         from warden.continuity.service import prune_with_settings  # checkpoint retention (age, count)
 
         with store.session() as session:
