@@ -355,3 +355,40 @@ def test_a_file_that_is_not_wardens_database_keeps_its_mode(tmp_path: Path, monk
         except WardenError:
             pass
         assert stat_.S_IMODE(path.stat().st_mode) == 0o644, path.name
+
+
+def test_an_empty_database_file_is_made_private_before_warden_fills_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat as stat_
+
+    from warden.store.db import open_store
+
+    empty = tmp_path / "e.db"
+    empty.write_bytes(b"")
+    os.chmod(empty, 0o644)
+    monkeypatch.setenv("WARDEN_DATABASE_URL", f"sqlite:///{empty}")
+    open_store(load_settings()).engine.dispose()
+    assert stat_.S_IMODE(empty.stat().st_mode) == 0o600
+
+
+def test_opening_the_store_again_keeps_this_process_s_sqlite_locks(tmp_path: Path) -> None:
+    """Closing any plain descriptor on the database drops every POSIX lock this process holds on
+    it: another process closing its connection then thinks it is the last, checkpoints and
+    deletes the WAL under a reader here ("database disk image is malformed")."""
+    from sqlalchemy import text
+
+    from warden.store.db import make_engine, upgrade
+
+    db = tmp_path / "warden.db"
+    url = f"sqlite:///{db}"
+    engine = make_engine(url)
+    upgrade(engine)
+    with engine.connect() as reader:
+        reader.begin()
+        reader.execute(text("select count(*) from rules")).all()  # a read transaction stays open
+        make_engine(url).dispose()  # a second open_store in the same process
+        writer = (f"import sqlite3; c = sqlite3.connect({str(db)!r}); c.execute('create table z(x)'); "
+                  "c.commit(); c.close()")
+        subprocess.run([sys.executable, "-c", writer], check=True, timeout=30)
+        assert Path(f"{db}-wal").exists()
+    engine.dispose()

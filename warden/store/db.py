@@ -79,7 +79,7 @@ def _create_private(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        if not _holds_wardens_schema(path):  # a wrong URL: refused later, and not ours to chmod
+        if not _ours_to_tighten(path):  # a wrong URL: refused later, and not ours to chmod
             return
         for made in _with_wal_files(path):
             try:
@@ -90,12 +90,13 @@ def _create_private(path: Path) -> None:
                 pass  # gone, or a filesystem without modes
 
 
-def _holds_wardens_schema(path: Path) -> bool:
-    """True when ``path`` is a SQLite database a warden has migrated (it has alembic_version)."""
+def _ours_to_tighten(path: Path) -> bool:
+    """True for an empty file (warden is about to fill it) or a SQLite database a warden has
+    migrated (it has alembic_version). Read through SQLite only: closing a plain descriptor on the
+    file would drop this process's POSIX locks held by its other connections to it."""
     try:
-        with open(path, "rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                return False
+        if os.stat(path).st_size == 0:
+            return True
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1)
         try:
             return con.execute("select 1 from sqlite_master where name = 'alembic_version'").fetchone() is not None
@@ -122,7 +123,7 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
             return engine
         parsed = make_url(url)
         connect_args: dict[str, Any] = {}
-        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        if parsed.get_driver_name() in ("psycopg", "psycopg2", "psycopg2cffi") and "connect_timeout" not in parsed.query:
             connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
