@@ -512,3 +512,30 @@ def test_what_the_database_driver_logs_is_not_printed_over_warden_s_own_output(
               "raise SystemExit(code)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "pipeline aborted" not in proc.stderr, proc.stderr
+
+
+def test_tables_on_a_narrow_terminal_cut_free_text_never_numbers_or_run_ids() -> None:
+    """At 80 columns (and always under TERM=dumb) rich cut every column alike ("1…" for 12.3k, the
+    run column gone), and when min widths could not fit it dropped whole columns (the "in" one)."""
+    import io
+
+    from rich.console import Console
+
+    from warden.cli.common import print_uncut_table
+
+    headers = ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
+               "weighted", "tools", "rereads", "done")
+    rows = [["3f2a9c1e:a1b2c3d", "general-purpose-agent", "…/some/very/long/project/path", "2026-11-30 20:00",
+             "12.3k", "4.5M", "23.4M", "120.5M", "1234.56", "98.7M", "17", "3", "yes"],
+            ["5d1e0a2b", "main", "…/app", "2026-11-30 21:00", "1.1k", "900", "0", "1.2M", "0.40", "2.3k", "4", "0",
+             "no"]]
+    for width in (200, 80, 60, 20):
+        out = io.StringIO()
+        print_uncut_table(headers, rows, left={"run", "agent", "project", "started UTC", "done"},
+                          shrink={"agent", "project"}, on=Console(file=out, width=width, force_terminal=False))
+        text = out.getvalue()
+        header_line = text.splitlines()[0].split()
+        assert "in" in header_line and "done" in header_line and "run" in header_line, (width, text)
+        for row in rows:
+            for cell in [row[0], *row[3:]]:
+                assert cell in text, (width, cell, text)

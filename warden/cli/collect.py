@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, safe, settings, store,
-                               uncut_table, wide_console)
+                               print_uncut_table)
 from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector
@@ -89,9 +89,8 @@ def sessions(
               compact_count(r["cache_read_tokens"]), f"{r['cost_usd']:.2f}", compact_count(r["weighted_tokens"]),
               str(r["tool_calls"]), str(r["rereads"]),
               ("yes" if r["completed"] else "no") + ("*" if r["placeholder_output"] else "")] for r in rows]
-    table = uncut_table(headers, cells, left={"run", "agent", "project", "started UTC", "done"},
-                        shrink={"agent", "project"})
-    wide_console().print(table)
+    print_uncut_table(headers, cells, left={"run", "agent", "project", "started UTC", "done"},
+                      shrink={"agent", "project"})
     if any(r["placeholder_output"] for r in rows):
         console.print("* output counts in that transcript are streaming placeholders; don't trust its output tokens.")
 
@@ -110,8 +109,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
               compact_count(a["output_tokens"]), compact_count(a["cache_write_5m_tokens"]), compact_count(a["cache_write_1h_tokens"]),
               compact_count(a["cache_read_tokens"]), f"{a['cost_usd']:.2f}", compact_count(a["weighted_tokens"]),
               compact_count(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}"] for a in data["agents"]]
-    table = uncut_table(headers, cells, left={"agent"}, shrink={"agent"})
-    wide_console().print(table)
+    print_uncut_table(headers, cells, left={"agent"}, shrink={"agent"})
     if data["agents"]:
         console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
     if not data["agents"]:
@@ -162,7 +160,7 @@ def render_learning(overview: list[dict[str, Any]]) -> None:
                   + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
             "golden suite not benched yet"
         where = measured_on(suite["backends"]) if suite["tasks"] else None
-        golden += f" measured {where}" if where else ""
+        golden += f" measured {safe(where)}" if where else ""
         rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
         spend = a["spend_this_week"]
         share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"

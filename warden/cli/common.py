@@ -37,19 +37,33 @@ def store(s: Settings | None = None) -> Store:
     return open_store(s or settings())
 
 
-def uncut_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[str] = (),
-                shrink: Collection[str] = ()) -> Table:
+def print_uncut_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[str] = (),
+                      shrink: Collection[str] = (), on: Console | None = None) -> None:
     """A borderless table whose cells are never cut on a narrow terminal, except in the ``shrink``
-    columns (free text, ellipsised): a token count shown as "1…" or a run id dropped is worse than
-    a line the terminal wraps."""
+    columns (free text, ellipsised down to their header): a token count shown as "1…", or a
+    column rich dropped to fit, is worse than a line the terminal wraps."""
+    out = on or wide_console()
+    widths = [max([cell_len(header)] + [cell_len(row[i]) for row in rows]) for i, header in enumerate(headers)]
+    gaps = 2 * (len(headers) - 1)  # one space of padding each side between columns
+    fixed = sum(w for h, w in zip(headers, widths) if h not in shrink) + gaps
+    least = fixed + sum(cell_len(h) for h in headers if h in shrink)
+    room = out.width - fixed
+    wanted = sum(w for h, w in zip(headers, widths) if h in shrink)
     table = Table(show_edge=False, pad_edge=False, box=None)
-    for i, header in enumerate(headers):
-        widest = max([cell_len(header)] + [cell_len(row[i]) for row in rows])
+    for header, width in zip(headers, widths):
+        if header not in shrink:
+            table.add_column(header, justify="left" if header in left else "right", no_wrap=True, min_width=width)
+            continue
+        # the free-text columns share what the others leave, in proportion to what they hold
+        share = width if wanted <= room or not wanted else max(cell_len(header), room * width // wanted)
         table.add_column(header, justify="left" if header in left else "right", no_wrap=True,
-                         min_width=None if header in shrink else widest)
+                         min_width=cell_len(header), max_width=share)
     for row in rows:
         table.add_row(*row)
-    return table
+    if least > out.width:  # not even that fits: print it whole and let the terminal wrap
+        out = Console(highlight=False, width=least, file=out.file, force_terminal=out.is_terminal,
+                      color_system=out.color_system)
+    out.print(table)
 
 
 def wide_console() -> Console:
