@@ -218,10 +218,11 @@ def render_report(data: dict[str, Any]) -> str:
             body.append('<p class="muted">no active rules to price yet</p>')
         if agent.get("projection") and cost["real_work_tokens_per_session"]:  # no real work: nothing to scale
             p = agent["projection"]
+            where = _measured(p.get("backends"), "span")
             body.append(f'<p class="projection">{p["weeks"]} weeks × {p["sessions_per_week"]:g} sessions: without warden '
                         f'{count_text(p["without_warden_tokens"])} ({_usd(p["without_warden_usd"])}), with warden '
                         f'{count_text(p["with_warden_tokens"])} ({_usd(p["with_warden_usd"])}, bench {count_text(p["bench_tokens"])} '
-                        f'included) · {_measured(p.get("backends"), "span")} · <span class="muted">`warden cost --project` '
+                        f'included) · {where + " · " if where else ""}<span class="muted">`warden cost --project` '
                         f'for other horizons</span></p>')
         body.append("<h3>Receipts</h3>")
         for rule in agent["rules_history"]:
