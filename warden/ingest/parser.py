@@ -31,6 +31,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Iterable
 
 import msgspec
@@ -246,6 +247,20 @@ def _utc_text(value: str) -> str | None:
     if dt is None:
         return None
     return f"{dt.year:04d}-{dt:%m-%dT%H:%M:%S}.{dt.microsecond // 1000:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _short_digest_target(text: str) -> str:
+    return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
+
+
+def _digest_target(text: str) -> str:
+    """A tool call's path or command as the trace digest stores it (run rows, parser state): a
+    key in it (a connection string's password, a token in a query) redacted before the cut.
+    Short ones are cached: a session reads and edits the same few paths over and over."""
+    if len(text) <= 1024:
+        return _short_digest_target(text)
+    return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
 
 
 MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
@@ -664,12 +679,8 @@ class TranscriptParser:
         if tool_id:
             self._call_by_id[tool_id] = len(self.tool_calls) - 1
         s.last_turn_tools = True
-        # stored (run rows, parser state): a key in a command or a path (a connection string's
-        # password, a token in a query) is redacted where it is written
-        target = redacted_prefix(call.path or call.command or "", 4 * MAX_DIGEST_TARGET)
-        step = [kind, one_line(target, MAX_DIGEST_TARGET), input_bytes, 0, 0]
         if len(s.digest) < MAX_DIGEST_STEPS:
-            s.digest.append(step)
+            s.digest.append([kind, _digest_target(call.path or call.command or ""), input_bytes, 0, 0])
             if tool_id:
                 if len(s.awaiting) >= MAX_AWAITING:  # results that never came: forget the oldest
                     del s.awaiting[next(iter(s.awaiting))]
