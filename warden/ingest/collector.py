@@ -196,13 +196,14 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     return parser.result(), parser.state(), end
 
 
-def _span_hash(path: str, start: int, length: int) -> str:
-    """sha256 of ``length`` bytes of ``path`` from ``start`` ("" for none)."""
-    if length <= 0:
-        return ""
+def _span_hashes(path: str, *spans: tuple[int, int]) -> list[str]:
+    """sha256 of each (start, length) span of ``path`` ("" for an empty one), in one open."""
+    if all(length <= 0 for _, length in spans):
+        return ["" for _ in spans]
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        return hashlib.sha256(os.pread(fd, length, start)).hexdigest()
+        return [hashlib.sha256(os.pread(fd, length, start)).hexdigest() if length > 0 else ""
+                for start, length in spans]
     finally:
         os.close(fd)
 
@@ -472,8 +473,8 @@ class Collector:
             kept = offset_row.parser_state
             head_len, tail_len = int(kept.get("head_len", 0)), int(kept.get("tail_len", 0))
             try:
-                if (_span_hash(path, 0, head_len) == offset_row.head_sha256
-                        and _span_hash(path, offset_row.offset - tail_len, tail_len) == kept.get("tail_sha256", "")):
+                if _span_hashes(path, (0, head_len), (offset_row.offset - tail_len, tail_len)) == \
+                        [offset_row.head_sha256, kept.get("tail_sha256", "")]:
                     start, state = offset_row.offset, kept.get("parser")
             except OSError:
                 pass
@@ -546,9 +547,8 @@ class Collector:
             offset_row.offset = consumed
             offset_row.size = end
             offset_row.mtime_ns = st.st_mtime_ns
-            offset_row.head_sha256 = _span_hash(path, 0, head_len)
-            offset_row.parser_state = {"head_len": head_len, "tail_len": tail_len,
-                                       "tail_sha256": _span_hash(path, consumed - tail_len, tail_len),
+            offset_row.head_sha256, tail_sha256 = _span_hashes(path, (0, head_len), (consumed - tail_len, tail_len))
+            offset_row.parser_state = {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
                                        "parser": parser_state}
             offset_row.parser_version = PARSER_VERSION
             keys.append(run[2] if run else None)

@@ -79,15 +79,22 @@ def _create_private(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        if not _ours_to_tighten(path):  # a wrong URL: refused later, and not ours to chmod
-            return
+        readable = []
         for made in _with_wal_files(path):
             try:
                 st = os.stat(made, follow_symlinks=False)
                 if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
-                    os.chmod(made, stat.S_IMODE(st.st_mode) & 0o700)
+                    readable.append((made, st))
             except OSError:
                 pass  # gone, or a filesystem without modes
+        # the schema is looked at only when there is something to tighten: every command opens here
+        if not readable or not _ours_to_tighten(path):  # a wrong URL: refused later, not ours to chmod
+            return
+        for made, st in readable:
+            try:
+                os.chmod(made, stat.S_IMODE(st.st_mode) & 0o700)
+            except OSError:
+                pass
 
 
 def _ours_to_tighten(path: Path) -> bool:
