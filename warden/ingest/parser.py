@@ -249,18 +249,19 @@ def _utc_text(value: str) -> str | None:
     return f"{dt.year:04d}-{dt:%m-%dT%H:%M:%S}.{dt.microsecond // 1000:03d}Z"
 
 
-@lru_cache(maxsize=4096)
-def _short_digest_target(text: str) -> str:
+def _redacted_target(text: str) -> str:
+    """A tool call's path or command as the trace digest stores it (run rows, parser state): a
+    key in it (a connection string's password, a token in a query) redacted before the cut."""
     return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
+
+
+_cached_target = lru_cache(maxsize=4096)(_redacted_target)
 
 
 def _digest_target(text: str) -> str:
-    """A tool call's path or command as the trace digest stores it (run rows, parser state): a
-    key in it (a connection string's password, a token in a query) redacted before the cut.
-    Short ones are cached: a session reads and edits the same few paths over and over."""
-    if len(text) <= 1024:
-        return _short_digest_target(text)
-    return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
+    """:func:`_redacted_target`, cached for short texts: a session reads and edits the same few
+    paths over and over (a long command is not kept as a cache key)."""
+    return _cached_target(text) if len(text) <= 1024 else _redacted_target(text)
 
 
 MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
