@@ -72,7 +72,7 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
     try:
         with _database(s, create=False) as engine:
             cur = db.current_revision(engine)  # shown in the verdict, a newer warden's included
-            cur, problem = db.schema_problem(engine, s.database_url)
+            problem = db.schema_problem(engine, s.database_url, cur)
     except WardenError as exc:  # unreachable, missing, another program's, a newer warden's: the verdict too
         if not as_json:
             raise

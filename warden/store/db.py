@@ -441,27 +441,27 @@ def _describe_difference(entry: Any) -> str:
     return one_line(f"{op} {'.'.join(str(n) for n in names if n)}", 200)
 
 
-def schema_problem(engine: Engine, url: str) -> tuple[str | None, str]:
-    """(the database's revision, what is wrong with it or "") — behind head, or a schema that
-    differs from the models. A newer warden's database or another program's raises."""
+def schema_problem(engine: Engine, url: str, current: str | None) -> str:
+    """What is wrong with a database at revision ``current``, or "": behind head, or a schema
+    that differs from the models. A newer warden's database or another program's raises."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
     from warden.store.models import Base
 
-    current, head = current_revision(engine), head_revision()
+    head = head_revision()
     refuse_newer(current)
     if current is None:
         refuse_foreign_tables(engine, url)  # what upgrade would say first
     if current != head:
-        return current, f"database is at {current or 'base'}, head is {head}: run `warden db upgrade`"
+        return f"database is at {current or 'base'}, head is {head}: run `warden db upgrade`"
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"include_object": _wardens_own})
         diff = compare_metadata(context, Base.metadata)
     if diff:
-        return current, (f"database schema differs from the models ({len(diff)} difference(s)), "
-                         f"first: {_describe_difference(diff[0])}")
-    return current, ""
+        return (f"database schema differs from the models ({len(diff)} difference(s)), "
+                f"first: {_describe_difference(diff[0])}")
+    return ""
 
 
 def open_store(settings: Settings, *, migrate: bool = True, busy_timeout_ms: int | None = None) -> Store:
