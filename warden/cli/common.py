@@ -51,13 +51,13 @@ def print_uncut_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, 
     wanted = sum(w for h, w in zip(headers, widths) if h in shrink)
     table = Table(show_edge=False, pad_edge=False, box=None)
     for header, width in zip(headers, widths):
-        if header not in shrink:
-            table.add_column(header, justify="left" if header in left else "right", no_wrap=True, min_width=width)
-            continue
-        # the free-text columns share what the others leave, in proportion to what they hold
-        share = width if wanted <= room or not wanted else max(cell_len(header), room * width // wanted)
+        if header in shrink:  # the free-text columns share what the others leave, as they hold
+            least_width = cell_len(header)
+            most = width if wanted <= room else max(least_width, room * width // wanted)
+        else:
+            least_width, most = width, None
         table.add_column(header, justify="left" if header in left else "right", no_wrap=True,
-                         min_width=cell_len(header), max_width=share)
+                         min_width=least_width, max_width=most)
     for row in rows:
         table.add_row(*row)
     if least > out.width:  # not even that fits: print it whole and let the terminal wrap
