@@ -16,6 +16,15 @@ from warden.select.memory import (GENERATED_HEADER, MAX_BYTES, MAX_LINES, Memory
 from warden.tokens import estimate_tokens, tokens_of_bytes
 
 
+
+def _settings_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
+    """A WARDEN_HOME holding a warden.toml of ``text``; returns the home."""
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "warden.toml").write_text(text)
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    return home
+
 def test_cost_matches_card_prices_for_opus_4_6() -> None:
     # Same figures ccusage prints for session 03eb5929 of the shared corpus.
     usage = Usage(input_tokens=23, output_tokens=88, cache_write_5m=9036, cache_read=239606)
@@ -164,10 +173,7 @@ def test_compact_count_is_three_significant_digits_and_never_crashes() -> None:
 
 
 def test_settings_precedence(tmp_path, monkeypatch) -> None:
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text("[warden]\nkeep_margin_k = 3\nalpha = 0.01\n")
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    home = _settings_file(tmp_path, monkeypatch, "[warden]\nkeep_margin_k = 3\nalpha = 0.01\n")
     monkeypatch.setenv("WARDEN_ALPHA", "0.02")
     s = load_settings()
     assert s.keep_margin_k == 3.0 and s.alpha == 0.02
@@ -219,10 +225,7 @@ def test_numeric_settings_out_of_range_are_refused(monkeypatch, name: str, value
     ("inptu = 3.0", "unknown price"), ("output = -3.0", "must be at least 0"), ("input = true", "expected a number"),
 ])
 def test_pricing_overrides_are_checked(tmp_path, monkeypatch, line: str, message: str) -> None:
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text(f'[warden.pricing."claude-opus-4-6"]\n{line}\n')
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    home = _settings_file(tmp_path, monkeypatch, f'[warden.pricing."claude-opus-4-6"]\n{line}\n')
     with pytest.raises(ConfigError, match=message):
         load_settings()
     (home / "warden.toml").write_text('[warden.pricing."claude-opus-4-6"]\ninput = 4.0\n')
@@ -232,10 +235,7 @@ def test_pricing_overrides_are_checked(tmp_path, monkeypatch, line: str, message
 @pytest.mark.parametrize("toml, message", [("[warden]\nconcurrency = inf\n", "not a valid value"),
                                            ("warden = 5\n", "must be a table")])
 def test_a_settings_file_of_the_wrong_shape_is_one_line(tmp_path, monkeypatch, toml: str, message: str) -> None:
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text(toml)
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    _settings_file(tmp_path, monkeypatch, toml)
     with pytest.raises(ConfigError, match=message):
         load_settings()
 
@@ -291,10 +291,7 @@ def test_settings_file_values_are_typed_as_strictly_as_the_environment(tmp_path,
                                                                         message: str | None) -> None:
     """A fraction is no number of workers and `true` is no margin: the file is held to what the
     environment is, and a whole number written as 6e6 means the same in both."""
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text(f"[warden]\n{line}\n")
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    _settings_file(tmp_path, monkeypatch, f"[warden]\n{line}\n")
     if message:
         with pytest.raises(ConfigError, match=message):
             load_settings()
@@ -306,10 +303,7 @@ def test_settings_file_values_are_typed_as_strictly_as_the_environment(tmp_path,
 
 
 def test_claude_config_dir_in_the_environment_beats_the_settings_file(tmp_path, monkeypatch) -> None:
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text(f"[warden]\nclaude_home = '{tmp_path / 'from-toml'}'\n")
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    _settings_file(tmp_path, monkeypatch, f"[warden]\nclaude_home = '{tmp_path / 'from-toml'}'\n")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "from-env"))
     settings = load_settings()
     assert settings.claude_home == tmp_path / "from-env"
@@ -349,10 +343,7 @@ def test_path_and_text_settings_in_the_file_must_be_non_empty_strings(tmp_path, 
                                                                       message: str) -> None:
     """A table or an empty string is no path: it must not become a directory named
     "{'dir': '" (or the current one) that MEMORY.md is written into."""
-    home = tmp_path / "h"
-    home.mkdir()
-    (home / "warden.toml").write_text(f"[warden]\n{line}\n")
-    monkeypatch.setenv("WARDEN_HOME", str(home))
+    _settings_file(tmp_path, monkeypatch, f"[warden]\n{line}\n")
     with pytest.raises(ConfigError, match=message):
         load_settings()
 
@@ -373,10 +364,7 @@ def test_a_settings_path_that_is_not_a_readable_file_is_refused_not_ignored(tmp_
 
 
 def test_top_level_keys_beside_the_warden_table_are_refused(tmp_path, monkeypatch) -> None:
-    home = tmp_path / "h"
-    home.mkdir()
-    monkeypatch.setenv("WARDEN_HOME", str(home))
-    (home / "warden.toml").write_text("alpha = 0.3\n[warden]\nbeta = 0.2\n")
+    home = _settings_file(tmp_path, monkeypatch, "alpha = 0.3\n[warden]\nbeta = 0.2\n")
     with pytest.raises(ConfigError, match="'alpha' outside the \\[warden\\] table"):
         load_settings()
     (home / "warden.toml").write_text("alpha = 0.3\n")  # no [warden] table: the top level is it
