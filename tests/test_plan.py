@@ -59,6 +59,8 @@ def test_plan_command_prints_each_pending_rule(warden_home, capsys) -> None:
     assert main(["plan", "--agent", "backend"]) == 0
     out = capsys.readouterr().out
     assert "rule 1 (admission)" in out and "worst case" in out and "Grep for the symbol" in out
+    # the reference cost and any saving shown so far were measured on the sim, and the plan says so
+    assert "simulated agent (sim backend), not a real model" in " ".join(out.split())
 
 
 def test_pairs_observed_by_earlier_decisions_price_a_new_rule(warden_home) -> None:

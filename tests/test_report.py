@@ -356,3 +356,41 @@ def test_report_labels_each_rules_figures_with_their_backend(warden_home: Path) 
     assert page.count(note) >= 3  # golden suite, savings chart, cost table and projection
     assert '<td class="t backend">sim</td>' in page  # the cost table's row of the sim-measured rule
     assert "keep</tspan> · sim" in page  # the savings chart's row
+
+
+def test_bench_spend_names_the_backends_that_spent_it(warden_home: Path) -> None:
+    """Tokens a sim bench 'spent' are the simulated agent's: the spend chart and the week's
+    figure say which backends spent them, like every other bench-derived figure."""
+    store = open_store(load_settings())
+    _populate(store)  # one sim bench run, today
+    page = _report(store)
+    spend_section = page[page.index("<h2>Bench spend over time</h2>"):]
+    assert SIM_NOTE.replace("'", "&#x27;") in spend_section
+    agent_line = page[page.index("bench this week"):]
+    assert agent_line[:agent_line.index("</p>")].count("simulated agent") == 1
+    with store.session() as s:
+        s.add(BenchRun(agent="backend", task_id="backend-02", config_key="", backend="anthropic",
+                       model="claude-sonnet-4-5", seed=1, suite_hash="a" * 64, fixture_hash="b" * 64,
+                       outcome="completed", completed=True, weighted_tokens=80_000.0))
+        data = report_data(s, DEFAULT_TABLE)
+    [today] = data["bench_spend_by_day"]
+    assert today["backends"] == ["anthropic", "sim"]
+    assert data["agents"][0]["spend_this_week"]["bench_backends"] == ["anthropic", "sim"]
+
+
+def test_status_says_once_which_backend_spent_the_bench_tokens(warden_home: Path, capsys) -> None:
+    from warden.cli.app import main
+
+    store = open_store(load_settings())
+    _populate(store)  # the golden suite and this week's bench spend both on the sim
+    assert main(["status"]) == 0
+    line = " ".join(capsys.readouterr().out.split())
+    line = line[line.index("backend: cost/session"):]
+    assert line.count("simulated agent") == 1 and "bench this week 90,000" in line
+    with store.session() as s:  # a real backend's run this week: now the spend names both
+        s.add(BenchRun(agent="backend", task_id="backend-02", config_key="", backend="anthropic",
+                       model="claude-sonnet-4-5", seed=1, suite_hash="a" * 64, fixture_hash="b" * 64,
+                       outcome="completed", completed=True, weighted_tokens=80_000.0))
+    assert main(["status"]) == 0
+    line = " ".join(capsys.readouterr().out.split())
+    assert "bench this week 170,000 spent on the anthropic and sim backends (sim: warden's simulated agent" in line

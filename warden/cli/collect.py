@@ -164,8 +164,11 @@ def render_learning(overview: list[dict[str, Any]]) -> None:
         rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
         spend = a["spend_this_week"]
         share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"
+        spent_on = measured_on(spend["bench_backends"])
+        # the golden suite's label already names the same backends: said once per line
+        spent_on = f" spent {safe(spent_on)}" if spent_on and spent_on != where else ""
         console.print(f"[bold]{safe(a['agent'])}[/]: cost/session by ruleset {safe(curve)} · {golden} · {rules} · "
-                      f"bench this week {spend['bench_weighted_tokens']:,.0f}{share}")
+                      f"bench this week {spend['bench_weighted_tokens']:,.0f}{spent_on}{share}")
 
 
 __all__ = ["register", "UsageError"]

@@ -261,6 +261,7 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
         console.print("  nothing pending")
     else:
         console.print(f"  at most {count_text(plan['total_worst_case_tokens'])} in all: each decision stops at its budget")
+    print_measured([plan["backend"]])
 
 
 def nightly_command(

@@ -78,13 +78,17 @@ def rules_by_state(session: Session, agent: str) -> dict[str, int]:
 
 
 def bench_spend_by_day(session: Session, agent: str | None = None) -> list[dict[str, Any]]:
-    query = select(BenchRun.created_at, BenchRun.weighted_tokens)
+    """Bench weighted tokens per day, with the backends that spent them (a sim's are simulated)."""
+    query = select(BenchRun.created_at, BenchRun.weighted_tokens, BenchRun.backend)
     if agent:
         query = query.where(BenchRun.agent == agent)
     days: dict[str, float] = defaultdict(float)
-    for created, weighted in session.execute(query):
-        days[created.date().isoformat()] += float(weighted)
-    return [{"day": d, "weighted_tokens": w} for d, w in sorted(days.items())]
+    backends: dict[str, set[str]] = defaultdict(set)
+    for created, weighted, backend in session.execute(query):
+        day = created.date().isoformat()
+        days[day] += float(weighted)
+        backends[day].add(backend)
+    return [{"day": d, "weighted_tokens": w, "backends": backends_of(backends[d])} for d, w in sorted(days.items())]
 
 
 def spend_this_week(session: Session, agent: str | None = None, now: datetime | None = None) -> dict[str, float]:
@@ -97,10 +101,13 @@ def spend_this_week(session: Session, agent: str | None = None, now: datetime | 
         bench_q = bench_q.where(BenchRun.agent == agent)
         real_q = real_q.where(SessionRun.agent == agent)
         sim_q = sim_q.where(SessionRun.agent == agent)
+    backends_q = select(BenchRun.backend).where(BenchRun.created_at >= since).distinct()
+    if agent:
+        backends_q = backends_q.where(BenchRun.agent == agent)
     bench = float(session.scalar(bench_q) or 0.0)
     real = float(session.scalar(real_q) or 0.0) or float(session.scalar(sim_q) or 0.0)
-    return {"bench_weighted_tokens": bench, "real_work_weighted_tokens": real,
-            "bench_share": bench / real if real else None}
+    return {"bench_weighted_tokens": bench, "bench_backends": backends_of(session.scalars(backends_q)),
+            "real_work_weighted_tokens": real, "bench_share": bench / real if real else None}
 
 
 def agent_model(session: Session, agent: str) -> str:

@@ -187,9 +187,11 @@ def render_report(data: dict[str, Any]) -> str:
         curve = [(f"v{p['ruleset_version']} · {p['sessions']} sessions", p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
         suite = agent["golden_suite"]
         body.append(f'<h2 id="agent-{esc(name)}">{esc(name)}</h2>')
+        week = agent["spend_this_week"]
+        spent_on = _measured(week["bench_backends"], "span")
         body.append(f"<p>rules: {esc(', '.join(f'{k} {v}' for k, v in agent['rules'].items()))} · pending "
-                    f"candidates {agent['pending_candidates']} · bench this week {count_text(agent['spend_this_week']['bench_weighted_tokens'])}"
-                    f" vs real work {count_text(agent['spend_this_week']['real_work_weighted_tokens'])}</p>")
+                    f"candidates {agent['pending_candidates']} · bench this week {count_text(week['bench_weighted_tokens'])}"
+                    f"{' ' + spent_on if spent_on else ''} vs real work {count_text(week['real_work_weighted_tokens'])}</p>")
         body.append(line_chart(curve, f"{name}: real-work cost per session by ruleset version",
                                f"learning-{name}"))
         if suite["tasks"]:
@@ -236,6 +238,7 @@ def render_report(data: dict[str, Any]) -> str:
     spend = [(d["day"], d["weighted_tokens"]) for d in data["bench_spend_by_day"]]
     body.append("<h2>Bench spend over time</h2>")
     body.append(bar_chart(spend or [("0000-00-00", 0.0)], "bench weighted tokens per day", "bench-spend"))
+    body.append(_measured(b for d in data["bench_spend_by_day"] for b in d["backends"]))
     script = "<script>document.body.dataset.ready = String(document.querySelectorAll('svg.chart').length);</script>"
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
             "content=\"width=device-width, initial-scale=1\"><title>warden report</title><style>"
