@@ -251,6 +251,9 @@ class _Malformed(FakeMessagesAPI):
      "content": [{"type": "text", "text": None}], "usage": {"input_tokens": 1, "output_tokens": 1}},
     {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
      "content": [{"type": "text", "text": "[]"}], "usage": {"input_tokens": "lots", "output_tokens": 1}},
+    # a count past any float: the SDK reads it as infinity, which no int holds
+    ("application/json", '{"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",'
+                         ' "content": [{"type": "text", "text": "[]"}], "usage": {"input_tokens": 1e400, "output_tokens": 5}}'),
     {"id": "m", "type": "message"},
 ])
 def test_a_malformed_200_reply_is_an_infra_error_and_the_run_stays_queued(distilled_run, body) -> None:

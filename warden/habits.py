@@ -91,7 +91,12 @@ FALSE_ECONOMY_PATTERNS: tuple[str, ...] = (
     # disabling or deleting the tests passes a suite without verifying anything
     r"\b(comment(ing)? out|disabl\w*|delet\w*|remov\w*|xfail)\b.{0,30}\b(tests|test (cases?|files?|suite|"
     r"directory|folder)|(failing|flaky) tests?|assertions?)\b",
-    r"\b(don'?t|do not|never)\b.*\b(verify|double-?check|check your)\b",
+    r"\b(don'?t|do not|never)\b.*\b(verify|verifying|double-?check\w*|check your)\b",
+    # the tests named first, then not run: "trust the tests cover it and do not run them"
+    r"\b(tests?|pytest|suite)\b.*\b(don'?t|do not|never|no need to)\b (run|rerun|re-run|execute) (them|it)\b",
+    r"\btrust\b.{0,30}\b(tests?|suite)\b.{0,30}\bcover",
+    r"\bassume\b.{0,30}\b(edit|change|fix|patch)\b.{0,20}\b(is|are) (correct|right|fine)\b",
+    r"\bleave (the )?(tests?|test suite|suite)\b.{0,15}\b(alone|untouched|unrun)\b",
     r"\bstop (as soon|early|right after)\b",
     r"\bwithout (testing|verifying|running tests)\b",
     r"\bwithout (re-?running|running|executing)\b.*\b(tests?|pytest|suite|checks?|linters?)\b",

@@ -207,7 +207,8 @@ def distill_with_model(client: anthropic.Anthropic, model: str, findings: list[F
         if any(not isinstance(text, str) for text in texts):
             raise TypeError("a text block without text")
         reply.raw_text = "".join(texts)
-    except (AttributeError, TypeError, ValueError) as exc:  # a 200 whose body is not a Messages reply
+    # a 200 whose body is not a Messages reply (OverflowError: a count of 1e400 reads as infinity)
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:
         return _failed(reply, f"malformed Messages API reply: {type(exc).__name__}")
     bodies, why = parse_reply(reply.raw_text)
     if why is not None:
