@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 
 from warden.strict_json import MAX_EXACT_INT
 
-# C0 controls except tab and newline (CR included), DEL, C1 controls, every format character
-# (Unicode category Cf: bidi controls, zero-width characters, the BOM, the soft hyphen, the
-# invisible "tag" characters U+E0000–E007F that can spell hidden text), and other invisible
-# characters (the combining grapheme joiner, variation selectors, Hangul fillers), and lone
-# surrogates (a file name that is not UTF-8, as os.fsdecode gives it; they cannot even be
-# encoded): none of them may reach a screen or a memory file.
+# C0 controls except tab and newline (CR included), DEL, C1 controls, the format characters
+# (Unicode category Cf: bidi controls, zero-width characters, the BOM, the invisible "tag"
+# characters that can spell hidden text), the whole Default_Ignorable_Code_Point set (the soft
+# hyphen, the combining grapheme joiner, Khmer inherent vowels, Mongolian and other variation
+# selectors, Hangul fillers, and the ranges Unicode reserves for more of them: a font draws none
+# of these, so one inside "cur\u180bl" hides the word from a screen), the Braille blank U+2800 (a
+# space that is no whitespace), and lone surrogates (a file name that is not UTF-8, as
+# os.fsdecode gives it; they cannot even be encoded): none of them may reach a screen or a memory
+# file. One regex: it runs on every transcript line the parser keeps.
 _UNSAFE = re.compile(
     "[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
-    "\u115f\u1160\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
-    "\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u2800\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 
 
@@ -41,6 +45,21 @@ def first_unsafe_char(text: str) -> str | None:
     """The first control, bidi, zero-width or otherwise invisible character in ``text``, or None."""
     found = _UNSAFE.search(text)
     return found.group() if found else None
+
+
+# Controls, format characters, surrogates, private-use and unassigned code points: what
+# str.isprintable refuses apart from the separators (and str.isprintable is fast in C).
+_UNDRAWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+
+
+def first_undrawn_char(text: str) -> str | None:
+    """The first character of ``text`` a reader cannot see as what it is: one of
+    :func:`first_unsafe_char`'s, or any control, format, private-use (a font may draw anything
+    there) or unassigned code point (a later Unicode may make it invisible). For text where it is
+    written (a rule, a ledger field), not for the parser's hot path."""
+    if text.isprintable() and _UNSAFE.search(text) is None:
+        return None
+    return next((ch for ch in text if _UNSAFE.match(ch) or unicodedata.category(ch) in _UNDRAWN_CATEGORIES), None)
 
 
 def _shown_or_dropped(match: re.Match[str]) -> str:

@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from warden.errors import UsageError
-from warden.sanitize import LATIN_LOOKALIKES, first_unsafe_char, holds_key, markup_problem
+from warden.sanitize import LATIN_LOOKALIKES, first_undrawn_char, holds_key, markup_problem
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -29,15 +29,12 @@ def validate_rule_body(body: object) -> str:
     text = unicodedata.normalize("NFC", body).strip()
     if any(ch in "\r\n\u2028\u2029" for ch in text):
         raise RuleTextError("rule body must be one line")
-    format_char = None  # a Cf character sanitize's list may be too old to name
     for ch in text:
         category = unicodedata.category(ch)
         if category in ("Cc", "Cs", "Co", "Cn") or (category.startswith("Z") and ch != " "):
             raise RuleTextError(f"rule body contains a non-printable character U+{ord(ch):04X}")
-        if category == "Cf" and format_char is None:
-            format_char = ch
-    # able to make a rule read otherwise than the agent gets it
-    hidden = first_unsafe_char(text) or format_char
+    # able to make a rule read otherwise than the agent gets it (format characters, Default_Ignorable ones)
+    hidden = first_undrawn_char(text)
     if hidden is not None:
         raise RuleTextError(f"rule body contains an invisible or bidi character U+{ord(hidden):04X}")
     if len(text) < MIN_RULE_CHARS:

@@ -24,7 +24,7 @@ from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
-from warden.sanitize import first_unsafe_char, strip_controls
+from warden.sanitize import first_undrawn_char, strip_controls
 from warden.select.memory import MemoryRule, rule_rent
 from warden.strict_json import loads_strict
 
@@ -137,8 +137,9 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     for where, value in _strings(doc):
         if where.startswith("/rules/") and where.endswith(("/body", "/scope")):
             continue  # the rule validators below say more
-        if "\n" in value or first_unsafe_char(value) is not None:
-            problems.append(Problem(name, None, f"{where}: holds a line break, control or invisible character"))
+        if first_undrawn_char(value) is not None:  # line breaks and tabs are controls too
+            problems.append(Problem(name, None, f"{where}: holds a line break, control or invisible character "
+                                                "(or a private-use or unassigned one)"))
             if len(problems) >= 10:
                 break
     try:
