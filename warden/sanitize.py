@@ -85,12 +85,15 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# Cyrillic, Greek and Armenian letters drawn like Latin ones, which NFKC keeps apart: a screen
-# for words ("system:", "ssh") reads them as the Latin letter they imitate. One character for
-# one, so positions in the translated copy line up with the original.
+# Cyrillic, Greek and Armenian letters drawn like Latin ones, and Latin small capitals and IPA
+# letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı), which NFKC keeps apart: a screen for words ("system:", "ssh")
+# reads them as the Latin letter they imitate. One character for one, so positions in the
+# translated copy line up with the original.
 LATIN_LOOKALIKES = str.maketrans(
-    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ",
-    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu")
+    "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ"
+    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢɑɡıȷɩ",
+    "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu"
+    "abcdefghijklmnopqrstuvwyzagiji")
 
 
 def count_text(value: object) -> str:

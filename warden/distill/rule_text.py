@@ -123,10 +123,31 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.|\b(javascript|vbscript):|\bdata:[a-z]+/|\bfile:/", "a URL"),
     (r"\]\s*\(", "a Markdown link"),  # [text](target) or ![image](target): MEMORY.md renders them
     (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
-    (r"\b(curl|wget|netcat|nc|scp|ssh|rsync|ftp)\b", "a network command"),
+    (r"\b(curl|wget|netcat|nc|ncat|socat|telnet|scp|sftp|ssh|rsync|ftp|invoke-webrequest|invoke-restmethod|iwr|irm)\b",
+     "a network command"),
     (r"\b(ignore|disregard|forget|override|bypass)\b.{0,60}\b(instructions?|rules?|prompts?|guidelines?|"
-     r"system|polic(y|ies))\b", "an instruction override"),
-    (r"(^|[\s(\[])(system|assistant|user|developer|human)\s*:", "a role label"),
+     r"system|polic(y|ies))\b|"
+     # its synonyms, said of what came before
+     r"\b(neglect|disregard|forget|override|bypass|ignore|discard|dismiss|abandon)\b.{0,40}"
+     r"\b(prior|previous|earlier|above|preceding|former|original)\b.{0,30}"
+     r"\b(instructions?|guidance|directions?|rules?|prompts?|guidelines?|directives?)\b|"
+     # other files' instructions declared void, or this one's put above them
+     r"\bobey\b.{0,30}\.(md|txt|ya?ml|json|toml)\b|\bobey\s+(only\s+)?(this|these|me)\b|"
+     r"\bover\s+(any|all|every|the)\b.{0,30}\b(claude|agents)\.md\b|"
+     r"\b(claude|agents)\.md\b.{0,40}\b(stale|outdated|obsolete|void|superseded)\b|"
+     r"\b(rules?|instructions?|guidance)\b.{0,30}\b(above|earlier|prior|previous)\b.{0,30}"
+     r"\b(outdated|obsolete|stale|void|superseded)\b|"
+     # secrecy towards the user
+     r"\b(never|not|don't)\s+(mention|reveal|disclose|tell|show)\b.{0,20}(\b(these|this|the|our)\s+(rules?|"
+     r"instructions?|lines?|memory|guidance)\b.{0,20}|\bthis\s+)(to|with|from)\s+the\s+user\b|"
+     # the same in German, Russian and Chinese
+     r"\b(ignorier|vergiss|vergessen|missacht)\w*\b.{0,60}\b(anweisung|instruktion|regel|vorgabe)|"
+     r"\b(игнорир|проигнорир|забудь|забудьте)\w*.{0,60}\b(инструкци|указани|правил)|"
+     r"(忽略|无视|忽视|無視|忘记|忘記).{0,20}(指令|指示|规则|規則)", "an instruction override"),
+    (r"(^|[\s(\[])(system|assistant|user|developer|human)\s*:|"
+     # assistants' own names as a speaker, where a line or sentence starts ("(when …) " starts one too)
+     r"(^|[.!?;]\s+|\(when\s+|\)\s+)(claude|ai)\s*:", "a role label"),
+    (r"<\|[^|\n]{0,40}\|>|\[/?inst\]|<</?sys>>", "a chat-template marker"),
     (r"\b(developer|god|jailbreak|dan|admin) mode\b", "a mode switch"),
     (r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws/|\.netrc\b|\bexfiltrat|\b(print|show|send|post|upload|share|"
      r"reveal|echo|cat|copy|leak|output|display|paste|dump|email|mail|forward)\b.{0,40}\b(api[_ \-]?keys?|passwords?|"
@@ -140,12 +161,18 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\brm\s+(-\w+\s+)*-\w*[rf]|\brm\s+--(recursive|force)|\bdd\s+\S*(if|of)=|\bof=/dev/|\bmkfs\b|"
      r"\bchmod\s+(-\w+\s+)*(-R\b|0?777\b|a\+rwx)|\bchown\s+-R\b|\bsudo\b|"
      r"\bgit\s+push\b.{0,40}(--force|\s-f\b|--mirror|--delete|\s\+\w)|\bforce[- ]push|"
-     r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]", "a destructive command"),
-    (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(", "executing generated or encoded code"),
+     r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]|\bfind\b.{0,80}\s(-delete\b|-exec\s+rm\b)",
+     "a destructive command"),
+    # effects beyond the working tree: publishing commits, replacing git's hooks, a root container
+    (r"\bgit\s+(-\S+\s+)*push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
+     "a command acting beyond the working tree"),
+    (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(|\bpython[\d.]*\s+(-\w+\s+)*-c\b|"
+     r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b", "executing generated or encoded code"),
     # a package manager with only flags between it and its install verb ("go" only as go install/get:
     # "Go and add the import" is advice)
     (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+(-\S+\s+)*"
-     r"(install|add|i)\b|\bgo\s+(install|get)\b|\bnpx\b|\buvx\b", "installing packages"),
+     r"(install|add|i)\b|\bgo\s+(install|get)\b|\bnpx\b|\buvx\b|\bbunx\b|\bpnpx\b|\bnpm\s+(-\S+\s+)*exec\b|"
+     r"\b(pnpm|yarn)\s+dlx\b|\bpipx\s+run\b|\buv\s+tool\s+(run|install)\b", "installing packages"),
     # overriding what was said before; "ignore everything under node_modules" or "forget previously read
     # contents" is about files, not instructions
     (r"\b(ignore|forget|disregard)\b.{0,40}\b(told|said|instructed|guidance|directions?)\b|"
@@ -156,16 +183,31 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Digits and signs written for letters ("1gn0re", "$udo"): read as those letters, inside a word
+# that has a letter, for matching only ("10 files" and "python3" stay as they are).
+_LEET = str.maketrans("013457@$", "oieastas")
+_LEET_WORD = re.compile(r"[\w@$]*[^\W\d_][\w@$]*")
+
+
+def screen_fold(text: str) -> str:
+    """``text`` as the letters it imitates, for a screen to match: compatibility forms (full-width,
+    mathematical) as their letters, accents and other combining marks ("ìgnòre", "r̶m") dropped,
+    look-alikes (Cyrillic, small capitals) as the Latin letter. Not for showing: it loses marks."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn").translate(LATIN_LOOKALIKES)
+
+
 def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None.
     The scope is screened with the body, as the agent reads them: "(when SCOPE) BODY". Look-alike
-    letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞, Cyrillic ѕѕһ) are screened as the letters
-    they imitate."""
+    letters (full-width ｃｕｒｌ, mathematical 𝐢𝐠𝐧𝐨𝐫𝐞, Cyrillic ѕѕһ, small capitals ᴄᴜʀʟ,
+    accented ìgnòre, leet 1gn0re) are screened as the letters they imitate."""
     text = f"(when {scope}) {body}" if scope else body
-    folded = unicodedata.normalize("NFKC", text).translate(LATIN_LOOKALIKES)
+    folded = screen_fold(text)
+    leet = _LEET_WORD.sub(lambda word: word.group().translate(_LEET), folded)
     screened = "(rules from models and ledgers are screened)"
     for pattern, what in _UNTRUSTED_PATTERNS:
-        if re.search(pattern, text, re.IGNORECASE) or re.search(pattern, folded, re.IGNORECASE):
+        if any(re.search(pattern, form, re.IGNORECASE) for form in (text, folded, leet)):
             return f"mentions {what}: not something an efficiency rule needs {screened}"
     if holds_key(text) or holds_key(folded):  # by its form: "max_tokens=1024" is no secret
         return f"holds a key or token, which every run of the agent would read {screened}"
