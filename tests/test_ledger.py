@@ -220,6 +220,30 @@ def test_out_of_range_numbers_and_deep_nesting_are_invalid_json(data: bytes) -> 
     assert len(problems) == 1 and "invalid JSON" in str(problems[0])
 
 
+def test_a_directory_or_an_escaped_surrogate_is_a_failed_file_not_a_crash(shared: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    """Each is one FAIL line naming the file; the other files are still verified; --json prints."""
+    from warden.cli.app import main
+
+    directory = tmp_path / "dir.json"
+    directory.mkdir()
+    surrogate = tmp_path / "surrogate.json"  # JSON can escape a lone surrogate; UTF-8 cannot hold it
+    surrogate.write_bytes(shared.read_bytes().replace(b'"body": "Grep', b'"body": "\\ud800Grep'))
+    assert b"\\ud800" in surrogate.read_bytes()
+    assert main(["verify-ledger", str(directory), str(surrogate), str(shared)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"FAIL {directory}: not a regular file",
+                   f"FAIL {surrogate}: /rules/0/body: holds a lone surrogate (an escaped \\ud800–\\udfff), "
+                   "which is not text",
+                   f"ok   {shared}"]
+    assert main(["verify-ledger", "--json", str(directory), str(surrogate)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and all(len(problems) == 1 for problems in report["files"].values())
+    for path in (directory, surrogate):
+        assert main(["adopt", "--dry-run", str(path)]) == 2
+        assert "ledger rejected" in capsys.readouterr().err
+
+
 def test_verify_ledger_cli_exit_codes(shared: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "WARDEN_DATABASE_URL"}
     ok = subprocess.run([sys.executable, "-m", "warden", "verify-ledger", str(shared)], capture_output=True,

@@ -110,6 +110,14 @@ def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{where}/{index}")
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def verify_bytes(data: bytes, name: str) -> list[Problem]:
     """Every problem of one ledger file's bytes (empty list = it passes)."""
     problems: list[Problem] = []
@@ -123,6 +131,11 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         doc = loads_strict(text, object_pairs_hook=_no_duplicate_keys, exact_ints=True)
     except ValueError as exc:
         return [Problem(name, None, f"invalid JSON: {exc}")]
+    # JSON may escape a lone surrogate ("\\ud800"): no text, and no hash can be taken of it
+    unencodable = next((where for where, value in _strings(doc) if not _encodable(value)), None)
+    if unencodable is not None:
+        return [Problem(name, None, f"{unencodable}: holds a lone surrogate (an escaped \\ud800–\\udfff), "
+                                    "which is not text")]
     if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and len(doc["rules"]) > MAX_RULES:
         return [Problem(name, None, f"{len(doc['rules'])} rules, over the limit of {MAX_RULES}")]
     validator = jsonschema.Draft202012Validator(_SCHEMA)
@@ -204,10 +217,11 @@ def _read_ledger(path: Path) -> bytes | Problem:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block
     except OSError as exc:
         return Problem(name, None, "not a regular file" if os.path.islink(path) else f"cannot read: {exc.strerror}")
+    st = os.fstat(fd)  # of what was opened, not of what the name points at now
+    if not stat.S_ISREG(st.st_mode):  # before fdopen, which refuses a directory with an exception
+        os.close(fd)
+        return Problem(name, None, "not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())  # of what was opened, not of what the name points at now
-        if not stat.S_ISREG(st.st_mode):
-            return Problem(name, None, "not a regular file")
         if st.st_size > MAX_FILE_BYTES:
             return Problem(name, None, f"file is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
         try:
