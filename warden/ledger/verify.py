@@ -64,8 +64,26 @@ def _label(index: int, rule: Any) -> str:
     return f"rule {index + 1}"
 
 
+def evidence_inconsistency(entry: dict[str, Any]) -> str | None:
+    """Why one evidence entry (any verdict, any age) contradicts itself, or None. What one field
+    alone can say (ranges, hashes, the time's form) the schema says."""
+    low, high = entry["interval"]
+    if low > high:
+        return f"interval [{low:g}, {high:g}] has its low end above its high end"
+    if not low <= entry["estimate"] <= high:
+        return "saving estimate lies outside its own interval"
+    ref_pass, ref_n, rule_pass, rule_n = entry["pass_counts"]
+    if ref_pass > ref_n or rule_pass > rule_n:
+        return "pass counts exceed run counts"
+    # a pair is one reference run and one rule run of the same task
+    if entry["n_pairs"] > min(ref_n, rule_n):
+        return f"{entry['n_pairs']} pairs, more than the runs allow ({ref_n} reference, {rule_n} with the rule)"
+    return None
+
+
 def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
-    """Why an active rule's recorded evidence does not support keeping it, or None."""
+    """Why an active rule's recorded evidence does not support keeping it, or None (each entry
+    is consistent: :func:`evidence_inconsistency`)."""
     if rule["state"] == "protected":
         return None  # human-authored: never token-evicted, evidence optional
     # An inconclusive re-audit changes nothing; the latest decisive one must support keeping.
@@ -80,9 +98,7 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
     ref_pass, ref_n, rule_pass, rule_n = latest["pass_counts"]
     if rule_n == 0 or ref_n == 0:
         return "keep decision rests on no runs of the rule or of the reference"
-    low, high = latest["interval"]
-    if not low <= latest["estimate"] <= high:
-        return "saving estimate lies outside its own interval"
+    low = latest["interval"][0]
     if low < latest["margin"]:
         return (f"lower bound of the saving ({low:g}) does not clear the margin ({latest['margin']:g}) "
                 "— the evidence does not support keeping")
@@ -90,9 +106,7 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
         return f"margin {latest['margin']:g} is below k × rent = {latest['k'] * rule['rent']:g}"
     if latest["n_pairs"] < 1:
         return "keep decision rests on no paired runs"
-    if ref_pass > ref_n or rule_pass > rule_n:
-        return "pass counts exceed run counts"
-    if ref_n and rule_n and rule_pass / rule_n < ref_pass / ref_n - 1e-9 and rule_pass < rule_n:
+    if rule_pass / rule_n < ref_pass / ref_n - 1e-9 and rule_pass < rule_n:
         return "the rule completes fewer tasks than the reference (a completion drop)"
     return None
 
@@ -195,6 +209,10 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
                 problem(f"duplicate of {other_label} (similarity {similarity:.2f})")
                 break
         seen.append((label, body))
+        for number, entry in enumerate(rule["evidence"], 1):
+            inconsistent = evidence_inconsistency(entry)
+            if inconsistent:
+                problem(f"evidence {number}: {inconsistent}")
         why = evidence_supports_keeping(rule)
         if why:
             problem(why)
