@@ -325,6 +325,42 @@ def test_no_ledgers_to_verify_passes_the_gate(tmp_path: Path, monkeypatch, capsy
     assert "nothing to verify" in capsys.readouterr().out
 
 
+def test_the_gate_fails_on_whatever_else_is_under_ledgers(shared: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The workflow runs on any change under ledgers/: a file the gate would not read (in a
+    subdirectory, not *.json) fails it, named; a README.md may stay; a symlinked ledgers/ fails."""
+    from warden.cli.app import main
+
+    root = shared.parent
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "sub" / "x.json").write_bytes(shared.read_bytes())
+    (root / "sub" / "deeper" / "notes").write_text("x")
+    (root / "x.json.txt").write_text("x")
+    (root / "README.md").write_text("Our team's ledgers.\n")
+    monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(root))
+    assert main(["verify-ledger"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"ok   {shared}",
+                   f"FAIL {root / 'sub' / 'deeper' / 'notes'}: not a ledger: ledgers/ holds <agent>.json files and a "
+                   "README.md, no subdirectories",
+                   f"FAIL {root / 'sub' / 'x.json'}: not a ledger: ledgers/ holds <agent>.json files and a README.md, "
+                   "no subdirectories",
+                   f"FAIL {root / 'x.json.txt'}: not a ledger: ledgers/ holds <agent>.json files and a README.md only"]
+    assert main(["verify-ledger", "--json"]) == 1
+    assert sorted(json.loads(capsys.readouterr().out)["files"]) == sorted(
+        str(p) for p in (shared, root / "sub" / "deeper" / "notes", root / "sub" / "x.json", root / "x.json.txt"))
+    for stray in (root / "sub" / "x.json", root / "sub" / "deeper" / "notes", root / "x.json.txt"):
+        stray.unlink()
+    (root / "sub" / "deeper").rmdir()
+    (root / "sub").rmdir()
+    assert main(["verify-ledger"]) == 0  # the README.md is allowed
+    capsys.readouterr()
+    link = tmp_path / "linked-ledgers"
+    link.symlink_to(root, target_is_directory=True)
+    monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(link))
+    assert main(["verify-ledger"]) == 1
+    assert capsys.readouterr().out == f"FAIL {link}: the ledgers directory is a symlink, not a directory of the repository\n"
+
+
 def test_adopt_imports_the_bytes_it_verified(shared: Path, tmp_path, monkeypatch) -> None:
     """A ledger swapped on disk between the check and the import (a race a hostile author can
     win) never gets its unverified rules in: adopt parses the very bytes it verified."""

@@ -52,22 +52,28 @@ def _default_ledgers_dir() -> Path:
 
 
 def verify_command(paths: Optional[list[Path]] = typer.Argument(
-                       None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
+                       None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's "
+                                "checkout's); any other file under ledgers/ but a README.md fails."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
-    from warden.ledger.verify import verify_path
+    from warden.ledger.verify import gate_files, verify_path
 
     files = list(paths or [])
+    results: dict[str, list[str]] = {}
     if not files:
         root = _default_ledgers_dir()
-        files = sorted(root.glob("*.json")) if root.is_dir() else []
-        if not files:  # a pull request that removes the last ledger passes the gate
+        files, strays = gate_files(root)
+        for stray in strays:
+            results.setdefault(stray.file, []).append(str(stray))
+        if not files and not strays:  # a pull request that removes the last ledger passes the gate
             if as_json:
                 print_json({"ok": True, "files": {}})
             else:
                 console.print(f"no ledgers in {safe(str(root))}: nothing to verify")
             return
-    results = {str(f): [str(p) for p in verify_path(f)] for f in files}
+    results.update({str(f): [str(p) for p in verify_path(f)] for f in files})
+    if not paths:
+        results = dict(sorted(results.items()))  # the directory's files and strays in one listing
     if as_json:
         print_json({"ok": not any(results.values()), "files": results})
     else:

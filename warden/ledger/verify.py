@@ -253,6 +253,41 @@ def verify_path(path: Path) -> list[Problem]:
     return [data] if isinstance(data, Problem) else verify_bytes(data, str(path))
 
 
+# A team may say what its ledgers are; no other file belongs under ledgers/.
+LEDGERS_README = "README.md"
+
+
+def gate_files(root: Path) -> tuple[list[Path], list[Problem]]:
+    """What a bare ``verify-ledger`` (the CI gate) reads under ``root``: its ``*.json`` files to
+    verify, and a problem for anything else there, at any depth — the workflow runs on every
+    change under ledgers/, and what the gate does not read must not pass unread. A missing
+    ``root`` holds nothing (a pull request removed the last ledger); a symlinked one is refused:
+    it would point the gate at files outside the pull request."""
+    if root.is_symlink():
+        return [], [Problem(str(root), None, "the ledgers directory is a symlink, not a directory of the repository")]
+    if not root.exists():
+        return [], []
+    if not root.is_dir():
+        return [], [Problem(str(root), None, "not a directory")]
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for entry in sorted(root.iterdir()):
+        if entry.suffix == ".json":
+            files.append(entry)  # verify_path refuses a directory or symlink by that name
+        elif entry.name == LEDGERS_README and entry.is_file() and not entry.is_symlink():
+            continue
+        elif entry.is_dir() and not entry.is_symlink():
+            inside = sorted(Path(top, name) for top, dirs, names in os.walk(entry)  # links not followed
+                            for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(top, d)))])
+            for path in inside or [entry]:
+                problems.append(Problem(str(path), None, "not a ledger: ledgers/ holds <agent>.json files "
+                                                         f"and a {LEDGERS_README}, no subdirectories"))
+        else:
+            problems.append(Problem(str(entry), None, "not a ledger: ledgers/ holds <agent>.json files "
+                                                      f"and a {LEDGERS_README} only"))
+    return files, problems
+
+
 def load_verified(path: Path) -> dict[str, Any]:
     """The ledger document, or a UsageError listing what is wrong with it. The document is parsed
     from the very bytes that were verified: the file may change on disk in between."""
