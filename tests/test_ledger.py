@@ -297,6 +297,29 @@ def test_adopt_cli_refuses_an_agent_without_a_golden_suite(shared: Path, tmp_pat
     assert len(json.loads(ok.stdout)["imported"]) == 2
 
 
+def test_adopt_lists_a_skipped_rule_with_its_scope(shared: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """A skipped rule is shown as the agent would read it, "(when SCOPE) BODY", like an imported one."""
+    from warden.cli.app import main
+    from warden.select.memory import MemoryRule, rule_rent
+
+    def scope_protected(doc: dict) -> None:
+        rule = next(r for r in doc["rules"] if r["state"] == "protected")
+        rule.update(scope="editing SQL migrations", rent=rule_rent(MemoryRule(0, PROTECTED, "editing SQL migrations")))
+        _reseal(doc)
+
+    scoped = tmp_path / "scoped.json"
+    scoped.write_bytes(_tamper(shared, scope_protected))
+    assert verify_path(scoped) == []
+    settings, store = _home(tmp_path, "team-scope", monkeypatch)
+    with store.session() as s:
+        s.add(Rule(agent="backend", body=PROTECTED, state="active"))
+    assert main(["adopt", "--dry-run", str(scoped)]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: (when editing SQL migrations) Never commit secrets" in out
+    assert main(["adopt", "--dry-run", "--json", str(scoped)]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"][0]["scope"] == "editing SQL migrations"
+
+
 def test_share_refuses_what_verify_would_reject(tmp_path: Path, monkeypatch) -> None:
     """A scope added after the keep raises the rule's rent past its recorded margin: share says
     so instead of writing a ledger the reviewers' CI gate rejects."""

@@ -102,8 +102,11 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
     verb = "would import" if dry_run else "imported"
     console.print(f"{verb} {len(report.imported)} rule(s) as candidates for {safe(report.agent)} "
                   "(measured locally by the next `warden select` before any can reach MEMORY.md)")
-    for item in report.imported:
+    def scoped(item: dict[str, object], limit: int) -> str:  # as the agent reads it: "(when SCOPE) BODY"
         scope = f"(when {safe(item['scope'], 60)}) " if item.get("scope") else ""
-        console.print(f"  + {scope}{safe(item['body'], 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
+        return scope + safe(item["body"], limit)
+
+    for item in report.imported:
+        console.print(f"  + {scoped(item, 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
     for item in report.skipped:
-        console.print(f"  skipped: {safe(item['body'], 80)} — {safe(item['reason'])}")
+        console.print(f"  skipped: {scoped(item, 80)} — {safe(item['reason'])}")

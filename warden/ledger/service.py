@@ -150,12 +150,12 @@ def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str 
             body = validate_rule_body(entry["body"])
             scope = validate_scope(entry["scope"])
         except RuleTextError as exc:  # verify passed, so this is defence in depth
-            report.skipped.append({"body": entry["body"], "reason": str(exc)})
+            report.skipped.append({"body": entry["body"], "scope": entry["scope"], "reason": str(exc)})
             continue
         dup = find_near_duplicate(body, local)
         if dup is not None:
-            report.skipped.append({"body": body, "reason": f"near-duplicate of local rule {dup[0]} "
-                                                           f"(similarity {dup[1]:.2f})"})
+            report.skipped.append({"body": body, "scope": scope, "reason": f"near-duplicate of local rule {dup[0]} "
+                                                                         f"(similarity {dup[1]:.2f})"})
             continue
         claimed = {"ledger": path.name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
                    "exported_by": doc["exported_by"], "state": entry["state"], "evidence": entry["evidence"]}
