@@ -69,6 +69,13 @@ def test_sim_sessions_are_dated_yesterday_unless_told(tmp_path: Path, capsys) ->
     yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d")
     first = next((tmp_path / "a").rglob("*.jsonl")).read_text()
     assert f'"timestamp":"{yesterday}T' in first.replace(" ", "")
+    # by default, however many sessions, the last of them is over before now (12 sessions from
+    # yesterday 09:00 ran into the afternoon of today: work dated in the future)
+    assert main(["sim", "sessions", "--out", str(tmp_path / "many"), "--sessions", "20", "--json"]) == 0
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    stamps = [json.loads(line)["timestamp"] for path in (tmp_path / "many").rglob("*.jsonl")
+              for line in path.read_text().splitlines() if '"timestamp"' in line]
+    assert stamps and max(stamps) < now
     assert main(["sim", "sessions", "--out", str(tmp_path / "b"), "--sessions", "1", "--start", "2026-11-01"]) == 0
     assert '"timestamp":"2026-11-01T' in next((tmp_path / "b").rglob("*.jsonl")).read_text().replace(" ", "")
     assert main(["sim", "sessions", "--out", str(tmp_path / "c"), "--start", "soon"]) == 2

@@ -6,6 +6,7 @@ never a real model's result — the output says so.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional
@@ -80,9 +81,13 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         console.print(f"costs in cost-weighted tokens per run; {result['label']}")
 
-    def _start(text: str | None) -> datetime:
-        if text is None:  # yesterday 09:00 UTC: the same transcripts all day, inside every window
-            return datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    def _start(text: str | None, sessions: int) -> datetime:
+        if text is None:
+            # 09:00 UTC of the latest day from which the sessions (at most 5 simulated hours each)
+            # are over by midnight: yesterday for a few, earlier for more, never work dated in the
+            # future; the same transcripts all day, inside the recall window for up to ~30 sessions
+            days_back = max(1, math.ceil((9 + 5 * sessions) / 24))
+            return datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=days_back)
         try:
             day = datetime.strptime(text.strip(), "%Y-%m-%d")
         except ValueError:
@@ -104,7 +109,8 @@ def register(app: typer.Typer) -> None:
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
         start_date: Optional[str] = typer.Option(
             None, "--start", metavar="YYYY-MM-DD",
-            help="date of the first session (default: yesterday, so retention and recall windows see them)"),
+            help="date of the first session (default: the latest day from which they all end before today:"
+                 " yesterday for a few sessions, so retention and recall windows see them)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Play simulated work sessions and write them as Claude Code transcripts (demo input)."""
@@ -138,7 +144,7 @@ def register(app: typer.Typer) -> None:
             try:
                 played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
                                        memory_by_agent=memories, delegate_share=delegate_share,
-                                       persona=_persona(persona), start=_start(start_date))
+                                       persona=_persona(persona), start=_start(start_date, count))
             except OSError as exc:
                 raise WardenError(f"cannot write the sessions under {out}: {exc.strerror or exc}") from None
         rows = [p.__dict__ for p in played]
