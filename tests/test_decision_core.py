@@ -172,6 +172,39 @@ def test_a_round_of_infra_errors_aborts_without_a_verdict() -> None:
     assert info.value.tokens_spent > 0
 
 
+class _RuleArmInfra:
+    """The measured arm always dies of an infra error; the reference completes (exactly half)."""
+
+    def __init__(self, inner: SyntheticRunner, flaky_rounds: frozenset[int] | None = None) -> None:
+        self.inner = inner
+        self.flaky_rounds = flaky_rounds  # None: every round; else only these round indices
+        self.calls = 0
+
+    def run(self, configs, slots):
+        self.calls += 1
+        return [RunRecord(r.task_id, r.config, r.round_index, 10.0, 10, False, outcome="infra_error")
+                if config_key(r.config) == config_key(RULE)
+                and (self.flaky_rounds is None or r.round_index in self.flaky_rounds) else r
+                for r in self.inner.run(configs, slots)]
+
+
+@pytest.mark.parametrize("n_tasks", [1, 10])
+def test_an_arm_that_always_fails_aborts_instead_of_running_out_the_budget(n_tasks: int) -> None:
+    # Half the runs are infra errors, never "more than half": no pair ever counts.
+    inner = _runner(0.2, seed=14, tasks=log_uniform_tasks(np.random.default_rng(14), n_tasks))
+    runner = _RuleArmInfra(inner)
+    with pytest.raises(InfraAbort) as info:
+        decide_rule(runner, REF, RULE, _ids(inner), 40, budget_tokens=1e9)
+    assert "no usable pair" in str(info.value)
+    assert runner.calls == (2 if n_tasks == 1 else 1)  # one pair's flaky run alone does not abort
+
+
+def test_one_flaky_run_does_not_abort() -> None:
+    inner = _runner(0.3, seed=4, tasks=log_uniform_tasks(np.random.default_rng(4), 1))
+    result = decide_rule(_RuleArmInfra(inner, frozenset({0})), REF, RULE, _ids(inner), 40)
+    assert result.decision.final and result.decision.tasks[0].infra == 1
+
+
 def test_infra_runs_are_dropped_with_their_partner() -> None:
     ev = Evidence(reference=(RunRecord("a", REF, 0, 100.0, 100, True), RunRecord("a", REF, 1, 100.0, 100, True)),
                   rule=(RunRecord("a", RULE, 0, 5.0, 5, False, outcome="infra_error"),

@@ -115,6 +115,9 @@ class DecisionParams:
     min_pairs_per_task: float = 2.0  # no keep/refute on fewer pairs (× tasks): a spread needs replicates
     shrink_pairs: float = 4.0  # pseudo-pairs of pooled spread in a task's own spread
     infra_abort_fraction: float = 0.5  # a round with more infra errors than this aborts
+    # Rounds in a row without a usable pair abort once they hold this many infra errors: an arm
+    # that always fails is half the runs (never "more than half"), one flaky run alone is not.
+    infra_unpaired_abort: int = 2
     max_rounds: int = 200
 
     def __post_init__(self) -> None:
@@ -239,7 +242,7 @@ class RuleDecision:
 
 
 class InfraAbort(WardenError):
-    """A round was mostly infrastructure errors: no verdict, no receipt, no strike."""
+    """Infrastructure errors made a round mostly useless: no verdict, no receipt, no strike."""
 
     def __init__(self, message: str, evidence: Evidence, tokens_spent: float) -> None:
         super().__init__(message)
@@ -497,6 +500,26 @@ def pooled_estimate(summaries: Sequence[TaskSummary], params: DecisionParams) ->
     return robust.estimate, variance, robust.scale, robust.n
 
 
+def _usable_pairs(records: Sequence[RunRecord]) -> int:
+    """Slots of a round whose every run is a result (no infra error): the pairs it adds."""
+    slots: dict[tuple[str, int], list[RunRecord]] = {}
+    for r in records:
+        slots.setdefault((r.task_id, r.round_index), []).append(r)
+    return sum(len(runs) >= 2 and not any(r.is_infra for r in runs) for runs in slots.values())
+
+
+def infra_abort_reason(records: Sequence[RunRecord], unpaired_infra: int, params: DecisionParams) -> str | None:
+    """Why a round's infra errors abort the decision, or None (pure). ``unpaired_infra`` = infra
+    errors in the rounds in a row, this one included, that gave no usable pair."""
+    infra = sum(r.is_infra for r in records)
+    if records and infra / len(records) > params.infra_abort_fraction:
+        return f"{infra} of {len(records)} runs were infrastructure errors"
+    if unpaired_infra >= params.infra_unpaired_abort:
+        # e.g. one arm fails every run: exactly half the runs, and no pair ever counts
+        return f"infrastructure errors left no usable pair ({unpaired_infra} since the last usable one)"
+    return None
+
+
 def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Config,
                 tasks: Mapping[str, float] | Sequence[str], rent_tokens: float,
                 params: DecisionParams | None = None, budget_tokens: float | None = None,
@@ -514,7 +537,8 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     ``cost_hints`` (task → expected weighted tokens per run) let the first round respect the
     budget too; without them the first round is one pair per task whatever it costs.
 
-    Raises :class:`InfraAbort` when a round is mostly infrastructure errors (no verdict).
+    Raises :class:`InfraAbort` when a round is mostly infrastructure errors, or when infra errors
+    leave rounds without a usable pair (see :func:`infra_abort_reason`; no verdict).
     """
     params = params or DecisionParams()
     weights = _task_weights(tasks)
@@ -527,6 +551,7 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     raw = 0
     rounds = 0
     looks: list[tuple[int, float]] = []
+    unpaired_infra = 0  # infra errors in the rounds in a row that gave no usable pair
     while True:
         decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints)
         looks.append((decision.n_pairs, decision.llr))
@@ -558,8 +583,8 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
         spent += sum(r.weighted_tokens for r in records if not r.reused)
         raw += sum(r.raw_tokens for r in records if not r.reused)
         rounds += 1
-        infra = sum(r.is_infra for r in records)
-        if records and infra / len(records) > params.infra_abort_fraction:
-            raise InfraAbort(f"{infra} of {len(records)} runs in round {rounds} were infrastructure "
-                             "errors; decision aborted", evidence, spent)
+        unpaired_infra = unpaired_infra + sum(r.is_infra for r in records) if not _usable_pairs(records) else 0
+        why = infra_abort_reason(records, unpaired_infra, params)
+        if why:
+            raise InfraAbort(f"{why} in round {rounds}; decision aborted", evidence, spent)
     return RuleDecision(decision, evidence, tuple(new_runs), spent, raw, rounds, tuple(looks))

@@ -26,7 +26,8 @@ Contract for implementers:
 * ``weighted_tokens`` is the gate metric (cost-weighted tokens, DESIGN.md §3); ``raw_tokens`` the
   plain token total shown beside it;
 * an API error, timeout or quota failure is ``outcome="infra_error"`` — never a task failure. The
-  selector drops such runs from the statistics and aborts when a round is mostly infra errors;
+  selector drops such runs from the statistics and aborts when a round is mostly infra errors or
+  they leave rounds without a usable pair;
 * a run must not raise for an agent failure; raising is reserved for the runner being unusable;
 * a runner may serve a slot from a stored run (a reference run of the same ruleset version,
   model, backend and suite hash within the freshness window) and mark it ``reused=True``: the
