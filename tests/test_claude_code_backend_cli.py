@@ -78,6 +78,8 @@ lines.append(assistant("msg_A", "req_A", [{{"type": "tool_use", "id": "tu1", "na
 lines.append(line(type="user", message={{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "tu1",
               "content": "ok"}}]}}))
 last_usage = {{"no_usage": None, "negative_usage": usage(-5, -1, 0, 0, 0),
+              "partly_negative_usage": {{"input_tokens": -5000, "output_tokens": 100, "cache_read_input_tokens": 3}},
+              "fractional_usage": usage(2.5, 40, 0, 0, 0), "missing_output_usage": {{"input_tokens": 5000}},
               "huge_usage": usage(10**14, 40, 0, 0, 0)}}.get(mode, usage(5, 40, 200, 50, 1000))
 lines.append(assistant("msg_B", "req_B", [{{"type": "text", "text": "Fixed."}}], last_usage, "end_turn"))
 if mode == "no_usage":
@@ -241,7 +243,10 @@ def test_wall_time_cap_kills_the_cli(fake_bin: Path, env: dict[str, str], tmp_pa
 
 @pytest.mark.parametrize("mode,needle", [("no_calls", "records no API call"),
                                          ("no_usage", "an API call with no token counts"),
-                                         ("negative_usage", "an API call with no token counts"),
+                                         ("negative_usage", "missing, negative or non-integer token count"),
+                                         ("partly_negative_usage", "1 API usage record(s) with a missing, negative"),
+                                         ("fractional_usage", "non-integer token count"),
+                                         ("missing_output_usage", "missing, negative or non-integer token count"),
                                          ("huge_usage", "more than any call can use")])
 def test_usage_no_call_could_have_is_infra_error_never_spend(fake_bin: Path, env: dict[str, str], tmp_path: Path,
                                                              mode: str, needle: str) -> None:

@@ -45,6 +45,23 @@ def test_cache_write_split_5m_1h_and_bare_total_counts_as_5m() -> None:
     assert usage_from_json("nope") is None
 
 
+def test_usage_counts_read_as_zero_are_counted_not_priced_differently() -> None:
+    lines = [
+        assistant("m1", "r1", {"input_tokens": -5000, "output_tokens": 100, "cache_read_input_tokens": 3}),
+        assistant("m2", "r2", {"input_tokens": 7}),  # no output count
+        assistant("m3", "r3", usage(2.5, 1)),  # type: ignore[arg-type]
+        assistant("m4", "r4", usage(1, 1, w5=-1, w1=0)),
+        assistant("m5", "r5", usage(10**16, 1)),
+        progress("agent1", "m6", "r6", {"input_tokens": 4, "output_tokens": -1}),
+        assistant("m7", "r7", {"input_tokens": 1, "output_tokens": 2}),  # cache counts are optional
+        assistant("m8", "r8", usage(2.0, 1)),  # type: ignore[arg-type]  # an integral float is a count
+        assistant("m9", "r9", {}, model="<synthetic>"),  # free: never priced, not counted
+    ]
+    run = parse_bytes(jsonl(lines))
+    assert run.stats.zeroed_usage == 6
+    assert run.usage == Usage(0 + 7 + 2 + 1 + 0 + 1 + 2, 100 + 0 + 1 + 1 + 1 + 2 + 1, 0, 0, 3)
+
+
 def test_per_message_models() -> None:
     run = parse_bytes(jsonl([
         assistant("m1", "r1", usage(10, 1), model="claude-opus-4-5-20251101"),

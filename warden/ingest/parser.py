@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import msgspec
 import orjson
 
-from warden.ingest.pricing import Usage
+from warden.ingest.pricing import FREE_MODELS, Usage
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
 from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
@@ -274,6 +274,32 @@ def _count(value: Any) -> int:
     if type(value) is float and value == value and 0 < value < MAX_COUNT:
         return int(value)
     return 0
+
+
+def _readable_count(value: Any, *, required: bool) -> bool:
+    """Whether :func:`_count` reads ``value`` as it is: an int (or integral float) in
+    [0, MAX_COUNT), or an absent optional count (anything else it reads as 0, or truncates)."""
+    if value is None:
+        return not required
+    if value.__class__ is int:
+        return 0 <= value < MAX_COUNT
+    return type(value) is float and value.is_integer() and 0 <= value < MAX_COUNT
+
+
+def zeroed_counts(raw: Any) -> bool:
+    """Whether reading the ``usage`` object ``raw`` zeroed a count no API reply could hold: a
+    missing input or output count, or a negative, non-integral or absurd one (counted in
+    :attr:`LineStats.zeroed_usage`, free models' replies aside; the bench refuses to price such
+    a run)."""
+    if not isinstance(raw, dict):
+        return False
+    split = raw.get("cache_creation")
+    split_counts = (split.get("ephemeral_5m_input_tokens"), split.get("ephemeral_1h_input_tokens")) \
+        if isinstance(split, dict) else ()
+    return not (_readable_count(raw.get("input_tokens"), required=True)
+                and _readable_count(raw.get("output_tokens"), required=True)
+                and all(_readable_count(v, required=False) for v in (
+                    raw.get("cache_creation_input_tokens"), raw.get("cache_read_input_tokens"), *split_counts)))
 
 
 def usage_from_json(raw: Any) -> Usage | None:
@@ -574,6 +600,8 @@ class TranscriptParser:
             self._raw_usage[key] = raw_usage
         model = message.model
         model = _model_name(model)
+        if usage is not None and model not in FREE_MODELS and zeroed_counts(raw_usage):
+            self.stats.zeroed_usage += 1
         s = self._s
         if index is None:
             index = s.turn_index
@@ -775,6 +803,8 @@ class TranscriptParser:
         agent_id = valid_id(data.get("agentId"))
         model = message.get("model")
         model = _model_name(model)
+        if model not in FREE_MODELS and zeroed_counts(message.get("usage")):
+            self.stats.zeroed_usage += 1
         previous = self.embedded.get(key)
         if previous is not None:
             self.stats.duplicate_usage += 1

@@ -67,6 +67,9 @@ class LineStats:
     bom: int = 0
     duplicate_usage: int = 0  # usage lines dropped by the (message.id, requestId) dedupe
     oversized: int = 0  # lines longer than the reader's cap, skipped unread
+    # usage objects with a count read as 0 that no reply holds (missing input/output, negative,
+    # non-integral, absurd); diagnostic only, the ledger's numbers are unchanged
+    zeroed_usage: int = 0
 
 
 @dataclass(slots=True)

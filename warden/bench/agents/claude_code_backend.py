@@ -28,7 +28,8 @@ Outcomes: wall-time cap (process killed) → ``budget_exceeded``, unless no API 
 answered by then (``infra_error``: the API or the CLI hung, not the agent); ``error_max_turns`` →
 the check decides; an error result (API errors, auth, quota), a crash, unparseable output, a
 missing transcript, a transcript with no API call or with a call whose usage no call could have
-(no tokens at all, or a count over 10M) → ``infra_error``, never spend; token caps are checked after the run (the CLI has none) →
+(no tokens at all; a missing, negative or non-integer count; a count over 10M) → ``infra_error``,
+never spend; token caps are checked after the run (the CLI has none) →
 ``budget_exceeded``; otherwise the task's success check decides ``completed``/``task_failed``.
 """
 
@@ -185,8 +186,8 @@ class ClaudeCodeBackend:
                 return result(Outcome.INFRA_ERROR,
                               _one_line(f"claude reported an error ({subtype or 'error'}): "
                                         f"{payload.get('result', '')}"), calls)
-            if transcript_error:
-                return result(Outcome.INFRA_ERROR, transcript_error, calls)
+            if transcript_error:  # never spend: the calls it has are not to be trusted
+                return result(Outcome.INFRA_ERROR, transcript_error)
             unusable = unusable_usage(calls)
             if unusable:  # priced, it would make the run nearly free or price later plans out of reach
                 return result(Outcome.INFRA_ERROR, unusable)
@@ -237,7 +238,9 @@ def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage
     The main transcript ``<session>.jsonl`` and its subagents' ``<session>/subagents/*.jsonl``
     are parsed by the collector's parser; responses are deduplicated across files by message
     key, and a subagent's responses seen only through ``progress`` lines count once.
-    Returns ``(calls, error)`` — ``error`` is non-empty when no transcript was found.
+    Returns ``(calls, error)`` — ``error`` is non-empty when no transcript was found, or when one
+    has a usage count the parser had to read as 0 (missing, negative, non-integral, absurd):
+    priced, such a run would look nearly free.
     """
     projects = config_dir / "projects"
     if session_id and re.fullmatch(r"[A-Za-z0-9_-]{1,128}", session_id):
@@ -250,8 +253,10 @@ def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage
     calls: list[CallUsage] = []
     seen: set[str] = set()
     embedded: list[Any] = []
+    zeroed = 0
     for path in files:
         parsed = parse_bytes(path.read_bytes(), source_path=str(path))
+        zeroed += parsed.stats.zeroed_usage
         for turn in parsed.turns:
             if turn.message_key in seen or turn.model in FREE_MODELS:
                 continue
@@ -262,13 +267,16 @@ def read_usage(config_dir: Path, session_id: str | None) -> tuple[list[CallUsage
         if item.message_key not in seen and item.model not in FREE_MODELS:
             seen.add(item.message_key)
             calls.append(CallUsage(model=item.model, usage=item.usage))
+    if zeroed:
+        return calls, (f"the run's transcript has {zeroed} API usage record(s) with a missing, negative or "
+                       "non-integer token count")
     return calls, ""
 
 
 def unusable_usage(calls: list[CallUsage]) -> str:
     """Why the transcript's usage cannot price the run ('' when it can): no API call at all, a
-    call with no tokens (the parser reads a missing or negative count as 0), or a count over
-    :data:`MAX_CALL_TOKENS` — what the anthropic backend refuses in a reply's ``usage``."""
+    call with no tokens, or a count over :data:`MAX_CALL_TOKENS` — what the anthropic backend
+    refuses in a reply's ``usage`` (a count the parser zeroed is caught by :func:`read_usage`)."""
     if not calls:
         return "the run's transcript records no API call: nothing to price it by"
     for call in calls:
