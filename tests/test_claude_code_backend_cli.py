@@ -100,6 +100,8 @@ if mode == "max_turns":
     result.update(subtype="error_max_turns", is_error=True, result="")
 if mode == "api_error":
     result.update(is_error=True, result="API Error: 529 {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\"}}}}")
+if mode == "flood":  # a flood of output that runs into the result line
+    sys.stdout.write("x" * 300_000)
 print(json.dumps(result))
 sys.exit(1 if result["is_error"] and mode != "max_turns" else 0)
 '''
@@ -222,6 +224,16 @@ def test_cli_failures_are_infra_error(fake_bin: Path, env: dict[str, str], tmp_p
     result = play(ClaudeCodeBackend(load_settings(), env=env), project)
     assert result.outcome is Outcome.INFRA_ERROR and needle in result.error
     assert not result.completed
+
+
+def test_the_result_line_after_a_flood_of_output_is_kept(fake_bin: Path, env: dict[str, str], tmp_path: Path,
+                                                          monkeypatch) -> None:
+    from warden.bench.agents import tools
+
+    monkeypatch.setattr(tools, "MAX_OUTPUT_BYTES", 100_000)  # the flood is three times the cap
+    scenario(fake_bin, "flood")
+    result = play(ClaudeCodeBackend(load_settings(), env=env), make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.TASK_FAILED and result.turns == 2
 
 
 @pytest.mark.parametrize("mode,outcome,needle", [

@@ -276,13 +276,16 @@ def test_a_command_that_closes_its_output_but_keeps_running_is_timed_out(tmp_pat
     assert result.timed_out and result.exit_code is None
 
 
-def test_a_flood_of_output_is_kept_up_to_the_cap_and_the_rest_read_and_dropped(tmp_path: Path, monkeypatch) -> None:
+def test_a_flood_of_output_keeps_its_head_and_tail_within_the_cap(tmp_path: Path, monkeypatch) -> None:
     from warden.bench.agents import tools
 
-    monkeypatch.setattr(tools, "MAX_OUTPUT_BYTES", 1000)
-    flood = "python -c \"import sys; sys.stdout.write('x' * 5_000_000); sys.stdout.flush()\""
+    monkeypatch.setattr(tools, "MAX_OUTPUT_BYTES", 1600)
+    flood = "python -c \"import sys; sys.stdout.write('h' * 100 + 'x' * 5_000_000 + 'END'); sys.stdout.flush()\""
     result = tools.run_process(flood, tmp_path, timeout_s=20, env=sandbox_env(), shell=True, stderr_apart=True)
-    assert result.exit_code == 0 and result.output == "x" * 1000  # the writer was never blocked
+    assert result.exit_code == 0 and result.output_bytes == 5_000_103  # the writer was never blocked
+    head, cut, tail = result.output.split("\n")
+    assert head == "h" * 100 and tail == "x" * 1497 + "END"  # the tail: where a program's answer is
+    assert cut == "… [4998503 bytes cut] …"
 
 
 def test_list_dir_output_is_capped(box: Toolbox) -> None:

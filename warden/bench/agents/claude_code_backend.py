@@ -81,6 +81,7 @@ TEST_COMMAND_RULES = ("Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)", "
 DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "Agent", "NotebookEdit")
 _AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _STDERR_CHARS = 400
+_RESULT_STARTS = 32  # places a line is tried as ending in the result object
 
 
 def allowed_tools(task: GoldenTask) -> list[str]:
@@ -289,19 +290,35 @@ def unusable_usage(calls: list[CallUsage]) -> str:
 
 
 def _result_json(stdout: str) -> dict[str, Any] | None:
-    """The ``--output-format json`` result object (the last JSON line that is one)."""
+    """The ``--output-format json`` result object (the last JSON line that is one, or ends one)."""
     for line in reversed(stdout.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and value.get("type") == "result":
+        value = _result_object(line)
+        if value is not None:
             return value
     try:
         value = json.loads(stdout)
     except ValueError:
         return None
     return value if isinstance(value, dict) and "result" in value else None
+
+
+def _result_object(line: str) -> dict[str, Any] | None:
+    """The result object ``line`` is — or ends with, when other output ran into it without a
+    newline (a few candidate starts, from the right: each is a parse of the line's end)."""
+    start = 0
+    for _ in range(_RESULT_STARTS):
+        try:
+            value = json.loads(line[start:])
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value.get("type") == "result":
+            return value
+        if value is not None and start == 0:
+            return None  # a whole JSON line, not the result
+        start = line.rfind('{"type"', 0, start or len(line))
+        if start <= 0:
+            return None
+    return None
 
 
 def _session_id(stdout: str) -> str | None:

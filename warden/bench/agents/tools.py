@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +161,7 @@ class CommandResult:
     timed_out: bool = False
     duration_s: float = 0.0
     errors: str = ""  # stderr, capped, with ``stderr_apart``
+    output_bytes: int = 0  # bytes the process wrote to stdout, kept or not
 
 
 def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None = None) -> dict[str, str]:
@@ -211,8 +213,8 @@ def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict
                 shell: bool = False, stderr_apart: bool = False) -> CommandResult:
     """Run a subprocess in its own process group; on timeout the whole group is killed, and when
     it exits, what it left running in its group is killed too. ``stderr_apart`` keeps stdout
-    whole (a program's machine-readable answer, up to :data:`MAX_OUTPUT_BYTES`) and its stderr
-    apart, capped."""
+    whole (a program's machine-readable answer; past :data:`MAX_OUTPUT_BYTES` its head and tail)
+    and its stderr apart, capped."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, shell=shell, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
@@ -222,19 +224,51 @@ def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict
     finally:
         _kill_group(proc, quiet=True)
         proc.wait()
-    text = out.decode("utf-8", errors="replace")
-    errors = cap_text(err.decode("utf-8", errors="replace")) if stderr_apart else ""
+    text = out.value().decode("utf-8", errors="replace")
+    errors = cap_text(err.value().decode("utf-8", errors="replace")) if stderr_apart else ""
     return CommandResult(None if timed_out else proc.returncode, text if stderr_apart else cap_text(text),
-                         timed_out, time.monotonic() - started, errors)
+                         timed_out, time.monotonic() - started, errors, out.total)
 
 
-def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[bytes, bytes, bool]:
+class _KeptOutput:
+    """A pipe's output in bounded memory: whole up to :data:`MAX_OUTPUT_BYTES`; past it, the
+    head and the tail with a line saying how much was cut between — the tail is where a
+    program's answer is (claude's JSON result line comes last)."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = MAX_OUTPUT_BYTES // 16 - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_len += len(chunk)
+            while self.tail_len - len(self.tail[0]) >= MAX_OUTPUT_BYTES - len(self.head):
+                self.tail_len -= len(self.tail.popleft())
+
+    def value(self) -> bytes:
+        tail = b"".join(self.tail)
+        if self.total <= MAX_OUTPUT_BYTES:
+            return bytes(self.head) + tail
+        tail = tail[-(MAX_OUTPUT_BYTES - len(self.head)):]
+        cut = self.total - len(self.head) - len(tail)
+        return bytes(self.head) + f"\n… [{cut} bytes cut] …\n".encode() + tail
+
+
+def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[_KeptOutput, _KeptOutput, bool]:
     """``proc``'s stdout and stderr, read until it has exited (or the deadline killed its group)
     and its pipes are closed — but no longer than :data:`_DRAIN_S` after that: a process it
     started in a session of its own may hold a pipe open for good, and waiting for EOF would turn
-    a finished run into a timed-out one. Past :data:`MAX_OUTPUT_BYTES` a pipe is read and dropped."""
+    a finished run into a timed-out one. Past :data:`MAX_OUTPUT_BYTES` a pipe's middle is dropped."""
     pipes = [pipe for pipe in (proc.stdout, proc.stderr) if pipe is not None]
-    kept = {pipe.fileno(): bytearray() for pipe in pipes}
+    kept = {pipe.fileno(): _KeptOutput() for pipe in pipes}
     timed_out = False
     try:
         with selectors.DefaultSelector() as selector:
@@ -258,10 +292,10 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[bytes, by
                     chunk = os.read(key.fd, 65536)
                     if not chunk:
                         selector.unregister(key.fd)
-                    elif len(kept[key.fd]) < MAX_OUTPUT_BYTES:
-                        kept[key.fd] += chunk[:MAX_OUTPUT_BYTES - len(kept[key.fd])]
-        out = bytes(kept[proc.stdout.fileno()]) if proc.stdout is not None else b""
-        err = bytes(kept[proc.stderr.fileno()]) if proc.stderr is not None else b""
+                    else:
+                        kept[key.fd].add(chunk)
+        out = kept[proc.stdout.fileno()] if proc.stdout is not None else _KeptOutput()
+        err = kept[proc.stderr.fileno()] if proc.stderr is not None else _KeptOutput()
     finally:
         for pipe in pipes:
             pipe.close()
@@ -276,7 +310,7 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[bytes, by
 
 _DRAIN_S = 2.0  # after the process exits or is killed, how long its pipes may stay open
 _POLL_S = 0.05  # how often the process is checked for exit while its pipes are quiet
-MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # of one pipe, kept in memory
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # of one pipe, kept in memory (its head and tail past that)
 GREP_TIMEOUT_S = 20.0
 
 # The grep tool's search, run by a child interpreter (isolated: no site, no warden import).
