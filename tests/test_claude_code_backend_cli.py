@@ -47,6 +47,9 @@ if mode == "sleep":  # hangs before any API call
 if mode == "garbage":
     print("Error: something broke before JSON")
     sys.exit(3)
+if mode == "binary":  # random bytes on stdout, and a clean exit
+    sys.stdout.buffer.write(bytes(range(128, 256)) * 40 + b"\x1b[31mred\x07 \xe2\x80\xae evil")
+    sys.exit(0)
 session = str(uuid.UUID(int=42))
 config = Path(os.environ["CLAUDE_CONFIG_DIR"])
 project_dir = config / "projects" / str(cwd).replace("/", "-")
@@ -224,6 +227,13 @@ def test_cli_failures_are_infra_error(fake_bin: Path, env: dict[str, str], tmp_p
     result = play(ClaudeCodeBackend(load_settings(), env=env), project)
     assert result.outcome is Outcome.INFRA_ERROR and needle in result.error
     assert not result.completed
+
+
+def test_binary_output_is_one_short_line_not_the_bytes(fake_bin: Path, env: dict[str, str], tmp_path: Path) -> None:
+    scenario(fake_bin, "binary")
+    result = play(ClaudeCodeBackend(load_settings(), env=env), make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR
+    assert result.error == "claude exited 0 and printed no JSON result (5,138 bytes of output, not UTF-8 text)"
 
 
 def test_the_result_line_after_a_flood_of_output_is_kept(fake_bin: Path, env: dict[str, str], tmp_path: Path,

@@ -47,7 +47,7 @@ from typing import Any
 from warden.api_client import MAX_CALL_TOKENS
 from warden.bench.agents.anthropic_backend import resolve_model
 from warden.bench.agents.harness import run_success_check
-from warden.bench.agents.tools import run_process, sandbox_env, split_check_commands
+from warden.bench.agents.tools import CommandResult, run_process, sandbox_env, split_check_commands
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.config import Settings
@@ -178,10 +178,7 @@ class ClaudeCodeBackend:
                               calls)
             payload = _result_json(exit_.output)
             if payload is None:
-                detail = exit_.errors.strip()[-_STDERR_CHARS:] or exit_.output.strip()[-_STDERR_CHARS:]
-                return result(Outcome.INFRA_ERROR,
-                              _one_line(f"claude exited {exit_.exit_code} without a JSON result: {detail}"),
-                              calls)
+                return result(Outcome.INFRA_ERROR, _no_result(exit_), calls)
             subtype = str(payload.get("subtype", ""))
             if payload.get("is_error") and subtype != "error_max_turns":
                 return result(Outcome.INFRA_ERROR,
@@ -287,6 +284,19 @@ def unusable_usage(calls: list[CallUsage]) -> str:
         if max(u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read) > MAX_CALL_TOKENS:
             return f"the run's transcript has an API call of {u.total:,} tokens, more than any call can use"
     return ""
+
+
+def _no_result(exit_: CommandResult) -> str:
+    """The error line of a run that printed no JSON result: stderr's tail, else stdout's — or,
+    for output that is not text (random bytes), only how much there was."""
+    for text, name in ((exit_.errors, "error output"), (exit_.output, "output")):
+        text = text.strip()
+        if "\ufffd" in text:  # bytes that are not UTF-8: no use to a reader, and no line of text
+            size = f"{exit_.output_bytes:,} bytes of output" if name == "output" else "its error output"
+            return f"claude exited {exit_.exit_code} and printed no JSON result ({size}, not UTF-8 text)"
+        if text:
+            return _one_line(f"claude exited {exit_.exit_code} without a JSON result: {text[-_STDERR_CHARS:]}")
+    return f"claude exited {exit_.exit_code} without a JSON result (no output)"
 
 
 def _result_json(stdout: str) -> dict[str, Any] | None:
