@@ -216,6 +216,11 @@ def test_grep_and_pytest_options_that_reach_outside_the_copy_are_refused(box: To
     secret = outside / "secret.txt"
     for sneaky in [f"grep -eTOP {secret}", f"grep -neTOP {secret}", "grep -R TOP .", f"grep -e TOP {secret}"]:
         assert "not -e, -f or -R" in err(box, "run_command", command=sneaky), sneaky
+    # ls would follow a symlink in the copy out of it (-L; -H for an operand)
+    (box.root / "way_out").symlink_to(outside, target_is_directory=True)
+    for sneaky in ["ls -L way_out", "ls -RL", "ls -lH .", "ls --dereference", "ls -R -L ."]:
+        assert "for ls not -L or -H" in err(box, "run_command", command=sneaky), sneaky
+    assert ok(box, "run_command", command="ls -lR").startswith("exit code 0")
     for option in [f"--basetemp={outside}", f"--junitxml={outside}/j.xml", "-o cache_dir=/tmp/x", "-c /dev/null",
                    f"--rootdir={outside}", "-p evil_plugin"]:
         assert "is not allowed" in err(box, "run_command", command=f"pytest -q {option}"), option

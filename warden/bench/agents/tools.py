@@ -348,6 +348,7 @@ _SHELL_OPERATORS = re.compile(r"[|;&<>`]|\$\(")
 _PYTHONS = ("python", "python3", Path(sys.executable).name)
 _READ_ONLY_HELPERS = {"ls", "cat", "head", "tail", "wc", "grep"}
 _SHORT_FLAGS = re.compile(r"^-[A-Za-z0-9]+$")
+_REFUSED_SHORT_FLAGS = {"grep": set("efR"), "ls": set("LH")}
 _PYTEST_FLAGS = frozenset({"--lf", "--ff", "--nf", "--co", "--collect-only", "--no-header", "--disable-warnings",
                            "--strict-markers", "--last-failed", "--failed-first", "--new-first", "--quiet",
                            "--verbose", "--exitfirst", "--showlocals"})
@@ -611,10 +612,11 @@ class Toolbox:
         if program in _READ_ONLY_HELPERS:
             options = [a for a in argv[1:] if a.startswith("-")]
             # Short flag clusters only: long options and grep -f can name files to read; grep -e
-            # would make the first operand a file (unchecked); -R follows symlinks out of the copy.
-            if any(not _SHORT_FLAGS.match(o) or (program == "grep" and set(o) & set("efR")) for o in options):
-                raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f or -R), "
-                                f"not {' '.join(options)}")
+            # would make the first operand a file (unchecked); grep -R and ls -L/-H follow
+            # symlinks out of the copy.
+            if any(not _SHORT_FLAGS.match(o) or set(o) & _REFUSED_SHORT_FLAGS.get(program, set()) for o in options):
+                raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f or -R; "
+                                f"for ls not -L or -H), not {' '.join(options)}")
             operands = [a for a in argv[1:] if not a.startswith("-") and plain_int(a) is None]
             if program == "grep" and operands:
                 operands = operands[1:]  # the first operand is the pattern
