@@ -90,6 +90,15 @@ def test_the_success_check_decides_task_failed(tmp_path: Path) -> None:
     assert result.turns == 2
 
 
+def test_a_failed_check_with_a_traceback_is_stored_as_one_line(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "copy")
+    task = make_task("python -c \"import calc; assert calc.add(2, 3) == 5, 'add is wrong'\"")
+    result = play(ScriptedModel([[text("Done.")]]), project, task=task)
+    assert result.outcome is Outcome.TASK_FAILED
+    assert "\n" not in result.error and "Traceback" in result.error  # like claude-code's (same helper)
+    assert result.error.endswith("AssertionError: add is wrong")
+
+
 def test_turn_cap_ends_the_run_and_the_check_still_decides(tmp_path: Path) -> None:
     project = make_project(tmp_path / "copy")
     looping = [[tool_use(f"t{i}", "list_dir", path=".")] for i in range(10)]

@@ -46,7 +46,7 @@ from typing import Any
 
 from warden.api_client import MAX_CALL_TOKENS
 from warden.bench.agents.anthropic_backend import resolve_model
-from warden.bench.agents.harness import run_success_check
+from warden.bench.agents.harness import check_failure, run_success_check
 from warden.bench.agents.tools import CommandResult, run_process, sandbox_env, split_check_commands
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
@@ -202,9 +202,7 @@ class ClaudeCodeBackend:
                 return result(Outcome.INFRA_ERROR, f"success check could not start: {exc}", calls)
             if check.exit_code == 0:
                 return result(Outcome.COMPLETED, "", calls, completed=True)
-            detail = (f"timed out after {task.timeout_s:g}s" if check.timed_out
-                      else f"exit {check.exit_code}: {check.output.strip()[-_STDERR_CHARS:]}")
-            return result(Outcome.TASK_FAILED, _one_line(f"success check failed ({detail})"), calls)
+            return result(Outcome.TASK_FAILED, check_failure(task, check), calls)
         except OSError as exc:
             return result(Outcome.INFRA_ERROR, _one_line(f"claude-code run failed: {exc}"))
         finally:

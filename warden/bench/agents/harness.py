@@ -206,6 +206,15 @@ def run_success_check(task: GoldenTask, workdir: Path,
                            env=sandbox_env(tmpdir=tmp), shell=True)
 
 
+def check_failure(task: GoldenTask, result: CommandResult) -> str:
+    """The stored error of a failed success check, one line for every backend: the tail of its
+    output (a traceback's last lines), secrets redacted."""
+    if result.timed_out:
+        return f"success check timed out after {task.timeout_s:g}s"
+    tail = redact_secrets(result.output.strip()[-_ERROR_CHARS:])
+    return _one_line(f"success check failed (exit {result.exit_code}): {tail}")
+
+
 def run_task(client: anthropic.Anthropic, *, task: GoldenTask, workdir: Path, system_prompt: str,
              model: str, caps: RunCaps, backend_name: str, seed: int,
              retry: RetryPolicy | None = None,
@@ -363,10 +372,7 @@ class _Loop:
             return Outcome.INFRA_ERROR, False, _one_line(f"success check could not start: {exc}")
         if result.exit_code == 0:
             return Outcome.COMPLETED, True, ""
-        if result.timed_out:
-            return Outcome.TASK_FAILED, False, f"success check timed out after {self.task.timeout_s:g}s"
-        tail = redact_secrets(result.output.strip()[-_ERROR_CHARS:])  # stored on the run
-        return Outcome.TASK_FAILED, False, f"success check failed (exit {result.exit_code}): {tail}"
+        return Outcome.TASK_FAILED, False, check_failure(self.task, result)
 
 
 def _block_param(block: Any) -> dict[str, Any]:
