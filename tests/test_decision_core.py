@@ -278,3 +278,14 @@ def test_params_validate_and_come_from_settings() -> None:
         decide(Evidence(), ["a"], 40, kind="vibes")
     assert math.isnan(decide(Evidence(), ["a"], 40).estimate)
     assert ADMISSION == "admission"
+
+
+def test_identical_paired_costs_show_a_sane_llr() -> None:
+    # No spread at all: the ratio runs to about -5e15; the reason shows it as past a bound.
+    ids = [f"t{i}" for i in range(4)]
+    runs = [(RunRecord(t, REF, r, 1000.0, 1000, True), RunRecord(t, RULE, r, 1000.0, 1000, True))
+            for t in ids for r in range(3)]
+    d = decide(Evidence(tuple(a for a, _ in runs), tuple(b for _, b in runs)), ids, 10)
+    assert d.verdict is Verdict.REFUTE and d.llr < -1e6
+    reason = next(r for r in d.reasons if "LLR" in r)
+    assert "LLR < -10,000 ≤ log β" in reason, reason

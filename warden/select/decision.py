@@ -371,6 +371,17 @@ def _fmt_pct(x: float) -> str:
     return f"{100 * x:+.2f}%" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
 
 
+_LLR_SHOWN = 10_000.0  # far past any threshold; beyond it the digits only say the spread is ~0
+
+
+def _fmt_llr(llr: float) -> str:
+    """The LLR for a reason line: identical paired costs leave no spread, and the ratio then
+    runs to ±1e16 — shown as past a bound instead."""
+    if abs(llr) < _LLR_SHOWN:
+        return f"{llr:.2f}"
+    return f"> {_LLR_SHOWN:,.0f}" if llr > 0 else f"< -{_LLR_SHOWN:,.0f}"
+
+
 def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_tokens: float,
            params: DecisionParams | None = None, kind: str = ADMISSION,
            budget_remaining: float = math.inf, cost_hints: Mapping[str, float] | None = None) -> Decision:
@@ -446,18 +457,18 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
     if enough and llr >= thresholds[1]:
         if kind == REAUDIT:
             reasons.append(f"still above the margin: saving {_fmt_pct(stats.relative_saving(theta))} "
-                           f"of a run, LLR {llr:.2f} ≥ log(1/α) = {thresholds[1]:.2f}")
+                           f"of a run, LLR {_fmt_llr(llr)} ≥ log(1/α) = {thresholds[1]:.2f}")
         else:
             reasons.append(f"saving {_fmt_pct(stats.relative_saving(theta))} of a run clears the margin "
-                           f"{_fmt_pct(margin_rel)}: LLR {llr:.2f} ≥ log(1/α) = {thresholds[1]:.2f}")
+                           f"{_fmt_pct(margin_rel)}: LLR {_fmt_llr(llr)} ≥ log(1/α) = {thresholds[1]:.2f}")
         return build(Verdict.KEEP, theta, variance, llr, n_pairs)
     if enough and llr <= thresholds[0]:
         if kind == REAUDIT:
             reasons.append(f"below the margin {_fmt_pct(margin_rel)}: saving "
-                           f"{_fmt_pct(stats.relative_saving(theta))}, LLR {llr:.2f} ≤ log β = {thresholds[0]:.2f}")
+                           f"{_fmt_pct(stats.relative_saving(theta))}, LLR {_fmt_llr(llr)} ≤ log β = {thresholds[0]:.2f}")
         else:
             reasons.append(f"saving {_fmt_pct(stats.relative_saving(theta))} is not "
-                           f"{_fmt_pct(params.design_effect)} above the margin: LLR {llr:.2f} ≤ log β "
+                           f"{_fmt_pct(params.design_effect)} above the margin: LLR {_fmt_llr(llr)} ≤ log β "
                            f"= {thresholds[0]:.2f}")
         return build(Verdict.REFUTE, theta, variance, llr, n_pairs)
 
@@ -465,7 +476,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
                             budget_remaining, cost_hints)
     missing = [t.task_id for t in summaries if not t.log_ratios]
     if not plan or (missing and not all(any(p[0] == m for p in plan) for m in missing)):
-        reasons.append(f"evidence budget spent after {n_pairs} pairs: LLR {llr:.2f} between "
+        reasons.append(f"evidence budget spent after {n_pairs} pairs: LLR {_fmt_llr(llr)} between "
                        f"{thresholds[0]:.2f} and {thresholds[1]:.2f}")
         return build(Verdict.INCONCLUSIVE, theta, variance, llr, n_pairs)
     if missing:
@@ -474,7 +485,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
         needed = math.ceil(max(2.0, params.min_pairs_per_task * len(summaries)))
         why = f"{n_pairs} pairs so far, a verdict needs at least {needed}"
     else:
-        why = (f"LLR {llr:.2f} between {thresholds[0]:.2f} and {thresholds[1]:.2f}; pairs where they "
+        why = (f"LLR {_fmt_llr(llr)} between {thresholds[0]:.2f} and {thresholds[1]:.2f}; pairs where they "
                f"reduce variance most per token")
     detail = ", ".join(f"{t}×{n}" for t, n in plan)
     reasons.append(f"need more: {why}: {detail} (~{cost:,.0f} tokens)")
