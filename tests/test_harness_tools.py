@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,26 @@ def test_list_dir_output_is_capped(box: Toolbox) -> None:
         (crowd / f"f{i:04d}.txt").write_text("x")
     lines = ok(box, "list_dir", path="crowd").splitlines()
     assert len(lines) == MAX_GLOB_RESULTS + 1 and lines[-1].startswith(f"… ({MAX_GLOB_RESULTS + 50} entries")
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_process_left_in_a_session_of_its_own_is_killed_when_the_command_ends(tmp_path: Path) -> None:
+    from warden.bench.agents.tools import run_process
+
+    escape = ("python -c \"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(60)'], start_new_session=True, stdout=subprocess.DEVNULL, "
+              "stderr=subprocess.DEVNULL); print(p.pid)\"")
+    result = run_process(escape, tmp_path, timeout_s=20, env=sandbox_env(), shell=True)
+    pid = int(result.output.split()[-1])
+    stat_file = Path(f"/proc/{pid}/stat")
+
+    def dead() -> bool:  # gone, or a zombie waiting for its new parent to reap it
+        try:
+            return stat_file.read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+        except OSError:
+            return True
+
+    deadline = time.monotonic() + 5  # SIGKILL was sent; dying takes a moment
+    while not dead() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dead()

@@ -17,6 +17,7 @@ in the copy (its tests) runs with the user's privileges, as it would for a real 
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
 import os
 import re
@@ -212,18 +213,21 @@ def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict[str, str],
                 shell: bool = False, stderr_apart: bool = False) -> CommandResult:
     """Run a subprocess in its own process group; on timeout the whole group is killed, and when
-    it exits, what it left running in its group is killed too. ``stderr_apart`` keeps stdout
+    it exits, what it left running in its group is killed too — and on Linux what it left outside
+    the group that still carries its environment mark (:func:`kill_marked`). ``stderr_apart`` keeps stdout
     whole (a program's machine-readable answer; past :data:`MAX_OUTPUT_BYTES` its head and tail)
     and its stderr apart, capped."""
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, shell=shell, stdin=subprocess.DEVNULL,
+    marker = f"{process_tag()}-{next(_RUN_MARKS)}"
+    proc = subprocess.Popen(argv, cwd=cwd, env={**env, RUN_MARK_VAR: marker}, shell=shell, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
                             start_new_session=True)
     try:
-        out, err, timed_out = _read_until_exit(proc, started + max(timeout_s, 0.01))
+        out, err, timed_out = _read_until_exit(proc, started + max(timeout_s, 0.01), marker)
     finally:
         _kill_group(proc, quiet=True)
         proc.wait()
+        kill_marked(marker)
     text = out.value().decode("utf-8", errors="replace")
     errors = cap_text(err.value().decode("utf-8", errors="replace")) if stderr_apart else ""
     return CommandResult(None if timed_out else proc.returncode, text if stderr_apart else cap_text(text),
@@ -262,7 +266,36 @@ class _KeptOutput:
         return bytes(self.head) + f"\n… [{cut} bytes cut] …\n".encode() + tail
 
 
-def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[_KeptOutput, _KeptOutput, bool]:
+def kill_marked(marker: str) -> int:
+    """Kill every process (of this user, Linux ``/proc``) whose environment carries ``marker``:
+    what a command left running outside its process group (a new session, a daemon) inherits
+    the mark. A process that replaced its environment is not found. Returns how many were hit."""
+    needle = f"\0{RUN_MARK_VAR}={marker}\0".encode()
+    killed = 0
+    for _ in range(5):  # again: one may have forked while the last pass read /proc
+        hit = 0
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return killed  # no /proc (macOS): nothing to find
+        for entry in entries:
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle in b"\0" + fh.read() + b"\0":
+                        os.kill(int(entry), signal.SIGKILL)
+                        hit += 1
+            except OSError:  # gone, or not ours to read
+                continue
+        if not hit:
+            break
+        killed += hit
+    return killed
+
+
+def _read_until_exit(proc: subprocess.Popen, deadline: float,
+                     marker: str = "") -> tuple[_KeptOutput, _KeptOutput, bool]:
     """``proc``'s stdout and stderr, read until it has exited (or the deadline killed its group)
     and its pipes are closed — but no longer than :data:`_DRAIN_S` after that: a process it
     started in a session of its own may hold a pipe open for good, and waiting for EOF would turn
@@ -280,9 +313,13 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[_KeptOutp
                 if drain_until is None:
                     if proc.poll() is not None:
                         _kill_group(proc, quiet=True)  # what it left in its group stops writing
+                        if marker:
+                            kill_marked(marker)  # ... and what it left outside it
                         drain_until = now + _DRAIN_S
                     elif now >= deadline:
                         _kill_group(proc)
+                        if marker:
+                            kill_marked(marker)
                         timed_out = True
                         drain_until = now + _DRAIN_S
                 elif now >= drain_until:
@@ -310,6 +347,10 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float) -> tuple[_KeptOutp
 
 _DRAIN_S = 2.0  # after the process exits or is killed, how long its pipes may stay open
 _POLL_S = 0.05  # how often the process is checked for exit while its pipes are quiet
+# Set in every command's environment, unique per command: what it leaves running outside its
+# process group (a new session escapes killpg) is found by it and killed when the command ends.
+RUN_MARK_VAR = "WARDEN_RUN_MARK"
+_RUN_MARKS = itertools.count(1)
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # of one pipe, kept in memory (its head and tail past that)
 GREP_TIMEOUT_S = 20.0
 
