@@ -522,3 +522,22 @@ def test_stored_times_are_shown_by_iso_utc_everywhere() -> None:
         assert receipt_dict(receipt)["created_at"] == "2026-03-04T05:06:07.890000Z"
         assert evidence_summary(receipt)["decided_at"] == "2026-03-04T05:06:07Z"
     assert rule_dict(Rule(id=2, agent="backend", body=GOOD, created_at=naive))["decided_at"] is None
+
+
+def test_share_writes_where_a_bare_verify_looks(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Run in a team's checkout, `share` then `verify-ledger` check the same ledgers/: share wrote
+    into warden's own checkout, and the verify after it checked nothing."""
+    from warden.cli.app import main
+
+    _settings, store = _home(tmp_path, "team-b", monkeypatch)
+    _seed_rules(store)
+    repo = tmp_path / "team-b-repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.delenv("WARDEN_REPO", raising=False)
+    monkeypatch.delenv("WARDEN_LEDGERS_DIR", raising=False)
+    monkeypatch.chdir(repo)
+    assert main(["share", "--agent", "backend"]) == 0
+    assert (repo / "ledgers" / "backend.json").is_file()
+    capsys.readouterr()
+    assert main(["verify-ledger"]) == 0
+    assert "ok   " in capsys.readouterr().out

@@ -18,12 +18,13 @@ def register(app: typer.Typer) -> None:
 
 
 def share_command(agent: str = typer.Option(..., "--agent", help="The agent whose rules to share."),
-                  out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json in the repo."),
+                  out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
-    from warden.ledger.service import share
+    from warden.ledger.service import ledgers_dir_here, share
 
     s = settings()
+    out = out if out is not None else ledgers_dir_here(s) / f"{agent}.json"  # where a bare verify-ledger looks
     with store(s).session() as session:
         path, count = share(session, s, agent, out)
     if as_json:
@@ -32,36 +33,18 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
         console.print(f"wrote {count} rule(s) to {safe(path)}")
 
 
-def _default_ledgers_dir() -> Path:
-    """Where a bare `verify-ledger` looks: the ledgers directory configured for warden
-    (WARDEN_LEDGERS_DIR, ledgers_dir in warden.toml, WARDEN_REPO), else ``ledgers/`` of the git
-    repository the current directory is in (the one under review: a pull request that removes
-    its last ledger leaves no directory, and that passes), else warden's checkout's."""
-    import os
-
-    from warden.config import repo_root
-
-    configured = settings().ledgers_dir
-    if os.environ.get("WARDEN_REPO") or configured != repo_root() / "ledgers":
-        return configured
-    here = Path.cwd()
-    for directory in (here, *here.parents):
-        if (directory / ".git").exists():
-            return directory / "ledgers"
-    return configured
-
-
 def verify_command(paths: Optional[list[Path]] = typer.Argument(
                        None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's "
                                 "checkout's); any other file under ledgers/ but a README.md fails."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
+    from warden.ledger.service import ledgers_dir_here
     from warden.ledger.verify import gate_files, verify_path
 
     files = list(paths or [])
     results: dict[str, list[str]] = {}
     if not files:
-        root = _default_ledgers_dir()
+        root = ledgers_dir_here(settings())
         files, strays = gate_files(root)
         for stray in strays:
             results.setdefault(stray.file, []).append(str(stray))

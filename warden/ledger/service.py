@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Collection
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from warden import __version__
-from warden.config import Settings
+from warden.config import Settings, repo_root
 from warden.distill.admission import ADMISSION_BUSY, ADMISSION_LOCK, validate_scope
 from warden.distill.rule_text import RuleTextError, find_near_duplicate, validate_rule_body
 from warden.errors import UsageError
@@ -34,6 +35,23 @@ from warden.store.models import Receipt, Rule, iso_utc
 
 SHARED_STATES = ("active", "protected")
 MAX_EVIDENCE = 20
+
+
+
+def ledgers_dir_here(settings: Settings) -> Path:
+    """Where `share` writes and a bare `verify-ledger` looks, the same place for both: the
+    ledgers directory configured for warden (WARDEN_LEDGERS_DIR, ledgers_dir in warden.toml,
+    WARDEN_REPO), else ``ledgers/`` of the git repository the current directory is in (the one
+    under review: a pull request that removes its last ledger leaves no directory, and that
+    passes), else warden's checkout's."""
+    configured = settings.ledgers_dir
+    if os.environ.get("WARDEN_REPO") or configured != repo_root() / "ledgers":
+        return configured
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory / "ledgers"
+    return configured
 
 
 def evidence_summary(receipt: Receipt) -> dict[str, Any]:
