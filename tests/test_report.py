@@ -394,3 +394,16 @@ def test_status_says_once_which_backend_spent_the_bench_tokens(warden_home: Path
     assert main(["status"]) == 0
     line = " ".join(capsys.readouterr().out.split())
     assert "bench this week 170,000 spent on the anthropic and sim backends (sim: warden's simulated agent" in line
+
+
+def test_status_tells_an_agent_without_a_golden_suite_from_one_not_benched_yet(warden_home: Path, capsys) -> None:
+    from warden.cli.app import main
+
+    with open_store(load_settings()).session() as s:
+        for agent in ("Explore", "sql"):  # a subagent type with no suite; an agent whose suite waits
+            s.add(SessionRun(run_key=f"{agent}:main", session_id=agent, agent=agent, models=["claude-sonnet-4-5"],
+                             weighted_tokens=1000.0, started_at=utcnow(), ended_at=utcnow()))
+    assert main(["status"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Explore: cost/session by ruleset" in out and "no golden suite" in out.split("Explore:")[1].split("sql:")[0]
+    assert "golden suite not benched yet" in out.split("sql:")[1]
