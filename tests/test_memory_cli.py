@@ -45,7 +45,7 @@ def test_memory_compile_show_and_drift(warden_home: Path, capsys) -> None:
 def test_memory_compile_refuses_an_unknown_agent(warden_home: Path, capsys) -> None:
     assert main(["memory", "compile", "--agent", "backedn"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("warden: unknown agent 'backedn': no golden suite, rules or sessions "
+    assert err == ("warden: unknown agent 'backedn': no golden suite, Claude Code agent file, rules or sessions "
                    "(known: backend, docs, sql, testing)")
     assert not memory_path(load_settings(), "backedn").parent.exists()
 
@@ -139,3 +139,16 @@ def test_agents_known_from_sessions_or_an_installed_memory_are_not_refused(warde
     capsys.readouterr()
     assert main(["memory", "show", "--agent", "reviewer"]) == 0
     assert "# hand-written" in capsys.readouterr().out
+
+
+def test_rules_add_refuses_an_agent_warden_never_heard_of(warden_home: Path, capsys) -> None:
+    """A typo in --agent started an agent of its own, listed in status, cost and every 'known:'."""
+    assert main(["rules", "add", "--agent", "bakcend", BODY]) == 2
+    assert "unknown agent 'bakcend'" in capsys.readouterr().err
+    assert main(["rules", "--agent", "bakcend"]) == 2
+    capsys.readouterr()
+    # an agent Claude Code defines (agents/<name>.md) is known before warden has seen its sessions
+    agents = load_settings().claude_home / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text("---\nname: reviewer\n---\nReviews diffs.\n")
+    assert main(["rules", "add", "--agent", "reviewer", "--protected", BODY]) == 0

@@ -188,7 +188,10 @@ def rules_add(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a rule by hand: a candidate to be measured, or --protected."""
+    from warden.select.selector import require_rule_agent
+
     with store().session() as session:
+        require_rule_agent(session, settings(), agent)  # a typo must not start an agent of its own
         row = rules_admin.add_rule(session, agent, body, protected=protected, scope=scope)
         hint = _recompile(session, agent) if protected else _candidate_hint(agent)
     _done(as_json, row, f"added rule {row['id']} for {safe(agent)} as {row['state']}, "

@@ -477,18 +477,20 @@ def require_agent(settings: Settings, agent: str) -> str:
 
 
 def require_rule_agent(session: Session, settings: Settings, agent: str) -> str:
-    """``agent`` if warden knows it (a golden suite, rules, or collected sessions), else a usage
-    error: a typo must neither list nothing as if all were well nor install a memory for an agent
-    warden never heard of."""
+    """``agent`` if warden knows it (a golden suite, a Claude Code agent definition, rules, or
+    collected sessions), else a usage error: a typo must neither list nothing as if all were well
+    nor install a memory for an agent warden never heard of."""
     from warden.names import validate_agent_name
     from warden.store.models import SessionRun
 
     validate_agent_name(agent)
-    if (agent in known_agents(settings) or session.scalar(select(Rule.id).where(Rule.agent == agent).limit(1))
+    if (agent in known_agents(settings) or (settings.claude_home / "agents" / f"{agent}.md").is_file()
+            or session.scalar(select(Rule.id).where(Rule.agent == agent).limit(1))
             or session.scalar(select(SessionRun.id).where(SessionRun.agent == agent).limit(1))):
         return agent
     with_rules = session.scalars(select(Rule.agent).distinct()).all()
     with_sessions = session.scalars(select(SessionRun.agent).distinct()).all()
     known = sorted(set(known_agents(settings)) | set(with_rules) | set(with_sessions))
     shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "")
-    raise UsageError(f"unknown agent {agent!r}: no golden suite, rules or sessions (known: {shown or 'none'})")
+    raise UsageError(f"unknown agent {agent!r}: no golden suite, Claude Code agent file, rules or sessions "
+                     f"(known: {shown or 'none'})")
