@@ -407,3 +407,25 @@ def test_status_tells_an_agent_without_a_golden_suite_from_one_not_benched_yet(w
     out = " ".join(capsys.readouterr().out.split())
     assert "Explore: cost/session by ruleset" in out and "no golden suite" in out.split("Explore:")[1].split("sql:")[0]
     assert "golden suite not benched yet" in out.split("sql:")[1]
+
+
+def test_golden_suite_now_is_the_median_of_runs_with_todays_rules(warden_home: Path) -> None:
+    """'now' was the latest run that carried a ruleset version: after a keep, the reference runs
+    of the new active set carried none, so a stale pre-rule run (a derailed one, at that) stood
+    for today's cost."""
+    from warden.report.figures import golden_suite
+
+    store = open_store(load_settings())
+    ids = _populate(store)  # the active rule; one run of the empty set, ruleset v1, 90,000
+    with store.session() as s:
+        for weighted in (60_000.0, 70_000.0, 200_000.0):  # today's rule set, one run derailed
+            s.add(BenchRun(agent="backend", task_id="backend-01", config_key=str(ids["good"]), backend="sim",
+                           model="sim-naive-1", seed=1, suite_hash="a" * 64, fixture_hash="b" * 64,
+                           outcome="completed", completed=True, weighted_tokens=weighted))
+        s.add(BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-naive-1",
+                       seed=2, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
+                       weighted_tokens=150_000.0, ruleset_version=1))  # a later run without the rule
+    with store.session() as s:
+        suite = golden_suite(s, "backend")
+    assert suite["now_total"] == 70_000.0 and suite["tasks"][0]["now_runs"] == 3
+    assert suite["change"] == pytest.approx(-0.3)

@@ -12,6 +12,7 @@ import math
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from statistics import median
 from typing import Any
 
 from sqlalchemy import func, select
@@ -55,17 +56,30 @@ def learning_curve(session: Session, agent: str) -> list[dict[str, Any]]:
 
 
 def golden_suite(session: Session, agent: str) -> dict[str, Any]:
-    """Golden-suite cost now (latest completed run per task) vs the frozen first runs."""
+    """Golden-suite cost now vs the frozen first runs. A task's "now" is the median of its completed
+    runs with the rules in memory today (one run, or the latest run of an earlier ruleset, was
+    whatever noise or a derailment made it); before any such run, the latest run of a compiled
+    ruleset; before that, its first run."""
+    from warden.bench.scheduler import config_key
+    from warden.select.compile import IN_MEMORY_STATES
+
+    in_memory = config_key(session.scalars(select(Rule.id).where(Rule.agent == agent,
+                                                                 Rule.state.in_(IN_MEMORY_STATES))))
     baselines = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
     tasks = []
     for b in baselines:
-        latest = session.scalars(select(BenchRun).where(
-            BenchRun.agent == agent, BenchRun.task_id == b.task_id, BenchRun.backend == b.backend,
-            BenchRun.model == b.model, BenchRun.outcome == "completed",
-            BenchRun.ruleset_version.is_not(None)).order_by(BenchRun.id.desc()).limit(1)).first()
-        now = float(latest.weighted_tokens) if latest else None
+        same_task = (BenchRun.agent == agent, BenchRun.task_id == b.task_id, BenchRun.backend == b.backend,
+                     BenchRun.model == b.model, BenchRun.outcome == "completed")
+        current = [float(w) for w in session.scalars(select(BenchRun.weighted_tokens).where(
+            *same_task, BenchRun.config_key == in_memory))]
+        if current:
+            now: float | None = float(median(current))
+        else:
+            latest = session.scalars(select(BenchRun).where(*same_task, BenchRun.ruleset_version.is_not(None))
+                                     .order_by(BenchRun.id.desc()).limit(1)).first()
+            now = float(latest.weighted_tokens) if latest else None
         tasks.append({"task_id": b.task_id, "backend": b.backend, "model": b.model, "run1": b.run1_weighted,
-                      "best": b.best_weighted, "now": now})
+                      "best": b.best_weighted, "now": now, "now_runs": len(current)})
     run1 = sum(t["run1"] for t in tasks)
     now = sum(t["now"] if t["now"] is not None else t["run1"] for t in tasks)
     return {"tasks": sorted(tasks, key=lambda t: t["task_id"]), "run1_total": run1, "now_total": now,
