@@ -3,6 +3,7 @@ migrations — on SQLite always, and on PostgreSQL when WARDEN_TEST_DATABASE_URL
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -299,3 +300,12 @@ def test_the_copy_is_named_after_the_revision_it_holds(tmp_path, monkeypatch) ->
     db.upgrade(engine)  # the other command
     assert db.backup_before_upgrade(engine) is None and not list(tmp_path.glob("w.db.at-*"))
     engine.dispose()
+
+
+@pytest.mark.skipif(not os.environ.get("WARDEN_TEST_DATABASE_URL"), reason="needs WARDEN_TEST_DATABASE_URL")
+def test_a_search_path_schema_not_created_yet_says_to_create_it(warden_home) -> None:
+    """The README's schema URL on a database without that schema: PostgreSQL says only 'no schema
+    has been selected to create in'."""
+    url = os.environ["WARDEN_TEST_DATABASE_URL"] + "?options=-csearch_path%3Dwarden_never_created"
+    with pytest.raises(db.StoreError, match="create it first, e.g. CREATE SCHEMA"):
+        db.open_store(load_settings(database_url=url))

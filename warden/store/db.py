@@ -183,6 +183,8 @@ def database_error(url: str, exc: BaseException) -> "StoreError":
         for piece in sorted({password, *password.split("@")}, key=len, reverse=True):
             if len(piece) >= 4:
                 reason = reason.replace(piece, "***")
+    if "no schema has been selected to create in" in reason:  # search_path names a schema not made yet
+        reason += " (the search_path schema does not exist: create it first, e.g. CREATE SCHEMA warden)"
     return StoreError(f"cannot open database {redact_url(url)}: {reason}")
 
 
