@@ -405,3 +405,11 @@ def test_lone_surrogates_are_shown_escaped_never_written_raw() -> None:
     escaped = escape_unsafe_in_json(json.dumps({"path": name}, ensure_ascii=False))
     escaped.encode("utf-8")  # no lone surrogate left to fail the encoder
     assert json.loads(escaped) == {"path": name}
+
+
+def test_a_backend_or_distiller_typo_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    """WARDEN_BACKEND=foo passed loading and failed later without naming the setting."""
+    for key, value in (("WARDEN_BACKEND", "claude_code"), ("WARDEN_DISTILLER", "llm")):
+        with pytest.raises(ConfigError, match=f"setting {key[7:].lower()}={value!r}: choose one of"):
+            load_settings({"WARDEN_HOME": str(tmp_path), key: value})
+    assert load_settings({"WARDEN_HOME": str(tmp_path), "WARDEN_BACKEND": "claude-code"}).backend == "claude-code"

@@ -103,6 +103,10 @@ _FLOAT_KEYS = {"keep_margin_k", "alpha", "beta", "design_effect", "reference_fre
 _INT_KEYS = {"evidence_budget_tokens", "concurrency", "max_turns", "max_output_tokens",
              "max_total_tokens", "checkpoint_keep", "distill_max_runs"}
 _STR_KEYS = {"backend", "model", "distiller", "distill_model"}
+BACKEND_NAMES = ("sim", "anthropic", "claude-code")
+DISTILLER_NAMES = ("heuristic", "anthropic")
+# settings with a fixed set of values: a typo is refused where it is read, naming the setting
+_CHOICES = {"backend": BACKEND_NAMES, "distiller": DISTILLER_NAMES}
 _PATH_KEYS = {"claude_home", "memory_dir", "golden_dir", "fixture_dir", "ledgers_dir"}
 
 
@@ -166,6 +170,8 @@ def _coerce(key: str, value: Any) -> Any:
         if key in _STR_KEYS or key == "database_url":
             if not isinstance(value, str):
                 raise ConfigError(f"setting {key} must be a string, got {str(value)[:40]!r}")
+            if key in _CHOICES and value not in _CHOICES[key]:
+                raise ConfigError(f"setting {key}={value[:40]!r}: choose one of {', '.join(_CHOICES[key])}")
             return value
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a valid value") from None

@@ -21,7 +21,7 @@ import anthropic
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from warden.config import Settings
+from warden.config import DISTILLER_NAMES, Settings
 from warden.distill import heuristic
 from warden.distill.admission import ADMISSION_BUSY, ADMISSION_LOCK, Refusal, admit, screen_body
 from warden.distill.detectors import Finding, detect_waste
@@ -38,7 +38,7 @@ from warden.store.models import Rule, SessionRun, utcnow
 
 log = logging.getLogger("warden.distill")
 
-DISTILLERS = ("heuristic", "anthropic")
+DISTILLERS = DISTILLER_NAMES
 LIVE_STATES = ("candidate", "active", "probation", "protected")
 PROVENANCE_TRACE_STEPS = 60  # steps of the trace digest kept with each rule
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from warden.bench.results import AgentBackend
-from warden.config import Settings
+from warden.config import BACKEND_NAMES, Settings
 from warden.errors import UsageError
 
 BackendFactory = Callable[..., AgentBackend]
@@ -41,7 +41,6 @@ _FACTORIES: dict[str, BackendFactory] = {
     "anthropic": _anthropic,
     "claude-code": _claude_code,
 }
-BACKEND_NAMES = ("sim", "anthropic", "claude-code")
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
