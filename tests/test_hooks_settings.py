@@ -220,3 +220,15 @@ def test_a_new_settings_json_is_the_owners_alone(tmp_path: Path) -> None:
     claude = tmp_path / "claude"
     install_hooks(claude, command=CMD)
     assert os.stat(claude / "settings.json").st_mode & 0o777 == 0o600
+
+
+def test_install_hooks_refuses_a_claude_config_dir_that_does_not_exist(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A typo in CLAUDE_CONFIG_DIR created that directory and a settings.json Claude Code never reads."""
+    from warden.cli.app import main
+
+    monkeypatch.setenv("WARDEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cluade"))
+    assert main(["install-hooks"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "cluade").exists()
+    (tmp_path / "cluade").mkdir()
+    assert main(["install-hooks"]) == 0 and (tmp_path / "cluade" / "settings.json").is_file()

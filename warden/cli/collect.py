@@ -131,7 +131,9 @@ def _hook(event: str) -> None:
 
 def install_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON.")) -> None:
     """Add warden's Stop/SubagentStop/SessionStart hooks to $CLAUDE_CONFIG_DIR/settings.json."""
-    result = install_hooks(settings().claude_home)
+    home = settings().claude_home
+    collector.require_claude_home(home, "or run Claude Code once (it creates the directory)")
+    result = install_hooks(home)
     _report_hooks(result, as_json)
 
 

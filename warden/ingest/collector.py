@@ -808,14 +808,20 @@ def default_jobs() -> int:
     return max(1, min(4, cpus))
 
 
+def require_claude_home(home: Path, alternative: str) -> None:
+    """A :class:`UsageError` unless ``home`` (the Claude Code config dir) is a directory: a typo in
+    CLAUDE_CONFIG_DIR must not collect nothing, night after night, or install hooks nobody runs."""
+    if not home.is_dir():
+        raise UsageError(f"Claude Code config directory {home} {'is not a directory' if home.exists() else 'does not exist'}:"
+                         f" set CLAUDE_CONFIG_DIR (or claude_home in warden.toml) to it, {alternative}")
+
+
 def default_paths(settings: Settings) -> list[Path]:
     """The Claude Code config dir's ``projects/``; none while Claude Code has kept no session.
     A config dir that is not there is a :class:`UsageError`: a typo in CLAUDE_CONFIG_DIR must not
     collect nothing, night after night, without a word."""
     home = settings.claude_home
-    if not home.is_dir():
-        raise UsageError(f"Claude Code config directory {home} {'is not a directory' if home.exists() else 'does not exist'}:"
-                         " set CLAUDE_CONFIG_DIR (or claude_home in warden.toml) to it, or name the paths to collect")
+    require_claude_home(home, "or name the paths to collect")
     projects = home / "projects"
     if projects.exists() and not projects.is_dir():
         raise UsageError(f"{projects} is not a directory: Claude Code keeps its transcripts in a projects/ directory")
