@@ -90,7 +90,7 @@ def _render_reports(reports: list, dry_run: bool) -> None:  # noqa: ANN001 - ser
     for report in reports:
         head = f"run {report.run_id}" if report.run_id is not None else safe(report.source_path)
         cost = f", {report.weighted_tokens:,.0f} weighted tokens" if report.weighted_tokens else ""
-        console.print(f"[bold]{head}[/bold] {safe(report.agent or '')} — {report.tool_calls} tool calls{cost}")
+        console.print(f"[bold]{head}[/bold] {safe(report.agent or '')} — {counted(report.tool_calls, 'tool call')}{cost}")
         if report.error:
             console.print(f"  error: {safe(report.error)}")
         for finding in report.findings:
