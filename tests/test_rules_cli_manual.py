@@ -15,6 +15,16 @@ from warden.store.models import Rule
 BODY = "Grep for the symbol or text you need before opening any file."
 
 
+@pytest.fixture(autouse=True)
+def _claude_code_agents() -> None:
+    """coder and nobody are Claude Code agents (an agent file each) with no golden suite: warden
+    knows them, and refuses rules for a name it knows nothing of (a typo)."""
+    agents = load_settings().claude_home / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    for name in ("coder", "nobody"):
+        (agents / f"{name}.md").write_text(f"---\nname: {name}\n---\nA test agent.\n")
+
+
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
     capsys.readouterr()
     assert main([*argv, "--json"]) == 0
