@@ -26,6 +26,7 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from warden.continuity.capture import CheckpointData, project_of, same_project
 from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
@@ -33,29 +34,131 @@ from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
 MARKER_WORD = "warden-recovered-data"
 DEFAULT_MAX_CHARS = 4000
 
-# a role label at the start of a line, behind any quote, emphasis, bullet or list number
-_ROLE_LINE = re.compile(r"(?im)^(?P<lead>(?:[\s>*_`#\-+\"'\[(|~•·◦‣⁃▪▫■□●○–—]|\d+[.)])*)"
-                        r"(?P<role>system|assistant|user|human|tool|developer)"
-                        r"(?P<tail>\s*(?:\*\*|__|`)?\s*)[:：]")
+# Look-alikes NFKC keeps apart, folded for the screens below only (the text shown is unchanged):
+# Latin small capitals, Cherokee capitals drawn like Latin ones (and their lowercase forms), a few
+# Cyrillic letters LATIN_LOOKALIKES lacks, colon look-alikes, and brackets drawn like "<"/">".
+_SMALL_CAPS = dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnopqrstuvwyz"))
+_CHEROKEE = dict(zip("ᎪᏴᏟᎠᎬᏀᎻᎥᏂᏦᏞᎷᏢᎡᏚᎢᏙᏉᏔᏃ", "ABCDEGHiJKLMPRSTVVWZ"))
+_EXTRA_FOLDS: dict[str, str] = {
+    **_SMALL_CAPS, **_CHEROKEE, **{k.lower(): v for k, v in _CHEROKEE.items()},
+    "ү": "y", "ɡ": "g", "ı": "i", "ȷ": "j", "ɑ": "a", "ɩ": "i", "ο": "o",
+    **dict.fromkeys("꞉˸׃∶ː⁚։፡᛬", ":"),
+    **dict.fromkeys("«‹〈⟨〈❮⧼", "<"), **dict.fromkeys("»›〉⟩〉❯⧽", ">"),
+    "≪": "<<", "≫": ">>", "⋘": "<<<", "⋙": ">>>", "《": "<<", "》": ">>",
+}
+# ‹ and › are what a defanged marker is written with: they stay themselves, so defanging twice
+# leaves the first result alone.
+del _EXTRA_FOLDS["‹"], _EXTRA_FOLDS["›"]
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(char: str) -> str:
+    """``char`` as the plain letters or signs it imitates: compatibility forms decomposed,
+    combining marks dropped, dashes made '-', then the look-alike tables."""
+    if char.isascii():
+        return char
+    out = []
+    for part in unicodedata.normalize("NFKD", char):
+        if unicodedata.combining(part):
+            continue
+        if unicodedata.category(part) == "Pd":
+            part = "-"
+        out.append(_EXTRA_FOLDS.get(part, part.translate(LATIN_LOOKALIKES)))
+    return "".join(out)
+
+
+def fold_lookalikes(text: str) -> tuple[str, list[int]]:
+    """``text`` folded for screening (:func:`_fold_char`) and, for each folded character and one
+    past the end, the index of the original character it came from — so a match in the folded
+    copy names the span of the original to rewrite."""
+    if text.isascii():
+        return text, list(range(len(text) + 1))
+    folded: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        piece = _fold_char(char)
+        folded.append(piece)
+        origin.extend([index] * len(piece))
+    origin.append(len(text))
+    return "".join(folded), origin
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, dict[str, tuple[int, int]]]]:
+    """Matches of ``pattern`` in the folded ``text`` as spans of the original (and each group's)."""
+    folded, origin = fold_lookalikes(text)
+
+    def back(start: int, end: int) -> tuple[int, int]:
+        # a zero-width span stays zero-width; otherwise from the first to past the last origin
+        return (origin[start], origin[start]) if end <= start else (origin[start], origin[end - 1] + 1)
+
+    return [(*back(*m.span()), {g: back(*m.span(g)) for g in m.groupdict() if m.start(g) >= 0})
+            for m in pattern.finditer(folded)]
+
+
+# Everything on one line ([ \t], never \s): each line start is tried once, so the screen stays
+# linear in the text however many blank lines or spaces it holds.
+_LEAD = (r"(?:[ \t]|[^\w\s:<]|<(?:/?[a-z]{1,10}>)?|\d{1,9}[.)]|[a-z][.)](?=[ \t])|"
+         r"\[x\])*")
+# a role label at the start of a line, behind any quote, bracket, emphasis, tag, bullet or list
+# marker; H: and A: (the short transcript forms) only right at the start
+_ROLE_LINE = re.compile(
+    rf"(?im)^(?:(?P<lead>{_LEAD})(?P<role>system|assistant|user|human|tool|developer)"
+    r"(?P<tail>(?:[ \t]|[^\w\s:<]|</?[a-z]{1,10}>){0,12})"
+    r"|(?P<slead>[ \t]*)(?P<short>h|a)(?P<stail>[ \t]*)):")
+_MARKER_WORD_LIKE = r"warden[^\w\n]{0,5}recovered[^\w\n]{0,5}data"
+_TAG_NAMES = (r"data|system|instructions?|assistant|user|human|tool(?:_use|_result|_call)?|"
+              r"recovered[^\w\n]{0,5}data|checkpoint|function_calls|function_results?|invoke|parameter|"
+              r"antml(?::[\w\-]+)?|im_start|im_end|im_sep|tool_calls?|thinking|sys")
 _MARKER_LIKE = re.compile(
-    r"(?im)<{3,}[^\n]*?(?:>{3,}|$)|>{3,}|<{3,}|warden[\s\-_]*recovered[\s\-_]*data|"
-    r"</?\s*(?:data|system|instructions?|assistant|user|human|tool|recovered[\s\-_]*data|checkpoint)\b[^>\n]*>|"
-    r"\[/?\s*(?:data|system|inst|instructions)\s*\]|\b(?:begin|end)\s+(?:of\s+)?(?:the\s+)?(?:recovered\s+)?data\b")
+    r"(?i)<{3,}[^\n]*?(?:>{3,}|$)|>{3,}|<{3,}|<<[ \t]*/?[ \t]*sys[ \t]*>>|" + _MARKER_WORD_LIKE + "|"
+    r"<\|[^|\n]{0,64}\|>|"  # chat-template tokens: <|im_start|>, <|eot_id|>
+    rf"</?[ \t]*(?:[\w\-]+:)?(?:{_TAG_NAMES})\b[^>\n]*>?|"
+    r"\[/?[ \t]*(?:data|system|sys|inst|instructions)[ \t]*\]|"
+    r"\b(?:begin|end)[ \t]+(?:of[ \t]+)?(?:the[ \t]+)?(?:recovered[ \t]+)?data\b", re.M)
+_INDENT = re.compile(r"[ \t]*")
+_MARKER_WORD_RE = re.compile(f"(?i){_MARKER_WORD_LIKE}")
 
 
-def _defang_marker(match: re.Match[str]) -> str:
-    text = match.group(0).replace("<", "‹").replace(">", "›")
-    text = re.sub(r"(?i)warden[\s\-_]*recovered[\s\-_]*data", "warden·recovered·data", text)
-    return f"\n[defanged marker: {text}]\n"
+def _defanged_marker(text: str) -> str:
+    """A marker look-alike made visibly inert: its brackets ‹›, its marker word dotted."""
+    out = []
+    for char in text:
+        fold = _fold_char(char)
+        out.append(fold.replace("<", "‹").replace(">", "›") if "<" in fold or ">" in fold else char)
+    text = "".join(out)
+    for start, end, _ in reversed(_spans(_MARKER_WORD_RE, text)):
+        text = f"{text[:start]}warden·recovered·data{text[end:]}"
+    return f"[defanged marker: {text}]"
+
+
+def _defang_markers(text: str) -> str:
+    """Each marker look-alike on a line of its own. The marker and the text after it keep their
+    line's indentation: text after a marker cannot start a line at column 0, where warden's own
+    headings ("Last state:") are."""
+    out: list[str] = []
+    done = line_start = 0
+    indent = ""
+    for start, end, _ in _spans(_MARKER_LIKE, text):
+        newline = text.rfind("\n", done, start)  # only what the last match left unread: linear
+        if newline >= 0 or not done:
+            line_start = newline + 1
+            indent = _INDENT.match(text, line_start).group()  # type: ignore[union-attr]  # always matches
+        out.append(f"{text[done:start]}\n{indent}{_defanged_marker(text[start:end])}\n{indent}")
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _defang_roles(text: str) -> str:
     out: list[str] = []
     done = 0
-    for match in _ROLE_LINE.finditer(text.translate(LATIN_LOOKALIKES)):
-        lead, role, tail = (text[match.start(g):match.end(g)] for g in ("lead", "role", "tail"))
-        out.append(f"{text[done:match.start()]}{lead}[defanged role] {role}{tail}∶")
-        done = match.end()
+    for start, end, groups in _spans(_ROLE_LINE, text):
+        if "role" in groups:
+            lead, role, tail = (text[slice(*groups[g])] for g in ("lead", "role", "tail"))
+        else:
+            lead, role, tail = (text[slice(*groups[g])] for g in ("slead", "short", "stail"))
+        out.append(f"{text[done:start]}{lead}[defanged role] {role}{tail}∶")
+        done = end
     out.append(text[done:])
     return "".join(out)
 
@@ -64,9 +167,10 @@ def defang(text: str) -> str:
     """Untrusted text made inert inside a fence (controls, marker lookalikes, role lines)."""
     # NFKC: full-width and other compatibility look-alikes (ＳＹＳＴＥＭ:) match as what they imitate
     clean = unicodedata.normalize("NFKC", strip_controls(text))
-    clean = _MARKER_LIKE.sub(_defang_marker, clean)
+    clean = _defang_markers(clean)
     clean = _defang_roles(clean)
-    return re.sub(r"\n{2,}", "\n", clean).strip("\n")
+    # no blank (or whitespace-only) lines: a marker at a line's end leaves one
+    return re.sub(r"\n[ \t]*(?=\n|\Z)", "", clean).strip("\n")
 
 
 def _matches_project(item_project: str | None, current: str) -> bool:
