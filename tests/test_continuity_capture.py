@@ -519,3 +519,16 @@ def test_checkpoints_an_older_warden_forgot_without_a_tombstone_stay_forgotten_w
         with store.session() as s:
             after = sorted(s.scalars(select(Checkpoint.trigger)))
         assert not set(after) & set(forgotten) and bool(after) == (then == "a new band")  # only what is new
+
+
+def test_redaction_stays_linear_on_large_adversarial_input() -> None:
+    import time
+
+    assert redact_secrets("mysql -u root -pS3cret db") == "mysql -u root -p[REDACTED] db"
+    assert redact_secrets("docker login -u me -p pw") == "docker login -u me -p [REDACTED]"
+    assert redact_secrets("mysql x | grep -pfoo") == "mysql x | grep -pfoo"
+    for text in ["mysql " * 40_000, "docker login " * 20_000, "mysql " * 40_000 + "| -p x", "a-" * 100_000 + "token=",
+                 "password" * 25_000 + "=x", "-" + "password" * 25_000, "a-" * 100_000 + "://"]:
+        began = time.perf_counter()
+        redact_secrets(text)
+        assert time.perf_counter() - began < 15, text[:20]  # quadratic takes minutes

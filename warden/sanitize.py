@@ -181,14 +181,43 @@ def holds_key(text: str) -> bool:
     return any(shape.search(text) for shape in _KEY_SHAPES)
 
 
+class _CommandFlag:
+    """A password a client takes as a flag (``mysql -pSECRET``, ``docker login -p SECRET``): the
+    flag's value after the command in the same command line (no newline, ``|``, ``;`` or ``&``
+    between). One left-to-right scan: a lazy ``command[^|;&]*?-p`` regex, retried from every
+    command word, was quadratic ("mysql " * 20000 took minutes). ``sub`` as a pattern's."""
+
+    def __init__(self, command: str, flag: str, value: str) -> None:
+        self._scan = re.compile(rf"(?P<command>{command})|(?P<pre>{flag})(?P<val>{value})|[\n|;&]")
+
+    def sub(self, repl: str, text: str) -> str:
+        armed = False  # a command word seen since the last command separator
+
+        def one(match: re.Match[str]) -> str:
+            nonlocal armed
+            if match.group("command"):
+                armed = True
+            elif match.group("val") is not None and armed:
+                armed = False
+                return match.group("pre") + repl
+            elif match.group("val") is None:
+                armed = False
+            return match.group(0)
+
+        return self._scan.sub(one, text)
+
+
 # Order matters: whole private-key blocks first, then structured credentials, then key=value.
+# Linear time on any input: a pattern starts once per word (a look-behind, not \b, which holds
+# inside "a-a-a-…"), and "a word holding a secret's name" is a look-ahead then a possessive run
+# (not [\w-]*name[\w-]*, which rescans the word's rest from every name inside it).
 # The structured ones name a secret by its form or its place (a URL's password, a header): they
 # hold in any text, an API's error message included.
-_STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+_STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
      "[REDACTED PRIVATE KEY]"),
     # scheme://user:password@host → keep user and host (redis://:password@host has no user)
-    (re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@'\"]*:)(?P<pw>[^\s@/'\"]+)(?=@)"), r"\g<pre>" + REDACTED),
+    (re.compile(r"(?P<pre>(?<![a-zA-Z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@'\"]*:)(?P<pw>[^\s@/'\"]+)(?=@)"), r"\g<pre>" + REDACTED),
     # webhook URLs are credentials themselves
     (re.compile(r"(?P<pre>\bhooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_\-]+"), r"\g<pre>" + REDACTED),
     (re.compile(r"(?P<pre>\bdiscord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_\-]+"), r"\g<pre>" + REDACTED),
@@ -198,14 +227,13 @@ _STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
     *((shape, REDACTED) for shape in _KEY_SHAPES),
 ]
-_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
     *_STRUCTURED_SECRET_PATTERNS,
     # passwords given to clients on their command line: mysql -pSECRET, sshpass -p SECRET,
     # curl -u user:SECRET (--user too)
-    (re.compile(r"(?P<pre>\b(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]*?\s-p)(?P<val>[^\s\"']{3,})"),
-     r"\g<pre>" + REDACTED),
+    (_CommandFlag(r"\b(?:mysql|mariadb|mysqldump|mysqladmin)\b", r"\s-p", r"[^\s\"']{3,}"), REDACTED),
     (re.compile(r"(?P<pre>\bsshpass\s+-p\s*)(?P<val>\S+)"), r"\g<pre>" + REDACTED),
-    (re.compile(r"(?P<pre>\bdocker\s+login\b[^\n|;&]*?\s-p\s*)(?P<val>[^\s\"']+)"), r"\g<pre>" + REDACTED),
+    (_CommandFlag(r"\bdocker\s+login\b", r"\s-p\s*", r"[^\s\"']+"), REDACTED),
     (re.compile(r"(?P<pre>(?:\s-u|\s--user)[ =]?[\"']?[^\s:\"']+:)(?P<val>[^\s\"'@]+)"), r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)\b(?P<pre>(?:password|passphrase)\s+is\s+)(?P<val>\S{4,})"), r"\g<pre>" + REDACTED),
     # "the db password hunter2x": the next word, when it has a digit or symbol (not "password reset")
@@ -213,16 +241,16 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
      r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)(?P<pre>(?<![A-Za-z])pass\s*[:=]\s*[\"']?)(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
     # --password VALUE: a command-line flag naming a secret, its value the next word
-    (re.compile(r"(?i)(?P<pre>(?<![\w\-])--?[\w\-]*(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|"
-                r"private[_\-]?key|account[_\-]?key|client[_\-]?secret)[\w\-]*[ \t]+[\"']?)(?P<val>[^\s\"'-][^\s\"']{3,})"),
+    (re.compile(r"(?i)(?P<pre>(?<![\w\-])--?(?=[\w\-]*?(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|"
+                r"private[_\-]?key|account[_\-]?key|client[_\-]?secret))[\w\-]*+[ \t]+[\"']?)(?P<val>[^\s\"'-][^\s\"']{3,})"),
      r"\g<pre>" + REDACTED),
     # "key": "a quoted value, spaces and all" for names that hold secrets
-    (re.compile(r"(?i)(?P<pre>\b[\w\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|"
-                r"access[_\-]?key|private[_\-]?key|account[_\-]?key|client[_\-]?secret)[\w\-]*[\"']?\s*[:=]\s*(?P<q>[\"']))"
+    (re.compile(r"(?i)(?P<pre>(?<![\w\-])(?=[\w\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|"
+                r"access[_\-]?key|private[_\-]?key|account[_\-]?key|client[_\-]?secret))[\w\-]*+[\"']?\s*[:=]\s*(?P<q>[\"']))"
                 r"(?P<val>[^\"'\n]{4,200})(?P=q)"), r"\g<pre>" + REDACTED + r"\g<q>"),
     # key = value / key: value / "key": "value" for names that hold secrets
-    (re.compile(r"(?i)(?P<pre>\b[\w\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
-                r"private[_\-]?key|account[_\-]?key|sharedaccesskey|client[_\-]?secret|auth)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"
+    (re.compile(r"(?i)(?P<pre>(?<![\w\-])(?=[\w\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
+                r"private[_\-]?key|account[_\-]?key|sharedaccesskey|client[_\-]?secret|auth))[\w\-]*+[\"']?\s*[:=]\s*[\"']?)"
                 r"(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
 ]
 
@@ -236,8 +264,8 @@ _MAY_HOLD_SECRET = re.compile(
     r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
     # a name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such
     # as "tokenizer.js" or "api/" is not one
-    r"(?:pass|pwd|secret|token|api|access|key|auth|private|account)[\w\-]*[\"']?\s*[:=]|"
-    r"(?<![\w\-])--?[\w\-]*(?:pass|secret|token|api|access|private|account)[\w\-]*[ \t]")
+    r"(?<![\w\-])(?=[\w\-]*?(?:pass|pwd|secret|token|api|access|key|auth|private|account))[\w\-]*+[\"']?\s*[:=]|"
+    r"(?<![\w\-])--?(?=[\w\-]*?(?:pass|secret|token|api|access|private|account))[\w\-]*+[ \t]")
 
 
 def redact_secrets(text: str) -> str:
