@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from continuity_fixtures import RunBuilder, edit, read
 from warden.config import load_settings
+from warden.errors import WardenError
 from warden.continuity.capture import record_checkpoints
 from warden.continuity.memory_section import SECTION_TITLE, build_section, memory_section_for_agent
 from warden.continuity.service import forget, prune, session_start_pointer
@@ -348,9 +349,13 @@ def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_bein
     elsewhere.write_text(path.read_text())
     path.unlink()
     path.symlink_to(elsewhere)
+    folder = path.parent / "checkpoints"
+    assert (folder / f"cp-{gone}.md").exists()
     code, out, err = run_cli(capsys, "checkpoints", "forget", str(gone))
     assert code == 1 and out.startswith("forgot 1 ")
     assert "main's MEMORY.md could not be rewritten" in err and "warden memory compile --agent main" in err
+    # the forgotten checkpoint's text is off the disk even though the compile failed
+    assert not (folder / f"cp-{gone}.md").exists()
     with store.session() as s:
         assert s.get(Checkpoint, gone) is None
     code, out, err = run_cli(capsys, "checkpoints", "prune", "--older-than", "0")
@@ -420,3 +425,32 @@ def test_the_pointer_finds_the_project_behind_thousands_of_newer_checkpoints_of_
     assert "warden checkpoints show" in (session_start_hook_line("/w/app", "sess-new", load_settings()) or "")
     with store.session() as s:
         assert "(40 h ago)" in (session_start_pointer(s, "/w/app/src", "sess-new") or "")
+
+
+def test_a_detail_file_that_is_a_symlink_does_not_keep_a_forgotten_ones_text_on_disk(store, capsys) -> None:
+    _record(store, "sess-1", "Stream the exporter")
+    _record(store, "sess-2", "Add retries to the uploader")
+    settings = load_settings()
+    with store.session() as s:
+        section = memory_section_for_agent(s, "main")
+        compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
+        gone = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-1"))
+        kept = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-2"))
+    folder = memory_path(settings, "main").parent / "checkpoints"
+    victim = folder.parent.parent / "victim.md"
+    victim.write_text("someone else's")
+    (folder / f"cp-{kept}.md").unlink()
+    (folder / f"cp-{kept}.md").symlink_to(victim)
+    code, out, err = run_cli(capsys, "checkpoints", "forget", str(gone))
+    assert code == 1 and "could not be rewritten" in err
+    assert not (folder / f"cp-{gone}.md").exists() and victim.read_text() == "someone else's"
+
+
+def test_a_stale_detail_file_that_cannot_be_deleted_is_named(store, tmp_path: Path, monkeypatch) -> None:
+    from warden.continuity.memory_section import remove_stale_detail_files
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "cp-9.md").write_text("secret text")
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(WardenError, match=r"still on disk: .*cp-9\.md \(Permission denied\)"):
+        remove_stale_detail_files(tmp_path, [])

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
+from warden.errors import WardenError
 from warden.sanitize import strip_controls
 from warden.store.models import Checkpoint, SessionRun, utcnow
 
@@ -95,12 +96,18 @@ def remove_stale_detail_files(memory_dir: Path, keep: Iterable[str]) -> list[Pat
     if folder.is_symlink() or not folder.is_dir():
         return []
     wanted = {PurePosixPath(rel).name for rel in keep}
-    removed = []
+    removed: list[Path] = []
+    left: list[str] = []
     for entry in folder.iterdir():
         if _DETAIL_NAME.fullmatch(entry.name) and entry.name not in wanted and entry.is_file() \
                 and not entry.is_symlink():
-            entry.unlink(missing_ok=True)
-            removed.append(entry)
+            try:
+                entry.unlink(missing_ok=True)
+                removed.append(entry)
+            except OSError as exc:
+                left.append(f"{entry} ({exc.strerror or exc})")
+    if left:
+        raise WardenError("could not delete stale checkpoint detail file(s), still on disk: " + ", ".join(left))
     return removed
 
 

@@ -140,6 +140,9 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     ``keeping``: see :func:`measured_backends`.
     """
     path = memory_path(settings, agent)
+    # First, and at once (not at commit): a forgotten checkpoint's text must not linger on disk
+    # even when this compile then fails (MEMORY.md or a detail file a symlink).
+    remove_stale_detail_files(path.parent, (extra_files or {}).keys())
     rules = memory_rules(session, agent)
     previous = latest_version(session, agent)
     version = (previous.version if previous else 0)
@@ -191,8 +194,6 @@ def compile_memory(session: Session, settings: Settings, agent: str,
             tmp.unlink(missing_ok=True)
         raise
     _install_on_commit(session, staged)
-    # At once, not at commit: a forgotten checkpoint's text must not linger even if this compile fails.
-    remove_stale_detail_files(path.parent, (extra_files or {}).keys())
     before = set(previous.rule_ids) if previous else set()
     return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
