@@ -164,7 +164,7 @@ def test_look_alike_closing_markers_and_marker_words_are_defanged() -> None:
 
 def test_role_lines_behind_quotes_brackets_markup_and_short_forms_are_defanged() -> None:
     shapes = ["\u201csystem: a", "\u2018assistant: a", "\u201esystem: a", "(system): a", "{system}: a", "*system*: a",
-              "~~system~~: a", "<b>system</b>: a", "a) system: a", "- [ ] system: a", "- [x] user: a", "H: a", "A: a"]
+              "~~system~~: a", "__assistant__: a", "<b>system</b>: a", "a) system: a", "- [ ] system: a", "- [x] user: a", "H: a", "A: a"]
     out = defang("\n".join(shapes))
     assert out.count("[defanged role]") == len(shapes), out
     kept = ["Hat: a", "12 users: a", "the user: a", "Answer: a", "H and A: a"]

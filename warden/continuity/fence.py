@@ -97,13 +97,13 @@ def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, dict[str
 
 # Everything on one line ([ \t], never \s): each line start is tried once, so the screen stays
 # linear in the text however many blank lines or spaces it holds.
-_LEAD = (r"(?:[ \t]|[^\w\s:<]|<(?:/?[a-z]{1,10}>)?|\d{1,9}[.)]|[a-z][.)](?=[ \t])|"
+_LEAD = (r"(?:[ \t_]|[^\w\s:<]|<(?:/?[a-z]{1,10}>)?|\d{1,9}[.)]|[a-z][.)](?=[ \t])|"
          r"\[x\])*")
 # a role label at the start of a line, behind any quote, bracket, emphasis, tag, bullet or list
 # marker; H: and A: (the short transcript forms) only right at the start
 _ROLE_LINE = re.compile(
     rf"(?im)^(?:(?P<lead>{_LEAD})(?P<role>system|assistant|user|human|tool|developer)"
-    r"(?P<tail>(?:[ \t]|[^\w\s:<]|</?[a-z]{1,10}>){0,12})"
+    r"(?P<tail>(?:[ \t_]|[^\w\s:<]|</?[a-z]{1,10}>){0,12})"
     r"|(?P<slead>[ \t]*)(?P<short>h|a)(?P<stail>[ \t]*)):")
 _MARKER_WORD_LIKE = r"warden[^\w\n]{0,5}recovered[^\w\n]{0,5}data"
 _TAG_NAMES = (r"data|system|instructions?|assistant|user|human|tool(?:_use|_result|_call)?|"
