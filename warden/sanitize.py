@@ -85,15 +85,17 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# Cyrillic, Greek and Armenian letters drawn like Latin ones, and Latin small capitals and IPA
-# letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı), which NFKC keeps apart: a screen for words ("system:", "ssh")
+# Cyrillic, Greek and Armenian letters drawn like Latin ones, Latin small capitals and IPA
+# letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı) and Cherokee capitals drawn like Latin ones (Ꮪystem), which NFKC keeps apart: a screen for words ("system:", "ssh")
 # reads them as the Latin letter they imitate. One character for one, so positions in the
 # translated copy line up with the original.
 LATIN_LOOKALIKES = str.maketrans(
     "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ"
-    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢɑɡıȷɩ",
+    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢɑɡıȷɩү"
+    "ᎪᏴᏟᎠᎬᏀᎻᎥᏂᏦᏞᎷᏢᎡᏚᎢᏙᏉᏔᏃꭺᏼꮯꭰꭼꮐꮋꭵꮒꮶꮮꮇꮲꭱꮪꭲꮩꮙꮤꮓ",
     "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu"
-    "abcdefghijklmnopqrstuvwyzagiji")
+    "abcdefghijklmnopqrstuvwyzagijiy"
+    "ABCDEGHiJKLMPRSTVVWZABCDEGHiJKLMPRSTVVWZ")
 
 
 def count_text(value: object) -> str:

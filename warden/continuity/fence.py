@@ -34,14 +34,9 @@ from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
 MARKER_WORD = "warden-recovered-data"
 DEFAULT_MAX_CHARS = 4000
 
-# Look-alikes NFKC keeps apart, folded for the screens below only (the text shown is unchanged):
-# Latin small capitals, Cherokee capitals drawn like Latin ones (and their lowercase forms), a few
-# Cyrillic letters LATIN_LOOKALIKES lacks, colon look-alikes, and brackets drawn like "<"/">".
-_SMALL_CAPS = dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnopqrstuvwyz"))
-_CHEROKEE = dict(zip("ᎪᏴᏟᎠᎬᏀᎻᎥᏂᏦᏞᎷᏢᎡᏚᎢᏙᏉᏔᏃ", "ABCDEGHiJKLMPRSTVVWZ"))
+# Signs NFKC keeps apart, folded for the screens below only (the text shown is unchanged; letters
+# are sanitize.LATIN_LOOKALIKES'): colon look-alikes, and brackets drawn like "<"/">".
 _EXTRA_FOLDS: dict[str, str] = {
-    **_SMALL_CAPS, **_CHEROKEE, **{k.lower(): v for k, v in _CHEROKEE.items()},
-    "ү": "y", "ɡ": "g", "ı": "i", "ȷ": "j", "ɑ": "a", "ɩ": "i", "ο": "o",
     **dict.fromkeys("꞉˸׃∶ː⁚։፡᛬", ":"),
     **dict.fromkeys("«‹〈⟨〈❮⧼", "<"), **dict.fromkeys("»›〉⟩〉❯⧽", ">"),
     "≪": "<<", "≫": ">>", "⋘": "<<<", "⋙": ">>>", "《": "<<", "》": ">>",
