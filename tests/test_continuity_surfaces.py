@@ -333,17 +333,23 @@ def test_a_forgotten_checkpoint_leaves_no_detail_file_after_the_next_compile(sto
     assert f"cp-{gone}.md" not in {p.name for p in folder.iterdir()}
 
 
-def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_being_forgotten(store, capsys) -> None:
-    """Forgetting is a privacy action: a MEMORY.md that cannot be rewritten (a symlink into a
-    dotfiles repo, a read-only directory) does not roll it back. The checkpoint is gone from the
-    store and from recall; the command says which file still needs attention and exits 1."""
+def _two_checkpoints_in_memory(store) -> tuple:  # noqa: ANN001
+    """Two sessions' checkpoints compiled into main's MEMORY.md: (settings, sess-1's id, sess-2's id)."""
     _record(store, "sess-1", "Stream the exporter")
     _record(store, "sess-2", "Add retries to the uploader")
     settings = load_settings()
     with store.session() as s:
         section = memory_section_for_agent(s, "main")
         compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
-        gone = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-1"))
+        ids = [s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == sid)) for sid in ("sess-1", "sess-2")]
+    return settings, ids[0], ids[1]
+
+
+def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_being_forgotten(store, capsys) -> None:
+    """Forgetting is a privacy action: a MEMORY.md that cannot be rewritten (a symlink into a
+    dotfiles repo, a read-only directory) does not roll it back. The checkpoint is gone from the
+    store and from recall; the command says which file still needs attention and exits 1."""
+    settings, gone, _kept = _two_checkpoints_in_memory(store)
     path = memory_path(settings, "main")
     elsewhere = path.parent.parent / "dotfiles-MEMORY.md"
     elsewhere.write_text(path.read_text())
@@ -428,14 +434,7 @@ def test_the_pointer_finds_the_project_behind_thousands_of_newer_checkpoints_of_
 
 
 def test_a_detail_file_that_is_a_symlink_does_not_keep_a_forgotten_ones_text_on_disk(store, capsys) -> None:
-    _record(store, "sess-1", "Stream the exporter")
-    _record(store, "sess-2", "Add retries to the uploader")
-    settings = load_settings()
-    with store.session() as s:
-        section = memory_section_for_agent(s, "main")
-        compile_memory(s, settings, "main", extra_sections=[section.text], extra_files=section.files)
-        gone = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-1"))
-        kept = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-2"))
+    settings, gone, kept = _two_checkpoints_in_memory(store)
     folder = memory_path(settings, "main").parent / "checkpoints"
     victim = folder.parent.parent / "victim.md"
     victim.write_text("someone else's")
