@@ -453,3 +453,20 @@ def test_a_stale_detail_file_that_cannot_be_deleted_is_named(store, tmp_path: Pa
     monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
     with pytest.raises(WardenError, match=r"still on disk: .*cp-9\.md \(Permission denied\)"):
         remove_stale_detail_files(tmp_path, [])
+
+
+def test_a_session_is_named_by_its_id_or_the_start_of_it_and_a_typo_is_an_error(store, capsys) -> None:
+    """`forget --session typo` said 'forgot 0 checkpoint(s)' with exit 0 and stored a tombstone;
+    the cut id `list` shows ('7acd37a8-27…') matched nothing."""
+    _record(store, "7acd37a8-2700-4a00-8000-000000000001", "Port the exporter")
+    _record(store, "7acd37a8-2711-4a00-8000-000000000002", "Port the importer")
+    code, out, _ = run_cli(capsys, "checkpoints", "list", "--session", "7acd37a8-270…", "--json")
+    assert code == 0 and [r["session_id"] for r in json.loads(out)] == ["7acd37a8-2700-4a00-8000-000000000001"]
+    code, _, err = run_cli(capsys, "checkpoints", "forget", "--session", "7acd37a8-27")
+    assert code == 2 and "several sessions" in err
+    code, _, err = run_cli(capsys, "checkpoints", "forget", "--session", "typo-session")
+    assert code == 2 and "no checkpoint or collected run" in err
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(Checkpoint)) == 2
+    code, out, _ = run_cli(capsys, "checkpoints", "forget", "--session", "7acd37a8-2711")
+    assert code == 0 and out.startswith("forgot 1 ")

@@ -86,13 +86,15 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
 
 
 @checkpoints_app.command("list")
-def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="Only this session."),
+def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="Only this session (its id, or the start of it)."),
              project: Optional[str] = typer.Option(None, "--project", help="Only this project (cwd)."),
              limit: int = typer.Option(50, "--limit", min=1, max=MAX_ROWS, help="At most this many, newest first."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Stored checkpoints, newest first."""
     s = settings()
     with store(s).session() as db:
+        if session_id is not None:  # a cut id as this listing shows it names its session
+            session_id = service.resolve_session_id(db, session_id)
         rows = [service.checkpoint_summary(r) for r in service.list_checkpoints(db, session_id=session_id,
                                                                                  project=project, limit=limit + 1)]
     rows = keep_limit(rows, limit, "checkpoint")
@@ -128,7 +130,7 @@ def show_cmd(checkpoint_id: int = typer.Argument(..., min=1, max=MAX_ID,
 
 @checkpoints_app.command("forget")
 def forget_cmd(checkpoint_ids: list[int] = typer.Argument(None, min=1, max=MAX_ID, help="Checkpoint ids to delete."),
-               session_id: Optional[str] = typer.Option(None, "--session", help="Delete every checkpoint of a session."),
+               session_id: Optional[str] = typer.Option(None, "--session", help="Delete every checkpoint of a session (its id, or the start of it)."),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """Delete checkpoints by id, or all of one session."""
     s = settings()

@@ -159,6 +159,28 @@ def _remember_forgotten(session: Session, run_key: str, triggers: str | set[str]
     row.state = with_forgotten(row.state, triggers)
 
 
+def resolve_session_id(session: Session, given: str) -> str:
+    """The session ``given`` names: its full id, or a prefix of exactly one known session's id
+    (``checkpoints list`` shows ids cut to 12 characters, "…" included). A name that matches no
+    checkpoint and no collected run is a usage error, never a silent "0 forgotten"."""
+    from warden.store.models import SessionRun
+
+    text = given.strip().rstrip("…")
+    if not text:
+        raise UsageError("--session is empty: give a session id (`warden checkpoints list` shows them)")
+    matches: set[str] = set()
+    for column in (Checkpoint.session_id, SessionRun.session_id):
+        if session.scalar(select(column).where(column == text).limit(1)) is not None:
+            return text
+        matches |= set(session.scalars(select(column).where(column.startswith(text, autoescape=True))
+                                       .distinct().limit(2)))
+    if len(matches) == 1:
+        return matches.pop()
+    if matches:
+        raise UsageError(f"--session {given!r} is the start of several sessions' ids: give more of it")
+    raise UsageError(f"--session {given!r}: no checkpoint or collected run of such a session")
+
+
 def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session_id: str | None = None) -> int:
     """Delete checkpoints by id or every checkpoint of a session (including any it captures
     later); returns how many went."""
@@ -180,6 +202,7 @@ def forget(session: Session, *, checkpoint_ids: list[int] | None = None, session
         for run_key, triggers in by_run.items():
             _remember_forgotten(session, run_key, triggers)
     if session_id:
+        session_id = resolve_session_id(session, session_id)
         ids += list(session.scalars(select(Checkpoint.id).where(Checkpoint.session_id == session_id)))
         run_keys = set(session.scalars(select(Checkpoint.run_key).where(Checkpoint.session_id == session_id)))
         run_keys |= set(session.scalars(select(SessionRun.run_key).where(SessionRun.session_id == session_id)))
