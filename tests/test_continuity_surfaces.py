@@ -470,3 +470,19 @@ def test_a_session_is_named_by_its_id_or_the_start_of_it_and_a_typo_is_an_error(
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == 2
     code, out, _ = run_cli(capsys, "checkpoints", "forget", "--session", "7acd37a8-2711")
     assert code == 0 and out.startswith("forgot 1 ")
+
+
+def test_cwd_is_taken_as_the_directory_it_names(store, capsys, monkeypatch) -> None:
+    """'/w/app/../other' was scoped to app (its text starts with '/w/app/'), '~/app' to no project."""
+    monkeypatch.setenv("HOME", "/w")
+    b = RunBuilder(session_id="sess-a", cwd="/w/app", start=utcnow() - timedelta(hours=2)).prompt("Port the exporter")
+    b.turn(60_000, "I'll use the streaming writer.", [edit("/w/app/export.py"), edit("/w/other/client.py")])
+    with store.session() as s:
+        record_checkpoints(s, None, b.build())
+        cid = str(s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-a")))
+    code, out, _ = run_cli(capsys, "checkpoints", "show", cid, "--cwd", "/w/app/../other")
+    assert code == 0 and "/w/other/client.py" in out and "/w/app/export.py" not in out
+    code, out, _ = run_cli(capsys, "checkpoints", "show", cid, "--cwd", "~/app/")
+    assert code == 0 and "/w/app/export.py" in out and "/w/other/client.py" not in out
+    code, _, err = run_cli(capsys, "recover", "--prompt", "exporter", "--cwd", " ")
+    assert code == 2 and "--cwd is empty" in err

@@ -6,6 +6,7 @@ or through :func:`safe` (listings); JSON output has controls stripped as well.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Optional
 
@@ -67,6 +68,16 @@ def _write_block(text: str) -> None:
     sys.stdout.write(strip_controls(text) + "\n")
 
 
+def _project_dir(cwd: Optional[str]) -> Optional[str]:
+    """``--cwd`` as the absolute, normalised directory checkpoints record: '~/shop', 'shop/..',
+    'app/' and '/w/shop/../billing' scoped to the wrong project or to none."""
+    if cwd is None:
+        return None
+    if not cwd.strip():
+        raise UsageError("--cwd is empty: give the project directory (e.g. --cwd \"$PWD\")")
+    return os.path.abspath(os.path.expanduser(cwd))
+
+
 def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's prompt."),
             cwd: Optional[str] = typer.Option(None, "--cwd", help="Current project; other projects' items are dropped."),
             session_id: Optional[str] = typer.Option(None, "--session-id", help="Current session (never recovered)."),
@@ -74,7 +85,7 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
     """Recover the one earlier checkpoint relevant to a new prompt (--prompt), fenced as data."""
     s = settings()
     with store(s).session() as db:
-        outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=cwd)
+        outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=_project_dir(cwd))
     if as_json:
         print_json(_clean(outcome.as_json()))
     elif outcome.block is not None:
@@ -117,6 +128,7 @@ def show_cmd(checkpoint_id: int = typer.Argument(..., min=1, max=MAX_ID,
              cwd: Optional[str] = typer.Option(None, "--cwd", help="Scope to this project."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """One checkpoint, fenced as data."""
+    cwd = _project_dir(cwd)
     s = settings()
     with store(s).session() as db:
         data = CheckpointData.from_row(service.get_checkpoint(db, checkpoint_id))
