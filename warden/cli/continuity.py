@@ -71,10 +71,8 @@ def _write_block(text: str) -> None:
 def _project_dir(cwd: Optional[str]) -> Optional[str]:
     """``--cwd`` as the absolute, normalised directory checkpoints record: '~/shop', 'shop/..',
     'app/' and '/w/shop/../billing' scoped to the wrong project or to none."""
-    if cwd is None:
+    if cwd is None or not cwd.strip():  # "$PWD" a just-started session may not have: no project given
         return None
-    if not cwd.strip():
-        raise UsageError("--cwd is empty: give the project directory (e.g. --cwd \"$PWD\")")
     return os.path.abspath(os.path.expanduser(cwd))
 
 
