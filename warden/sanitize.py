@@ -86,9 +86,9 @@ def one_line(text: str, limit: int) -> str:
 
 
 # Cyrillic, Greek and Armenian letters drawn like Latin ones, Latin small capitals and IPA
-# letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı) and Cherokee capitals drawn like Latin ones (Ꮪystem), which NFKC keeps apart: a screen for words ("system:", "ssh")
-# reads them as the Latin letter they imitate. One character for one, so positions in the
-# translated copy line up with the original.
+# letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı) and Cherokee capitals (Ꮪystem), which NFKC keeps apart: a screen
+# for words ("system:", "ssh") reads them as the Latin letter they imitate. One character for
+# one, so positions in the translated copy line up with the original.
 LATIN_LOOKALIKES = str.maketrans(
     "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ"
     "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢɑɡıȷɩү"
