@@ -121,7 +121,10 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
 # (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.|\b(javascript|vbscript):|\bdata:[a-z]+/|\bfile:/", "a URL"),
-    (r"\]\s*\(", "a Markdown link"),  # [text](target) or ![image](target): MEMORY.md renders them
+    # [text](target) or ![image](target): MEMORY.md renders them; reference-style too — [text][1],
+    # [text][] — and the definition "[1]: target" that gives one (or a bare [text]) its target
+    # (an autolink <https://…> is HTML and a URL: the validator and the pattern above refuse it)
+    (r"\]\s*\(|(^|[^\w\]])!?\[[^\]]*\]\s?\[|(^|[^\w\]])\[[^\]]+\]:\s*\S", "a Markdown link"),
     (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
     (r"\b(curl|wget|netcat|nc|ncat|socat|telnet|scp|sftp|ssh|rsync|ftp|invoke-webrequest|invoke-restmethod|iwr|irm)\b",
      "a network command"),
@@ -167,7 +170,24 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bgit\s+(-\S+\s+)*push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
      "a command acting beyond the working tree"),
     (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(|\bpython[\d.]*\s+(-\w+\s+)*-c\b|"
-     r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b", "executing generated or encoded code"),
+     r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b|"
+     # a shell told to run a string, or a command built where it runs: command and process
+     # substitution, backquotes inside a quoted or assigned string, ANSI-C quoting, byte escapes
+     r"\b(ba|z|da|k|fi|c|tc)?sh\s+(-\w+\s+)*-\w*c\b|\$\(|[<>]\(|\$\{|[\"'=]`|\$'|"
+     r"\\(x[0-9a-f]{2}|[0-7]{3}|u[0-9a-f]{4}|U[0-9a-f]{8})", "executing generated or encoded code"),
+    # text to decode and then act on; a blob is never a habit ("aWdub3Jl…", "69676e6f…")
+    (r"\b(decode|decrypt|deobfuscate|unescape|rot13|base64)\b.{0,60}\b((follow|obey|execute|run|apply|do) "
+     r"(it|them|that|this|the result|its instructions|what it says)|do (as|what) it says)\b", "encoded instructions"),
+    # approving on the user's behalf what the permission prompts exist for
+    (r"\bauto[- ]?(approv|accept|allow|confirm)\w*|\bdangerously\W?skip|--dangerously|\bbypass\W?permissions?\b|"
+     r"\byolo\b|--permission-mode\b|--allowed-?tools\b|\ballowedtools\b|"
+     r"\b(approve|accept|allow|grant|confirm|permit|(say|answer) yes to)\s+(every|all|any|each)\b.{0,40}"
+     r"\b(permissions?|prompts?|requests?|tools?|tool calls?|commands?|actions?)\b|"
+     r"\balways\s+(allow|approve|accept|grant)\b.{0,30}\b(tools?|permissions?|commands?|prompts?|requests?|"
+     r"everything|all)\b|"
+     r"\b(skip|bypass|disable|turn off|suppress|override|circumvent)\s+(\w+\s+){0,2}(permissions?|approvals?|"
+     r"sandbox(ing)?)\b|\b(permissions?|approvals?)\s+(checks?|prompts?)\b.{0,20}\b(skip|off|disabled?|bypass)",
+     "a permission bypass"),
     # a package manager with only flags between it and its install verb ("go" only as go install/get:
     # "Go and add the import" is advice)
     (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+(-\S+\s+)*"
@@ -197,6 +217,33 @@ def screen_fold(text: str) -> str:
     return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn").translate(LATIN_LOOKALIKES)
 
 
+# A long run of base64 or hex: rules are short plain-English habits, and a blob is text the agent
+# cannot read until it decodes it. Base64 shows itself by its padding, or by digits among letters
+# of both cases; hex by digits among its letters. Words, CamelCase names, numbers and paths stay.
+_BLOB = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{16,}={0,2}(?![\w+/=])")
+_HEX_BLOB = re.compile(r"^(0x)?[0-9a-f]{16,}$", re.IGNORECASE)
+
+
+def _looks_encoded(run: str) -> bool:
+    if _HEX_BLOB.match(run):
+        return not run.isdigit() and any(ch.isdigit() for ch in run)
+    return run.endswith("=") or (any(ch.isdigit() for ch in run) and any(ch.isupper() for ch in run)
+                                 and any(ch.islower() for ch in run))
+
+
+def _encoded_blob(text: str) -> bool:
+    """Whether ``text`` holds a base64 or hex blob. A run with slashes is read segment by segment
+    (a path "src/App2/V2Views" is no blob) unless it is long enough to be one whole (32+)."""
+    for match in _BLOB.finditer(text):
+        run = match.group()
+        if "/" not in run or len(run) >= 32:
+            if _looks_encoded(run):
+                return True
+        elif any(len(part) >= 16 and _looks_encoded(part) for part in run.split("/")):
+            return True
+    return False
+
+
 def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     """Why a rule from an untrusted source (model reply, shared ledger) is refused, or None.
     The scope is screened with the body, as the agent reads them: "(when SCOPE) BODY". Look-alike
@@ -209,6 +256,8 @@ def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
     for pattern, what in _UNTRUSTED_PATTERNS:
         if any(re.search(pattern, form, re.IGNORECASE) for form in (text, folded, leet)):
             return f"mentions {what}: not something an efficiency rule needs {screened}"
+    if _encoded_blob(text) or _encoded_blob(folded):
+        return f"mentions an encoded blob (base64 or hex): not something an efficiency rule needs {screened}"
     if holds_key(text) or holds_key(folded):  # by its form: "max_tokens=1024" is no secret
         return f"holds a key or token, which every run of the agent would read {screened}"
     return None
