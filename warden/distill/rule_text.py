@@ -169,6 +169,16 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     # effects beyond the working tree: publishing commits, replacing git's hooks, a root container
     (r"\bgit\s+(-\S+\s+)*push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
      "a command acting beyond the working tree"),
+    # publishing, releasing and deploying: as far beyond the working tree as git push
+    (r"\b(make|just|rake|task|mage)\s+(-\S+\s+)*(deploy|release|publish|upload|ship|prod(uction)?)\w*\b|"
+     r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+(-\S+\s+)*(run\s+)?"
+     r"(publish|deploy|release|upload)\b|\btwine\s+upload\b|\bgem\s+push\b|\b(docker|podman)\s+(-\S+\s+)*push\b|"
+     r"\bkubectl\s+(-\S+\s+)*(apply|create|delete|replace|patch|scale|rollout|set|edit)\b|"
+     r"\bhelm\s+(install|upgrade|uninstall|rollback)\b|\b(terraform|tofu)\s+(-\S+\s+)*(apply|destroy|import)\b|"
+     r"\bpulumi\s+(up|destroy)\b|\bgh\s+(release\s+create|pr\s+merge)\b|"
+     r"\b(fly|flyctl|vercel|netlify|firebase|serverless|sls|heroku|wrangler|eb)\s+(\S+\s+)?(deploy|publish)\b|"
+     r"\bvercel\s+--prod\b|\bgcloud\b.{0,40}\bdeploy\b|\baws\s+s3\s+(cp|sync|mv|rm)\b",
+     "a deploy, release or publish command (acting beyond the working tree)"),
     (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(|\bpython[\d.]*\s+(-\w+\s+)*-c\b|"
      r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b|"
      # a shell told to run a string, or a command built where it runs: command and process
