@@ -435,6 +435,34 @@ def test_adopt_waits_for_no_one_while_candidates_are_being_admitted(shared: Path
     assert len(adopt(store, shared).imported) == 2
 
 
+def test_adopt_refuses_a_ledger_over_the_candidate_cap_whole(shared: Path, tmp_path, monkeypatch, capsys) -> None:
+    """Each candidate costs bench runs: one ledger adds at most adopt_max_candidates of them, and
+    one that would add more is refused in one line, with nothing of it written, dry run or not."""
+    from warden.cli.app import main
+    from warden.errors import UsageError
+
+    settings, store = _home(tmp_path, "team-flood", monkeypatch)
+    for dry_run in (True, False):
+        with pytest.raises(UsageError, match=r"ledger backend\.json would add 2 candidates for backend, over the "
+                                             r"limit of 1 per ledger \(adopt_max_candidates\); nothing was imported"):
+            adopt(store, shared, dry_run=dry_run, max_candidates=1)
+    with store.session() as s:
+        assert s.query(Rule).count() == 0
+    monkeypatch.setenv("WARDEN_ADOPT_MAX_CANDIDATES", "1")
+    assert main(["adopt", str(shared)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over the limit of 1 per ledger" in err[0]
+    with store.session() as s:
+        assert s.query(Rule).count() == 0
+        s.add(Rule(agent="backend", body=PROTECTED, state="evicted", evict_reason="refuted"))
+    # what is skipped (a near-duplicate of a local rule) does not count towards the cap
+    assert [i["body"] for i in adopt(store, shared, max_candidates=1).imported] == [GOOD]
+    assert load_settings().adopt_max_candidates == 1
+    monkeypatch.setenv("WARDEN_ADOPT_MAX_CANDIDATES", "501")
+    with pytest.raises(UsageError, match="adopt_max_candidates=501 is out of range"):
+        load_settings()
+
+
 def test_share_names_the_local_rule_it_cannot_share(tmp_path: Path, monkeypatch) -> None:
     """The refusal names the rule by its local id (the ledger's order is by body), and what to
     do about a protected rule, which no measurement can change."""

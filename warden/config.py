@@ -50,6 +50,8 @@ class Settings:
     distiller: str = "heuristic"
     distill_model: str = "claude-sonnet-4-6"  # 4-5 reaches end-of-life on 2026-11-30
     distill_max_runs: int = 200  # queued runs one nightly distills (the rest wait; a model call each)
+    # ledgers
+    adopt_max_candidates: int = 25  # new candidates one adopted ledger may add (each costs bench runs)
     # continuity
     recall_window_days: float = 7.0
     checkpoint_keep: int = 5000
@@ -101,7 +103,7 @@ def repo_root() -> Path:
 _FLOAT_KEYS = {"keep_margin_k", "alpha", "beta", "design_effect", "reference_freshness_days",
                "max_wall_s", "recall_window_days", "checkpoint_max_age_days"}
 _INT_KEYS = {"evidence_budget_tokens", "concurrency", "max_turns", "max_output_tokens",
-             "max_total_tokens", "checkpoint_keep", "distill_max_runs"}
+             "max_total_tokens", "checkpoint_keep", "distill_max_runs", "adopt_max_candidates"}
 _STR_KEYS = {"backend", "model", "distiller", "distill_model"}
 BACKEND_NAMES = ("sim", "anthropic", "claude-code")
 DISTILLER_NAMES = ("heuristic", "anthropic")
@@ -120,7 +122,7 @@ _RANGES: dict[str, tuple[str, float, float, str]] = {
     "checkpoint_max_age_days": ("[", 0, 36_500, "]"), "evidence_budget_tokens": ("[", 1, MAX_BUDGET_TOKENS, "]"),
     "concurrency": ("[", 1, 64, "]"), "max_turns": ("[", 1, 10_000, "]"), "max_output_tokens": ("[", 1, 10**7, "]"),
     "max_total_tokens": ("[", 1, 10**12, "]"), "checkpoint_keep": ("[", 0, 10**9, "]"),
-    "distill_max_runs": ("[", 1, 10**6, "]"),
+    "distill_max_runs": ("[", 1, 10**6, "]"), "adopt_max_candidates": ("[", 1, 500, "]"),  # a ledger's limit
 }
 
 

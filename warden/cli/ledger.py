@@ -78,7 +78,9 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
     from warden.ledger.service import adopt
     from warden.select.selector import known_agents
 
-    report = adopt(store(), path, agent=agent, dry_run=dry_run, suites=known_agents(settings()))
+    config = settings()
+    report = adopt(store(config), path, agent=agent, dry_run=dry_run, suites=known_agents(config),
+                   max_candidates=config.adopt_max_candidates)
     if as_json:
         print_json(report.to_json())
         return

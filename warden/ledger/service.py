@@ -142,27 +142,32 @@ class AdoptReport:
 
 
 def adopt(store: Store, path: Path, *, agent: str | None = None, dry_run: bool = False,
-          suites: Collection[str] | None = None) -> AdoptReport:
+          suites: Collection[str] | None = None,
+          max_candidates: int = Settings.adopt_max_candidates) -> AdoptReport:
     """Verify ``path``, then import its new rules as local candidates of ``agent``, committed
     under the admission lock (:class:`~warden.store.locks.LockBusy` while another process adds
     candidates); a dry run writes nothing and needs no lock. ``suites``: the agents with a golden
-    suite here; a target without one is refused (its candidates could never be measured)."""
+    suite here; a target without one is refused (its candidates could never be measured). A
+    ledger that would add more than ``max_candidates`` is refused whole, dry run or not: each
+    candidate costs bench runs, and which of them to take is not adopt's to choose."""
     doc = load_verified(path)
     with nullcontext() if dry_run else exclusive(store, ADMISSION_LOCK, ADMISSION_BUSY), store.session() as session:
-        report = _import_rules(session, doc, path, agent, dry_run, suites)
+        report = _import_rules(session, doc, path, agent, dry_run, suites, max_candidates)
         if dry_run:
             session.rollback()
     return report
 
 
 def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str | None, dry_run: bool,
-                  suites: Collection[str] | None) -> AdoptReport:
+                  suites: Collection[str] | None, max_candidates: int) -> AdoptReport:
     target = validate_agent_name(agent or doc["agent"])
     if suites is not None and target not in suites:
         raise UsageError(f"no golden suite for agent {target!r} here, so its candidates could never be measured "
                          f"(suites: {', '.join(sorted(suites)) or 'none'}); pick one with --agent")
     report = AdoptReport(str(path), target, dry_run)
     local = [(r.id, r.body) for r in session.scalars(select(Rule).where(Rule.agent == target)).all()]
+    # what the ledger would add, found before anything is written: a refused ledger adds nothing
+    new: list[tuple[dict[str, Any], str, str | None]] = []
     for entry in doc["rules"]:
         try:
             body = validate_rule_body(entry["body"])
@@ -175,6 +180,12 @@ def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str 
             report.skipped.append({"body": body, "scope": scope, "reason": f"near-duplicate of local rule {dup[0]} "
                                                                          f"(similarity {dup[1]:.2f})"})
             continue
+        new.append((entry, body, scope))
+        local.append((-1, body))  # a later rule of the ledger may nearly duplicate this one
+    if len(new) > max_candidates:
+        raise UsageError(f"ledger {path.name} would add {len(new)} candidates for {target}, over the limit of "
+                         f"{max_candidates} per ledger (adopt_max_candidates); nothing was imported")
+    for entry, body, scope in new:
         claimed = {"ledger": path.name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
                    "exported_by": doc["exported_by"], "state": entry["state"], "evidence": entry["evidence"]}
         item = {"body": body, "scope": scope, "claimed_state": entry["state"]}
@@ -186,8 +197,5 @@ def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str 
             session.add(rule)
             session.flush()
             item["rule_id"] = rule.id
-            local.append((rule.id, body))
-        else:
-            local.append((-1, body))
         report.imported.append(item)
     return report
