@@ -419,6 +419,22 @@ def test_lone_surrogates_are_shown_escaped_never_written_raw() -> None:
     assert json.loads(escaped) == {"path": name}
 
 
+@pytest.mark.parametrize("text", ["plain", "a\ud800b", "\ude00\ud83d", "ctl\x1b[31m", "bidi\u202e", "\U0001f600",
+                                  "x\x9b2J\xff".encode("latin-1").decode("ascii", "surrogateescape")])
+def test_holds_surrogate_is_what_utf8_cannot_encode(text: str) -> None:
+    """verify-ledger's "not text" check: exactly the strings UTF-8 refuses, one part of the unsafe
+    set (a control or bidi character is unsafe, and is text)."""
+    from warden.sanitize import first_unsafe_char, holds_surrogate
+
+    try:
+        text.encode("utf-8")
+        encodable = True
+    except UnicodeEncodeError:
+        encodable = False
+    assert holds_surrogate(text) is not encodable
+    assert not holds_surrogate(text) or first_unsafe_char(text) is not None
+
+
 def test_a_backend_or_distiller_typo_is_refused_naming_the_setting(tmp_path: Path) -> None:
     """WARDEN_BACKEND=foo passed loading and failed later without naming the setting."""
     for key, value in (("WARDEN_BACKEND", "claude_code"), ("WARDEN_DISTILLER", "llm")):

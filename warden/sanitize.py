@@ -18,8 +18,9 @@ from warden.strict_json import MAX_EXACT_INT
 # space that is no whitespace), and lone surrogates (a file name that is not UTF-8, as
 # os.fsdecode gives it; they cannot even be encoded): none of them may reach a screen or a memory
 # file. One regex: it runs on every transcript line the parser keeps.
+_SURROGATES = "\ud800-\udfff"
 _UNSAFE = re.compile(
-    "[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "[" + _SURROGATES + "\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
     "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u2800\u3164"
     "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
@@ -39,6 +40,16 @@ def escape_unsafe_in_json(text: str) -> str:
     escapes: the same data for a program, nothing that reorders or hides text on a terminal.
     (They can only occur inside JSON strings, where an escape means the same character.)"""
     return _UNSAFE.sub(lambda m: _json_escape(m.group()), text)
+
+
+_SURROGATE = re.compile(f"[{_SURROGATES}]")
+
+
+def holds_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate — one of :func:`first_unsafe_char`'s: an escaped
+    ``\\ud800`` in JSON, a file-name byte ``os.fsdecode`` could not decode. No UTF-8 holds one, so
+    such a string is no text, and no hash can be taken of it."""
+    return _SURROGATE.search(text) is not None
 
 
 def first_unsafe_char(text: str) -> str | None:

@@ -24,7 +24,7 @@ from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
-from warden.sanitize import first_undrawn_char, strip_controls
+from warden.sanitize import first_undrawn_char, holds_surrogate, strip_controls
 from warden.select.memory import MemoryRule, rule_rent
 from warden.strict_json import loads_strict
 
@@ -124,14 +124,6 @@ def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{where}/{index}")
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def verify_bytes(data: bytes, name: str) -> list[Problem]:
     """Every problem of one ledger file's bytes (empty list = it passes)."""
     problems: list[Problem] = []
@@ -146,7 +138,7 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
     except ValueError as exc:
         return [Problem(name, None, f"invalid JSON: {exc}")]
     # JSON may escape a lone surrogate ("\\ud800"): no text, and no hash can be taken of it
-    unencodable = next((where for where, value in _strings(doc) if not _encodable(value)), None)
+    unencodable = next((where for where, value in _strings(doc) if holds_surrogate(value)), None)
     if unencodable is not None:
         return [Problem(name, None, f"{unencodable}: holds a lone surrogate (an escaped \\ud800–\\udfff), "
                                     "which is not text")]
