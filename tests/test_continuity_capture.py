@@ -145,6 +145,19 @@ def test_projects_its_paths_touch() -> None:
     ("the db password hunter2hunter2 works", "hunter2hunter2"),
     ("docker login -u me -p s3cretpw registry.io", "s3cretpw"),
     ("key SG.abcdefghijklmnopqrstu.vwxyzABCDEFGHIJKLMNOP here", "vwxyzABCDEFG"),
+    ("the hook signs with whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw now", "MfKQ9r8GKYqr"),  # Stripe webhook
+    ("client secret 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", "1a2B3c4D5e6F"),  # Google OAuth client
+    ("token ya29.a0AfH6SMBx1y2z3w4v5u6t7s8r9q0p expired", "a0AfH6SMBx1y"),  # Google OAuth access
+    ("curl 'https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&sp=r&sig=Xy7%2BAbCdEfGh1234%3D&se=2026'",
+     "Xy7%2BAbCd"),  # Azure SAS
+    ("Passwort: Geheim2026", "Geheim2026"),
+    ("Kennwort = Geheim2026", "Geheim2026"),
+    ("DB_PASSWORT=Geheim2026", "Geheim2026"),
+    ("mot de passe : Secret2026", "Secret2026"),
+    ("contraseña: Secreto2026", "Secreto2026"),
+    ("senha=Segredo2026", "Segredo2026"),
+    ('{"senha": "Segredo 2026"}', "Segredo 2026"),
+    ("пароль: Parol2026", "Parol2026"),
 ])
 def test_secrets_are_redacted(secret: str, leak: str) -> None:
     out = redact_secrets(secret)
@@ -153,7 +166,8 @@ def test_secrets_are_redacted(secret: str, leak: str) -> None:
 
 def test_redaction_keeps_ordinary_text() -> None:
     for text in ("Fix the token counter in warden/tokens.py and rerun pytest",
-                 "Fix the password reset email flow", "open http://localhost:8080/path"):
+                 "Fix the password reset email flow", "open http://localhost:8080/path",
+                 "Das Passwort ist zu kurz", "la contraseña expiró", "design?sig=", "日本語のテキスト！（全角）"):
         assert redact_secrets(text) == text
 
 
@@ -163,6 +177,8 @@ def test_redaction_keeps_ordinary_text() -> None:
     "mysql -pSECRET1", "sshpass -p x", " -u me:pw12", "--token abcd1234", "AccountKey=abcd", "SG.abcdefghijklmnopqr.abcdefghijklmnopqr",
     "hooks.slack.com/services/T1/B2/x", "docker login -p pw", "pass: abcd", "api_key='abcd efgh'", "ls -la", "pytest -q",
     "grep foo", " ", "\n", "=", ":", "'", "\"", "é", "AUTH=abcd", "xoxb-1234567890ab", "npm_abcdefghijklmnopqrstuv",
+    "whsec_abcdefghijklmnopqrstuv", "GOCSPX-abcdefghijklmnopqr", "ya29.abcdefghijklmnopqrst", "?sig=ab%2Bcdefgh",
+    "&SIG=", "Passwort", "kennwort", "mot de passe", "Mot_De_Passe", "contraseña", "SENHA", "пароль", "密码", "wachtwoord",
 ]), max_size=8))
 @settings(max_examples=300, deadline=None)
 def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[str]) -> None:
@@ -528,7 +544,8 @@ def test_redaction_stays_linear_on_large_adversarial_input() -> None:
     assert redact_secrets("docker login -u me -p pw") == "docker login -u me -p [REDACTED]"
     assert redact_secrets("mysql x | grep -pfoo") == "mysql x | grep -pfoo"
     for text in ["mysql " * 40_000, "docker login " * 20_000, "mysql " * 40_000 + "| -p x", "a-" * 100_000 + "token=",
-                 "password" * 25_000 + "=x", "-" + "password" * 25_000, "a-" * 100_000 + "://"]:
+                 "password" * 25_000 + "=x", "-" + "password" * 25_000, "a-" * 100_000 + "://",
+                 "&sig=" * 50_000, "mot de passe " * 20_000 + ": x", "kennwort-" * 25_000 + "=x", "密码" * 100_000 + ":"]:
         began = time.perf_counter()
         redact_secrets(text)
         assert time.perf_counter() - began < 15, text[:20]  # quadratic takes minutes

@@ -186,6 +186,9 @@ _KEY_SHAPES: list[re.Pattern[str]] = [
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
     re.compile(r"\b(?:npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_\-]{20,})"),
     re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
+    re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]{16,}"),  # Stripe webhook signing secret
+    re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{16,}"),  # Google OAuth client secret
+    re.compile(r"\bya29\.[A-Za-z0-9_\-]{16,}"),  # Google OAuth access token
 ]
 
 
@@ -220,6 +223,15 @@ class _CommandFlag:
         return self._scan.sub(one, text)
 
 
+# "password" in other languages, as a name given a value ("Passwort: …", "contraseña = …",
+# DB_SENHA=…): German, French (written with spaces, "mot de passe", it has a pattern of its own),
+# Spanish, Portuguese, Dutch, Swedish, Norwegian, Danish, Finnish, Polish, Czech, Hungarian,
+# Turkish, Russian, Japanese, Chinese, Korean. Lowercase: the quick screen reads lowercased text.
+_PASSWORD_LABELS = ("passwort", "kennwort", "mot_de_passe", "mot-de-passe", "contraseña", "contrasena", "senha",
+                    "wachtwoord", "lösenord", "losenord", "passord", "adgangskode", "salasana", "hasło", "haslo",
+                    "heslo", "jelszó", "jelszo", "şifre", "sifre", "пароль", "パスワード", "密码", "密碼", "비밀번호")
+_PASSWORD_WORDS = "|".join(map(re.escape, _PASSWORD_LABELS))
+
 # Order matters: whole private-key blocks first, then structured credentials, then key=value.
 # Linear time on any input: a pattern starts once per word (a look-behind, not \b, which holds
 # inside "a-a-a-…"), and "a word holding a secret's name" is a look-ahead then a possessive run
@@ -238,6 +250,8 @@ _STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = 
     (re.compile(r"(?i)\b(?P<pre>(?:authorization|proxy-authorization)\s*[:=]\s*)(?:bearer|basic|token)?\s*[A-Za-z0-9._~+/=\-]{8,}"),
      r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer " + REDACTED),
+    # an Azure shared access signature (…?sv=…&sig=…): the signature is the credential
+    (re.compile(r"(?i)(?P<pre>[?&]sig=)[A-Za-z0-9%+/=_.~\-]{8,}"), r"\g<pre>" + REDACTED),
     *((shape, REDACTED) for shape in _KEY_SHAPES),
 ]
 _SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
@@ -253,38 +267,55 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
     (re.compile(r"(?i)\b(?P<pre>(?:password|passwd|passphrase|pwd)\s+)(?P<val>(?=[^\s\"']*[\d!@#$%^&*])[^\s\"']{6,})"),
      r"\g<pre>" + REDACTED),
     (re.compile(r"(?i)(?P<pre>(?<![A-Za-z])pass\s*[:=]\s*[\"']?)(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
+    # "mot de passe: …", French "password: …" (the other languages' are names below: one word)
+    (re.compile(r"(?i)(?P<pre>(?<![\w\-])mot[ \t]+de[ \t]+passe\s*[:=]\s*[\"']?)(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
     # --password VALUE: a command-line flag naming a secret, its value the next word
     (re.compile(r"(?i)(?P<pre>(?<![\w\-])--?(?=[\w\-]*?(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|"
                 r"private[_\-]?key|account[_\-]?key|client[_\-]?secret))[\w\-]*+[ \t]+[\"']?)(?P<val>[^\s\"'-][^\s\"']{3,})"),
      r"\g<pre>" + REDACTED),
     # "key": "a quoted value, spaces and all" for names that hold secrets
     (re.compile(r"(?i)(?P<pre>(?<![\w\-])(?=[\w\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|"
-                r"access[_\-]?key|private[_\-]?key|account[_\-]?key|client[_\-]?secret))[\w\-]*+[\"']?\s*[:=]\s*(?P<q>[\"']))"
+                r"access[_\-]?key|private[_\-]?key|account[_\-]?key|client[_\-]?secret|" + _PASSWORD_WORDS + r"))"
+                r"[\w\-]*+[\"']?\s*[:=]\s*(?P<q>[\"']))"
                 r"(?P<val>[^\"'\n]{4,200})(?P=q)"), r"\g<pre>" + REDACTED + r"\g<q>"),
     # key = value / key: value / "key": "value" for names that hold secrets
     (re.compile(r"(?i)(?P<pre>(?<![\w\-])(?=[\w\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
-                r"private[_\-]?key|account[_\-]?key|sharedaccesskey|client[_\-]?secret|auth))[\w\-]*+[\"']?\s*[:=]\s*[\"']?)"
+                r"private[_\-]?key|account[_\-]?key|sharedaccesskey|client[_\-]?secret|auth|" + _PASSWORD_WORDS + r"))"
+                r"[\w\-]*+[\"']?\s*[:=]\s*[\"']?)"
                 r"(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED),
 ]
 
 
-# Every pattern above needs one of these (lowercased) somewhere in the text: most text has none
-# and skips the patterns, which cost ~30 µs even on a short command. Keep in step with them
-# (tests/test_core_contracts.py checks the two agree).
+# Every pattern above needs one of these (lowercased) somewhere in the text, or one of
+# _SECRET_WORDS: most text has none and skips the patterns, which cost ~30 µs even on a short
+# command. Keep in step with them (tests/test_continuity_capture.py checks the two agree).
 _MAY_HOLD_SECRET = re.compile(
     r"private key|://|bearer|authorization|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|"
     r"aiza|glpat|_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|cookie|"
     r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
     # a name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such
-    # as "tokenizer.js" or "api/" is not one
+    # as "tokenizer.js" or "api/" is not one ("mot de passe:" is one by its last word)
     r"(?<![\w\-])(?=[\w\-]*?(?:pass|pwd|secret|token|api|access|key|auth|private|account))[\w\-]*+[\"']?\s*[:=]|"
     r"(?<![\w\-])--?(?=[\w\-]*?(?:pass|secret|token|api|access|private|account))[\w\-]*+[ \t]")
+
+
+# Words some patterns need that _MAY_HOLD_SECRET does not screen for (it does a label holding
+# "pass": "passwort: …"), screened as substrings: a branch more in that regex is tried at every
+# position of every text (these made it a third slower), and ``in`` is a fast scan.
+_SECRET_WORDS = ("whsec_", "gocspx-", "ya29.", "sig=", *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
+_SECRET_WORDS_NON_ASCII = tuple(w for w in _PASSWORD_LABELS if not w.isascii())
+
+
+def _may_hold_secret(lowered: str) -> bool:
+    """Whether lowercased text has what some pattern needs (the quick screen)."""
+    return (_MAY_HOLD_SECRET.search(lowered) is not None or any(word in lowered for word in _SECRET_WORDS)
+            or not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII))
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers, cookies,
     webhook URLs and connection-string passwords replaced by ``[REDACTED]``."""
-    if _MAY_HOLD_SECRET.search(text.lower()) is None:
+    if not _may_hold_secret(text.lower()):
         return text
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
@@ -306,7 +337,7 @@ def redact_credentials(text: str, environ: Mapping[str, str]) -> str:
         value = (environ.get(name) or "").strip()
         if len(value) >= 8:
             text = text.replace(value, REDACTED)
-    if _MAY_HOLD_SECRET.search(text.lower()) is None:
+    if not _may_hold_secret(text.lower()):
         return text
     for pattern, repl in _STRUCTURED_SECRET_PATTERNS:
         text = pattern.sub(repl, text)
