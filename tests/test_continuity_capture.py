@@ -167,8 +167,47 @@ def test_secrets_are_redacted(secret: str, leak: str) -> None:
 def test_redaction_keeps_ordinary_text() -> None:
     for text in ("Fix the token counter in warden/tokens.py and rerun pytest",
                  "Fix the password reset email flow", "open http://localhost:8080/path",
-                 "Das Passwort ist zu kurz", "la contraseña expiró", "design?sig=", "日本語のテキスト！（全角）"):
+                 "Das Passwort ist zu kurz", "la contraseña expiró", "design?sig=", "日本語のテキスト！（全角）",
+                 "zero\u200bwidth and joiner\u200d here", "ｆｕｌｌ ｗｉｄｔｈ ｔｅｘｔ", "a\r\nb\x07c"):
         assert redact_secrets(text) == text
+
+
+_KEY = "sk-ant-api03-" + "Q7vX" * 8
+_FULL_WIDTH = {code: code + 0xFEE0 for code in range(0x21, 0x7F)}
+
+
+def _as_shown(text: str) -> str:
+    """Text as a screen, a memory file (fence.defang) and the recall index read it: invisible
+    characters dropped, compatibility forms folded."""
+    import unicodedata
+
+    from warden.sanitize import strip_controls
+
+    return unicodedata.normalize("NFKC", strip_controls(text))
+
+
+@pytest.mark.parametrize("text, leak", [
+    (f"echo {_KEY[:7]}\u200b{_KEY[7:]}", "Q7vXQ7vX"),  # zero-width space
+    (f"key {_KEY[:3]}\u200d{_KEY[3:]} here", "Q7vXQ7vX"),  # zero-width joiner
+    (f"key {_KEY[:12]}\u00ad{_KEY[12:]} here", "Q7vXQ7vX"),  # soft hyphen
+    (f"key {_KEY[:24]}\u2060{_KEY[24:]} here", "Q7vXQ7vX"),  # word joiner: as written, a prefix is a key
+    (f"key {_KEY[:5]}\x07{_KEY[5:]} here", "Q7vXQ7vX"),  # a control
+    (f"key {_KEY.translate(_FULL_WIDTH)} here", "Q7vXQ7vX"),  # full-width
+    (f"日本語です！ {_KEY[:9]}\u200c{_KEY[9:]}。", "Q7vXQ7vX"),
+    ("ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２ｘｙ and more", "hunter2xy"),
+    ("Ａｕｔｈｏｒｉｚａｔｉｏｎ: Bearer abcdefgh\u200bijklmnop", "ijklmnop"),
+    ("whsec\u200b_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "MfKQ9r8GKYqr"),
+])
+def test_a_key_disguised_by_invisible_or_full_width_characters_is_redacted(text: str, leak: str) -> None:
+    """The patterns read text as it reads: an invisible character inside a key, or the key in
+    full-width letters, hides it from them but not from a screen or a memory file (which drop the
+    one and fold the other)."""
+    from warden.sanitize import holds_key
+
+    out = redact_secrets(text)
+    assert leak not in _as_shown(out) and "[REDACTED]" in out
+    if leak == "Q7vXQ7vX":
+        assert holds_key(text)
 
 
 @given(st.lists(st.sampled_from([
@@ -545,7 +584,9 @@ def test_redaction_stays_linear_on_large_adversarial_input() -> None:
     assert redact_secrets("mysql x | grep -pfoo") == "mysql x | grep -pfoo"
     for text in ["mysql " * 40_000, "docker login " * 20_000, "mysql " * 40_000 + "| -p x", "a-" * 100_000 + "token=",
                  "password" * 25_000 + "=x", "-" + "password" * 25_000, "a-" * 100_000 + "://",
-                 "&sig=" * 50_000, "mot de passe " * 20_000 + ": x", "kennwort-" * 25_000 + "=x", "密码" * 100_000 + ":"]:
+                 "&sig=" * 50_000, "mot de passe " * 20_000 + ": x", "kennwort-" * 25_000 + "=x", "密码" * 100_000 + ":",
+                 "ｓｋ－" * 60_000, "s\u200bk-" * 60_000, "a\u200b-" * 100_000 + "token=", "ｔｏｋｅｎ＝ａｂｃｄ " * 20_000,
+                 "\u200b" * 200_000 + _KEY, "mysql \u200b" * 40_000 + "| -p x"]:
         began = time.perf_counter()
         redact_secrets(text)
         assert time.perf_counter() - began < 15, text[:20]  # quadratic takes minutes

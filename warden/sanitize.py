@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from warden.strict_json import MAX_EXACT_INT
 
@@ -193,8 +193,10 @@ _KEY_SHAPES: list[re.Pattern[str]] = [
 
 
 def holds_key(text: str) -> bool:
-    """Whether ``text`` holds a key or token recognisable by its form (see :data:`_KEY_SHAPES`)."""
-    return any(shape.search(text) for shape in _KEY_SHAPES)
+    """Whether ``text`` holds a key or token recognisable by its form (see :data:`_KEY_SHAPES`),
+    also one that invisible or full-width characters disguise (see :func:`_disguise_folded`)."""
+    forms = [text, *filter(None, [_disguise_folded(text)])]
+    return any(shape.search(form) for form in forms for shape in _KEY_SHAPES)
 
 
 class _CommandFlag:
@@ -206,7 +208,7 @@ class _CommandFlag:
     def __init__(self, command: str, flag: str, value: str) -> None:
         self._scan = re.compile(rf"(?P<command>{command})|(?P<pre>{flag})(?P<val>{value})|[\n|;&]")
 
-    def sub(self, repl: str, text: str) -> str:
+    def sub(self, repl: str | Callable[[str], str], text: str) -> str:
         armed = False  # a command word seen since the last command separator
 
         def one(match: re.Match[str]) -> str:
@@ -215,7 +217,7 @@ class _CommandFlag:
                 armed = True
             elif match.group("val") is not None and armed:
                 armed = False
-                return match.group("pre") + repl
+                return match.group("pre") + (repl if isinstance(repl, str) else repl(match.group("val")))
             elif match.group("val") is None:
                 armed = False
             return match.group(0)
@@ -312,14 +314,85 @@ def _may_hold_secret(lowered: str) -> bool:
             or not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII))
 
 
-def redact_secrets(text: str) -> str:
-    """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers, cookies,
-    webhook URLs and connection-string passwords replaced by ``[REDACTED]``."""
+def _redact_as_written(text: str) -> str:
     if not _may_hold_secret(text.lower()):
         return text
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers, cookies,
+    webhook URLs and connection-string passwords replaced by ``[REDACTED]``, also where invisible
+    or full-width characters disguise them (:func:`_disguise_folded`)."""
+    folded = _disguise_folded(text)
+    if folded is None or _redact_as_written(folded) == folded:
+        return _redact_as_written(text)
+    return _redact_disguised(text)
+
+
+# A secret disguised: a zero-width space, soft hyphen, control or other invisible character inside
+# it ("sk-ant-\u200bapi03-…"), or full-width and other compatibility forms ("ｓｋ－ａｎｔ－…"). The
+# patterns miss it, yet a screen shows it whole, and so do a memory file and the recall index
+# (fence.defang drops the invisible characters and applies NFKC). Such text is read again as it
+# reads — _UNSAFE characters dropped, the rest NFKC-folded — and what a pattern finds in that copy
+# or in the text as written is redacted in the original. Plain ASCII text costs one check or two.
+_MASK = "\x00"  # a redacted character (a folded copy never holds one: _UNSAFE drops it)
+
+
+def _disguise_folded(text: str) -> str | None:
+    """``text`` as it reads (invisible characters dropped, compatibility forms NFKC-folded), or
+    None when that is ``text`` itself."""
+    if text.isascii():  # NFKC changes no ASCII: only a control can hide in it
+        if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():
+            return None
+        return _UNSAFE.sub("", text)
+    if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None:
+        return None
+    return unicodedata.normalize("NFKC", _UNSAFE.sub("", text))
+
+
+def _masked_match(match: re.Match[str]) -> str:
+    """A pattern's match with what its replacement drops masked, length kept (its ``pre`` kept)."""
+    keep = match.end("pre") - match.start() if "pre" in match.re.groupindex and match.start("pre") >= 0 else 0
+    return match.group()[:keep] + _MASK * (len(match.group()) - keep)
+
+
+def _masked(text: str) -> str:
+    """``text`` with every character a secret pattern would redact replaced by :data:`_MASK`."""
+    for pattern, _repl in _SECRET_PATTERNS:
+        if isinstance(pattern, _CommandFlag):
+            text = pattern.sub(lambda value: _MASK * len(value), text)
+        else:
+            text = pattern.sub(_masked_match, text)
+    return text
+
+
+def _redact_disguised(text: str) -> str:
+    """``text`` with the secrets it holds as written and as it reads redacted: each character
+    folded on its own (positions map back), one ``[REDACTED]`` for each run of characters that
+    are or fold into a secret (an invisible character inside the run included; a NUL as written
+    counts as masked, which only hides a NUL). Linear, like the patterns."""
+    pieces = ["" if _UNSAFE.match(ch) else unicodedata.normalize("NFKC", ch) for ch in text]
+    masked = _masked("".join(pieces))
+    as_written = _masked(text)
+    out: list[str] = []
+    pos, hidden = 0, False
+    for ch, piece, written in zip(text, pieces, as_written):
+        end = pos + len(piece)
+        if written == _MASK:
+            secret = True
+        elif piece:
+            secret = _MASK in masked[pos:end]
+        else:  # an invisible character: hidden when it sits inside a secret
+            secret = hidden and end < len(masked) and masked[end] == _MASK
+        if not secret:
+            out.append(ch)
+        elif not hidden:
+            out.append(REDACTED)
+        hidden, pos = secret, end
+    return "".join(out)
 
 
 # Environment variables holding the credentials a bench backend or the distiller is given.
