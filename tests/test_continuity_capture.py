@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -235,6 +235,75 @@ def test_secrets_never_reach_a_checkpoint() -> None:
            .turn(int(0.3 * W), "I'll use the password hunter2 from password=hunter2pass.").build())
     cp = capture_checkpoints(run)[0]
     assert "SECRETSECRET" not in cp.active_task and "hunter2pass" not in str(cp.decisions)
+
+
+def test_secrets_in_paths_never_reach_a_checkpoint_its_terms_its_state_or_its_fence() -> None:
+    """Files touched, errors' paths and the projects paths name are stored and shown redacted
+    (as the parser's trace digest is); the capture state recognises paths by a digest."""
+    import json
+
+    from warden.continuity.capture import capture, searchable_terms
+    from warden.continuity.fence import fence_checkpoint
+
+    run = (RunBuilder(cwd="/home/u/proj").prompt("tidy the env files")
+           .turn(int(0.3 * W), "Reading them.", [
+               read(f"/home/u/.env.{_KEY}"), write("/tmp/token=abcd1234efgh/x"),
+               edit(f"/home/u/{_KEY}/src/a.py", error=True, result="permission denied"),
+               edit(f"/home/u/{_KEY}/src/a.py"), write(f"/home/u/proj/{_KEY[:7]}\u200b{_KEY[7:]}.txt")])
+           .build())
+    checkpoints, carry = capture(run)
+    cp = checkpoints[0]
+    shown = json.dumps([[c.__dict__ for c in checkpoints], carry.to_json(), sorted(searchable_terms(cp)),
+                        fence_checkpoint(cp)], default=str, ensure_ascii=False)
+    assert "Q7vXQ7vX" not in _as_shown(shown) and "abcd1234efgh" not in shown
+    assert cp.read_files == ["/home/u/.env.[REDACTED]"]
+    assert cp.edited_files[:2] == ["/tmp/token=[REDACTED]", "/home/u/[REDACTED]/src/a.py"]
+    assert cp.projects == ["/home/u/proj", "/home/u/[REDACTED]"]
+    assert cp.errors[0]["path"] == "/home/u/[REDACTED]/src/a.py" and cp.errors[0]["project"] == "/home/u/[REDACTED]"
+
+
+def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path: Path) -> None:
+    """Through the real collector: keys in new shapes, a disguised key, a password under another
+    language's name and secrets in paths are in no stored row (checkpoints, terms, capture and
+    parser state, the run's trace digest) nor in the fenced checkpoint recover prints."""
+    import json
+
+    from collect_support import SESSION, assistant, jsonl, prompt, tool_result, tool_use, usage
+    from sqlalchemy import inspect
+
+    from warden.continuity.service import recover
+    from warden.ingest.collector import collect_paths
+    from warden.store.models import CaptureState, IngestOffset, SessionRun
+
+    from warden.store.models import utcnow
+
+    disguised = f"{_KEY[:7]}\u200b{_KEY[7:]}"
+    ts = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # recent: recover looks back days
+    lines = [prompt(f"Deploy the exporter with {disguised}; Passwort: Geheim2026", ts=ts),
+             assistant("msg_1", "req_1", usage(5, 50, cr=int(0.3 * W)), [
+                 {"type": "text", "text": "I'll sign the exporter hook with whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw."},
+                 tool_use("toolu_1", "Read", file_path=f"/home/u/.env.{_KEY}"),
+                 tool_use("toolu_2", "Edit", file_path="/tmp/token=abcd1234efgh/x", old_string="a", new_string="b"),
+                 tool_use("toolu_3", "Bash", command=f"az storage blob download --sas-token 'sv=1&sig=Xy7%2BAbCdEfGh1234'"
+                                                     f" && export K={disguised}")],
+                       ts=ts, cwd="/proj"),
+             tool_result("toolu_1", "ok", ts=ts), tool_result("toolu_2", "edited", ts=ts), tool_result("toolu_3", "ok", ts=ts)]
+    transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(jsonl(lines))
+    settings = load_settings()
+    store = open_store(settings)
+    collect_paths(settings, [transcript], store=store)
+    with store.session() as s:
+        rows = [{c.key: getattr(row, c.key) for c in inspect(model).mapper.column_attrs}
+                for model in (Checkpoint, CheckpointTerm, CaptureState, IngestOffset, SessionRun)
+                for row in s.scalars(select(model))]
+        assert s.scalar(select(func.count()).select_from(Checkpoint))
+        shown = recover(s, settings, prompt="deploy the exporter hook", session_id=None, cwd="/proj").block
+    stored = _as_shown(json.dumps(rows, default=str, ensure_ascii=False) + (shown or ""))
+    assert shown and "[REDACTED]" in shown
+    for leak in ("Q7vXQ7vX", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh", "Xy7%2BAbCd"):
+        assert leak not in stored, leak
 
 
 def _store():

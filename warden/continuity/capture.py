@@ -49,7 +49,7 @@ from pathlib import PurePosixPath
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from warden.ingest.records import ParsedRun, ToolCall
+from warden.ingest.records import ParsedRun, ToolCall, path_key
 from warden.sanitize import redact_secrets
 
 if TYPE_CHECKING:  # the pure half is imported without the database layer
@@ -84,6 +84,14 @@ MAX_ERRORS = 5
 def _clip(text: str, limit: int) -> str:
     text = redact_secrets(text.strip())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@lru_cache(maxsize=16384)
+def _kept_path(path: str) -> str:
+    """A tool call's path as a checkpoint stores and shows it (its files, its errors): a key, token
+    or password in it redacted ("/home/u/.env.sk-ant-…", "/tmp/token=…/x"), as the parser's trace
+    digest does. The capture state keeps :func:`path_key` digests to recognise paths again."""
+    return redact_secrets(path)
 
 
 # ---------------------------------------------------------------- the checkpoint
@@ -189,7 +197,7 @@ def path_project(path: str, cwd: str | None) -> str | None:
     parts = PurePosixPath(norm).parts
     if len(parts) <= depth:  # no deeper than the cwd itself: a loose file, not a checkout
         return None
-    return str(PurePosixPath(*parts[:depth]))
+    return _kept_path(str(PurePosixPath(*parts[:depth])))  # stored as the project of items and files
 
 
 def project_of(path: str, projects: list[str], cwd: str | None) -> str | None:
@@ -315,7 +323,7 @@ class CarryState:
     prev_ctx: int = 0
     max_ctx: int = 0
     writes_since: int = 0
-    new_files_since: list[str] = field(default_factory=list)
+    new_files_since: list[str] = field(default_factory=list)  # path_key digests, as seen_paths
     seen_paths: list[str] = field(default_factory=list)
     edits_since_tests: int = 0
     projects: list[str] = field(default_factory=list)
@@ -395,6 +403,7 @@ def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int])
         fill = ctx / window
         milestone_calls: list[tuple[str, ToolCall, int]] = []
         for call in calls_by_turn.get(pos, []):
+            key = path_key(call.path) if call.path else None
             carry.calls += 1
             carry.failures += int(call.is_error)
             if call.kind == "read":
@@ -403,13 +412,13 @@ def _find_triggers(run: ParsedRun, carry: CarryState, call_turn: dict[int, int])
             if call.kind in ("edit", "write") and not call.is_error:
                 carry.writes_since += 1
                 carry.edits_since_tests += 1
-                if call.kind == "write" and call.path and call.path not in seen_paths:
-                    new_files_since.add(call.path)
+                if call.kind == "write" and key and key not in seen_paths:
+                    new_files_since.add(key)
                 if carry.writes_since >= EDIT_BURST_WRITES or len(new_files_since) >= EDIT_BURST_NEW_FILES:
                     milestone_calls.append(("edits", call, carry.calls))
                     carry.writes_since, new_files_since = 0, set()
-            if call.path:
-                seen_paths[call.path] = None
+            if key:
+                seen_paths[key] = None
             if carry.edits_since_tests and _is_test_pass(call):
                 milestone_calls.append(("tests", call, carry.calls))
                 carry.edits_since_tests = 0
@@ -497,10 +506,11 @@ def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: 
     for c in calls:
         if not c.path or c.is_error:
             continue
-        if c.kind in ("edit", "write") and c.path not in edited:
-            edited.append(c.path)
-        elif c.kind == "read" and c.path not in read:
-            read.append(c.path)
+        path = _kept_path(c.path)
+        if c.kind in ("edit", "write") and path not in edited:
+            edited.append(path)
+        elif c.kind == "read" and path not in read:
+            read.append(path)
     edited = _merge_unique(carry.edited_files, edited)
     read = [p for p in _merge_unique(carry.read_files, read) if p not in edited]
 
@@ -519,7 +529,7 @@ def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: 
                 break
         first_line = _error_line(c.result_text or "")
         errors.append({"error": _clip(first_line, MAX_ITEM_CHARS), "fix": _clip(fix, MAX_ITEM_CHARS),
-                       "tool": c.name, "path": c.path,
+                       "tool": c.name, "path": _kept_path(c.path) if c.path else c.path,
                        "project": path_project(c.path, cwd) if c.path else project_at(call_turn[c.index], c.command or "")})
 
     last_text = next((run.turns[t].text for t in range(upto, -1, -1) if (run.turns[t].text or "").strip()), "")

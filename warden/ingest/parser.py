@@ -25,7 +25,6 @@ Usage (the ledger's numbers):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -38,7 +37,7 @@ import msgspec
 import orjson
 
 from warden.ingest.pricing import FREE_MODELS, Usage
-from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt
+from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt, path_key
 from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import tokens_of_bytes
@@ -144,12 +143,6 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _LINE_DECODER = msgspec.json.Decoder(_Line)
-
-
-def _path_key(path: str) -> str:
-    """A path as the stored parser state keeps it: equal for equal paths, and no secret a path may
-    hold (a connection string's password) in the state."""
-    return hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def _decode(line: bytes) -> Any:
@@ -678,8 +671,8 @@ class TranscriptParser:
             if offset is not None or limit is not None:
                 call.line_range = (offset or 0, limit or 0)
             counters["reads"] = counters.get("reads", 0) + 1
-            reg_key = f"{_path_key(call.path)}\x00{call.line_range}"
-            generation = s.edit_gen.get(_path_key(call.path), 0)
+            reg_key = f"{path_key(call.path)}\x00{call.line_range}"
+            generation = s.edit_gen.get(path_key(call.path), 0)
             if s.reads.get(reg_key) == generation:
                 call.is_reread = True
                 counters["rereads"] = counters.get("rereads", 0) + 1
@@ -688,7 +681,7 @@ class TranscriptParser:
         elif kind in ("edit", "write"):
             counters["edits"] = counters.get("edits", 0) + 1
             if call.path:
-                key = _path_key(call.path)
+                key = path_key(call.path)
                 s.edit_gen[key] = s.edit_gen.get(key, 0) + 1
         elif kind == "grep":
             counters["greps"] = counters.get("greps", 0) + 1

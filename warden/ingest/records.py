@@ -7,10 +7,18 @@ checkpoint capture (``continuity/capture.py``). All text in here is untrusted tr
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from warden.ingest.pricing import Usage
+
+
+def path_key(path: str) -> str:
+    """A path as stored state (the parser's, capture's) keeps it to recognise it again: equal for
+    equal paths, and no secret a path may hold (a connection string's password) in the state."""
+    return hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
 
 @dataclass(slots=True)
 class ToolCall:
