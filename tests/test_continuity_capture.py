@@ -294,16 +294,29 @@ def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path
     settings = load_settings()
     store = open_store(settings)
     collect_paths(settings, [transcript], store=store)
+
+    def assert_nothing_leaks() -> None:
+        with store.session() as s:
+            rows = [{c.key: getattr(row, c.key) for c in inspect(model).mapper.column_attrs}
+                    for model in (Checkpoint, CheckpointTerm, CaptureState, IngestOffset, SessionRun)
+                    for row in s.scalars(select(model))]
+            assert s.scalar(select(func.count()).select_from(Checkpoint))
+            shown = recover(s, settings, prompt="deploy the exporter hook", session_id=None, cwd="/proj").block
+        stored = _as_shown(json.dumps(rows, default=str, ensure_ascii=False) + (shown or ""))
+        assert shown and "[REDACTED]" in shown
+        for leak in ("Q7vXQ7vX", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh", "Xy7%2BAbCd"):
+            assert leak not in stored, leak
+
+    assert_nothing_leaks()
+    # what an older warden stored is refreshed when a new parser version reads the transcript again
     with store.session() as s:
-        rows = [{c.key: getattr(row, c.key) for c in inspect(model).mapper.column_attrs}
-                for model in (Checkpoint, CheckpointTerm, CaptureState, IngestOffset, SessionRun)
-                for row in s.scalars(select(model))]
-        assert s.scalar(select(func.count()).select_from(Checkpoint))
-        shown = recover(s, settings, prompt="deploy the exporter hook", session_id=None, cwd="/proj").block
-    stored = _as_shown(json.dumps(rows, default=str, ensure_ascii=False) + (shown or ""))
-    assert shown and "[REDACTED]" in shown
-    for leak in ("Q7vXQ7vX", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh", "Xy7%2BAbCd"):
-        assert leak not in stored, leak
+        for row in s.scalars(select(Checkpoint)):
+            row.read_files, row.active_task = [f"/home/u/.env.{_KEY}"], f"Deploy with {disguised}; Passwort: Geheim2026"
+            s.add(CheckpointTerm(checkpoint_id=row.id, term="q7vxq7vxq7vxq7vx", captured_at=row.captured_at,
+                                 session_id=row.session_id))
+    _read_from_the_start_at_next_collect(store)
+    collect_paths(settings, [transcript], store=store)
+    assert_nothing_leaks()
 
 
 def _store():
