@@ -319,6 +319,40 @@ def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path
     assert_nothing_leaks()
 
 
+def test_reindex_redacts_what_an_older_warden_stored() -> None:
+    """A checkpoint whose transcript is gone is never read again: ``checkpoints reindex`` redacts
+    its text, files, errors and projects as capture now would, and indexes what is left."""
+    import json
+
+    from sqlalchemy import inspect
+
+    from warden.continuity.service import reindex
+
+    store = _store()
+    disguised = f"{_KEY[:7]}\u200b{_KEY[7:]}"
+    with store.session() as s:
+        record_checkpoints(s, None, RunBuilder(session_id="sess-old", cwd="/home/u/proj").prompt("ship it")
+                           .turn(int(0.3 * W), "I'll ship it.", [edit("/home/u/proj/a.py")]).build())
+        row = s.scalars(select(Checkpoint)).one()
+        row.active_task, row.last_state = f"ship with {disguised}", "Passwort: Geheim2026"
+        row.decisions = [{"text": "I'll use whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw.", "project": f"/home/u/{_KEY}"}]
+        row.edited_files, row.read_files = ["/tmp/token=abcd1234efgh/x"], [f"/home/u/.env.{_KEY}"]
+        row.errors = [{"error": "denied", "fix": f"Edit /home/u/{_KEY}/a.py", "tool": "Edit",
+                       "path": f"/home/u/{_KEY}/a.py", "project": f"/home/u/{_KEY}"}]
+        row.projects = ["/home/u/proj", f"/home/u/{_KEY}"]
+    with store.session() as s:
+        reindex(s)
+    with store.session() as s:
+        rows = [{c.key: getattr(r, c.key) for c in inspect(model).mapper.column_attrs}
+                for model in (Checkpoint, CheckpointTerm) for r in s.scalars(select(model))]
+        row = s.scalars(select(Checkpoint)).one()
+        assert row.project == "/home/u/proj" and row.projects == ["/home/u/proj", "/home/u/[REDACTED]"]
+        assert row.edited_files == ["/tmp/token=[REDACTED]"] and row.errors[0]["path"] == "/home/u/[REDACTED]/a.py"
+    stored = _as_shown(json.dumps(rows, default=str, ensure_ascii=False))
+    for leak in ("Q7vXQ7vX", "q7vxq7vx", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh"):
+        assert leak not in stored, leak
+
+
 def _store():
     return open_store(load_settings())
 

@@ -178,7 +178,7 @@ def prune_cmd(older_than: Optional[float] = typer.Option(None, "--older-than", h
 
 @checkpoints_app.command("reindex")
 def reindex_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Rebuild the recall index (after upgrading warden's tokenizer)."""
+    """Rebuild the recall index, and redact stored checkpoints again (after upgrading warden)."""
     s = settings()
     with store(s).session() as db:
         n = service.reindex(db)

@@ -772,6 +772,29 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
     return new
 
 
+def redact_stored(row: Any) -> None:
+    """A stored ``Checkpoint`` row's text and paths redacted again in place, as capture redacts
+    them today: a row an older warden captured is refreshed by a re-read of its transcript, but
+    Claude Code deletes old transcripts. The run's own project (cwd) is kept, as capture keeps it."""
+    def item(d: Any) -> Any:  # a decision, an open question or an error
+        if not isinstance(d, dict):
+            return redact_secrets(str(d))
+        out = {k: redact_secrets(v) if k in ("text", "error", "fix") and isinstance(v, str) else v for k, v in d.items()}
+        if isinstance(d.get("path"), str):
+            out["path"] = _kept_path(d["path"])
+        if isinstance(d.get("project"), str) and d["project"] != row.project:
+            out["project"] = _kept_path(d["project"])
+        return out
+
+    row.active_task, row.last_state = redact_secrets(row.active_task or ""), redact_secrets(row.last_state or "")
+    row.decisions = [item(d) for d in row.decisions or []]
+    row.open_questions = [item(q) for q in row.open_questions or []]
+    row.errors = [item(e) for e in row.errors or []]
+    row.edited_files = [_kept_path(str(f)) for f in row.edited_files or []]
+    row.read_files = [_kept_path(str(f)) for f in row.read_files or []]
+    row.projects = [p if p == row.project else _kept_path(str(p)) for p in row.projects or []]
+
+
 def _covered(data: CheckpointData, earlier: CarryState) -> bool:
     """Whether an earlier parse of the run, which left ``earlier``, already captured ``data``'s
     trigger: its band was crossed, or its milestone's call was among the calls it had seen."""

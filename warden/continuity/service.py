@@ -286,13 +286,18 @@ def prune_with_settings(session: Session, settings: Settings, now: datetime | No
 
 
 def reindex(session: Session, batch: int = 500) -> int:
-    """Rebuild the recall index of every checkpoint (after a tokenizer change); returns how many."""
-    from warden.continuity.capture import index_terms
+    """Rebuild the recall index of every checkpoint (after a tokenizer change), each redacted
+    again first (after a redaction change: a checkpoint whose transcript is gone is never read
+    again); returns how many."""
+    from warden.continuity.capture import index_terms, redact_stored
 
     session.execute(delete(CheckpointTerm))
     ids = list(session.scalars(select(Checkpoint.id).order_by(Checkpoint.id)))
     for start in range(0, len(ids), batch):
         rows = list(session.scalars(select(Checkpoint).where(Checkpoint.id.in_(ids[start:start + batch]))))
+        for row in rows:
+            redact_stored(row)
+        session.flush()
         index_terms(session, rows)
     return len(ids)
 
