@@ -392,3 +392,23 @@ def test_opening_the_store_again_keeps_this_process_s_sqlite_locks(tmp_path: Pat
         subprocess.run([sys.executable, "-c", writer], check=True, timeout=30)
         assert Path(f"{db}-wal").exists()
     engine.dispose()
+
+
+@pytest.mark.parametrize("via_module", [False, True])
+def test_an_unknown_hook_exits_zero_says_so_and_logs_it(warden_home: Path, via_module: bool) -> None:
+    # Claude Code takes exit 2 for a blocking error: a hook named in settings.json that this
+    # warden lacks (a typo, a newer warden's hook after a downgrade) must not block the agent.
+    cmd = [sys.executable, "-m", "warden"] if via_module else [WARDEN]
+    start = time.monotonic()
+    proc = subprocess.run([*cmd, "hook", "pre-tool-use"], input=b"{}", capture_output=True, timeout=30,
+                          env=os.environ.copy())
+    assert proc.returncode == 0 and time.monotonic() - start < BUDGET_S + (1.0 if via_module else 0.0)
+    assert proc.stdout == b""
+    assert proc.stderr.decode().splitlines() == [
+        "warden: unknown hook 'pre-tool-use' ignored (hooks: stop, subagent-stop, session-start)"]
+    assert "unknown hook event 'pre-tool-use'" in _log(warden_home)
+    # the real hooks are still listed for a person asking
+    listing = subprocess.run([WARDEN, "hook", "--help"], capture_output=True, text=True, timeout=30,
+                             env=os.environ.copy())
+    assert listing.returncode == 0
+    assert all(name in listing.stdout for name in ("stop", "subagent-stop", "session-start"))

@@ -13,8 +13,10 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     # A hook must exit 0 within its budget whatever it is given: extra arguments are ignored,
-    # and the full CLI (slower to import) is never loaded for it.
-    if (len(args) >= 2 and args[0] == "hook" and args[1] in ("stop", "subagent-stop", "session-start")
+    # and the full CLI (slower to import) is never loaded for it. An event warden does not know
+    # (a typo in settings.json, a newer warden's hook after a downgrade) exits 0 too: Claude Code
+    # takes exit 2 for a blocking error (a PreToolUse hook's would block the tool call).
+    if (len(args) >= 2 and args[0] == "hook" and not args[1].startswith("-")
             and "--help" not in args[2:]):  # a person asking for help gets it (hooks ignore the rest)
         from warden.ingest.hooks import run_hook
 

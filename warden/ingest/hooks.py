@@ -202,6 +202,12 @@ def run_hook(event: str, stdin: BinaryIO | None = None, *, spawn: bool = True) -
     deadline = Deadline()
     log = _logger(_home())
     queued: list[Path] = []
+    if event not in EVENTS:  # one line for whoever runs it by hand; prepare() logs it
+        try:
+            sys.stderr.write(f"warden: unknown hook {event[:50]!r} ignored (hooks: {', '.join(EVENTS)})\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 — a closed stderr must not fail the hook
+            pass
 
     def expire() -> None:
         try:
