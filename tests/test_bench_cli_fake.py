@@ -117,7 +117,7 @@ def test_unseeded_bench_resumes_an_unfinished_pass(fake_bench, capsys, monkeypat
     (["--runs", "0"], "--runs must be at least 1"),
     (["--rules", "3;7"], "--rules expects rule ids"),
     (["--rules", "99"], "unknown rule id(s): 99"),
-    (["--budget", "-5"], "--budget must be a positive"),
+    (["--budget", "-5"], "'-5' is not a positive number of tokens"),
     (["--concurrency", "0"], "concurrency must be at least 1"),
 ])
 def test_bad_usage_is_one_line_exit_2(fake_bench, capsys, args, message):

@@ -9,8 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error,
-                               settings, store)
-from warden.config import MAX_BUDGET_TOKENS
+                               settings, store, token_budget_option)
 from warden.errors import UsageError
 from warden.names import plain_int
 
@@ -114,8 +113,7 @@ def register(app: typer.Typer) -> None:
         backend: Optional[str] = typer.Option(None, "--backend", help="sim | anthropic | claude-code"),
         model: Optional[str] = typer.Option(None, "--model", help="Model id (default: settings, agent.md, backend)."),
         concurrency: Optional[int] = typer.Option(None, "--concurrency", max=MAX_CONCURRENCY, help="Runs at a time."),
-        budget: Optional[int] = typer.Option(None, "--budget", max=MAX_BUDGET_TOKENS,
-                                             help="Stop before spending more weighted tokens."),
+        budget: Optional[int] = token_budget_option("Stop before spending more weighted tokens."),
         seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED,
                                            help="Base seed (default: resume or draw one)."),
         max_infra: int = typer.Option(3, "--max-infra-errors", max=1000, help="Consecutive infra errors that abort."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -26,6 +27,46 @@ MAX_SEED = 2**31 - 1
 MAX_CONCURRENCY = 64
 MAX_ROWS = 1_000_000  # --limit of a listing
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+# A token budget as people write big numbers: 2000000, 2_000_000 or 2e6 (1.5e6 too). Not
+# "2,000,000": a comma is the decimal mark in many locales, so 2,5 would be a guess.
+_DIGITS = r"[0-9]+(?:_[0-9]+)*"
+_TOKENS_TEXT = re.compile(rf"(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?[0-9]+)?")
+_TOKENS_EXAMPLE = "write e.g. 2000000, 2_000_000 or 2e6"
+
+
+def parse_token_budget(text: str) -> int:
+    """A ``--budget`` in tokens: a whole, positive number up to MAX_BUDGET_TOKENS, exactly (2e6 is
+    2000000; 2.5 or 1e-3 is refused, never cut). A bad one is a one-line usage error (exit 2)."""
+    from decimal import Decimal
+
+    import typer
+
+    from warden.config import MAX_BUDGET_TOKENS
+
+    raw = str(text).strip()
+    shown = repr(raw[:40] + ("…" if len(raw) > 40 else ""))
+    if "," in raw:
+        raise typer.BadParameter(f"{shown}: {_TOKENS_EXAMPLE} (a comma is a decimal mark in some locales)")
+    unsigned = raw[1:] if raw[:1] in "+-" else raw
+    if not _TOKENS_TEXT.fullmatch(unsigned):  # no inf, nan, 0x10
+        raise typer.BadParameter(f"{shown} is not a number of tokens ({_TOKENS_EXAMPLE})")
+    value = Decimal(raw.replace("_", ""))
+    if value <= 0:
+        raise typer.BadParameter(f"{shown} is not a positive number of tokens")
+    if value != value.to_integral_value():
+        raise typer.BadParameter(f"{shown} is not a whole number of tokens")
+    if value > MAX_BUDGET_TOKENS:
+        raise typer.BadParameter(f"{shown} is more than the largest budget, {MAX_BUDGET_TOKENS:.0e} tokens".replace("+", ""))
+    return int(value)
+
+
+def token_budget_option(help_text: str) -> Any:
+    """The ``--budget`` option of every command that spends tokens (select, nightly, plan, bench)."""
+    import typer
+
+    return typer.Option(None, "--budget", parser=parse_token_budget, metavar="TOKENS",
+                        help=f"{help_text} A whole number: 2000000, 2_000_000 or 2e6.")
 
 
 def settings() -> Settings:

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, print_measured, safe,
-                               say_error, warn_if_drifted, safe_block, settings, store, wide_console)
-from warden.config import MAX_BUDGET_TOKENS
+                               say_error, warn_if_drifted, safe_block, settings, store, token_budget_option,
+                               wide_console)
 from warden.errors import UsageError, WardenError
 from warden.sanitize import count_text, counted
 
@@ -71,8 +71,7 @@ CONCURRENCY_OPTION = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRE
 def select_command(
     agent: Optional[str] = typer.Option(None, "--agent", help="Agent to decide rules for."),
     all_agents: bool = typer.Option(False, "--all", help="Every agent with a golden suite."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
-                                         help="Weighted-token budget of this invocation."),
+    budget: Optional[int] = token_budget_option("Weighted-token budget of this invocation."),
     backend: Optional[str] = BACKEND_OPTION,
     model: Optional[str] = MODEL_OPTION,
     concurrency: Optional[int] = CONCURRENCY_OPTION,
@@ -235,9 +234,8 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
 
 
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
-                 budget: Optional[int] = typer.Option(
-                     None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
-                     help="Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
+                 budget: Optional[int] = token_budget_option(
+                     "Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
                  as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent
@@ -266,8 +264,7 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
 
 def nightly_command(
     agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, max=MAX_BUDGET_TOKENS,
-                                         help="Weighted-token budget of the whole night."),
+    budget: Optional[int] = token_budget_option("Weighted-token budget of the whole night."),
     backend: Optional[str] = BACKEND_OPTION,
     model: Optional[str] = MODEL_OPTION,
     concurrency: Optional[int] = CONCURRENCY_OPTION,
