@@ -391,6 +391,18 @@ def test_an_empty_argument_is_a_usage_error_not_a_default(argv: tuple[str, ...],
     assert (f"empty value for {named}" if named else "an argument is empty") in err
 
 
+@pytest.mark.parametrize("argv,named", [
+    (("sim", "truth", "--agent", "backend", "--rules", ""), "--rules"), (("sim", "truth", "--rules="), "--rules"),
+    (("plan", "--agent", ""), "--agent"), (("bench", "--agent="), "--agent"),
+])
+def test_an_empty_required_option_is_not_advised_to_be_left_out(argv: tuple[str, ...], named: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Leaving out an option the command requires is no way out: the advice is one correct line."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err == f"warden: empty value for {named}: give one (the option is required)\n"
+
+
 def test_empty_values_hook_scripts_pass_are_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
     """README's recover call passes "$SESSION" and "$PWD", which a just-started session may not have."""
     code, out, err = run(capsys, "recover", "--prompt", "csv exporter", "--cwd", "", "--session-id", "")

@@ -110,7 +110,28 @@ def _without_flag_types(command: Any) -> Any:
 _MAY_BE_EMPTY = {"--prompt", "--session-id", "--cwd", "--scope"}
 
 
-def _refuse_empty_arguments(argv: list[str]) -> None:
+# Options click takes as optional that the command itself then requires (with its own message).
+_REQUIRED_BY_THE_COMMAND = {("sim", "truth"): {"--rules", "--rule"}}
+
+
+def _is_required(command: Any, argv: list[str], option: str) -> bool:
+    """Whether ``option`` of the (sub)command ``argv`` names must be given: then "leave it out" is
+    no advice."""
+    path: list[str] = []
+    for arg in argv:  # down the command groups, by the names in argv
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None and getattr(command, "commands", None):
+            break
+        if sub is not None:
+            command = sub
+            path.append(arg)
+    if option in _REQUIRED_BY_THE_COMMAND.get(tuple(path), ()):
+        return True
+    return any(option in getattr(p, "opts", ()) and getattr(p, "required", False)
+               for p in getattr(command, "params", ()))
+
+
+def _refuse_empty_arguments(argv: list[str], command: Any = None) -> None:
     """An empty argument is a slip (an unset shell variable), never a choice: ``collect ""``
     would read the current directory and ``--agent ""`` mean every agent."""
     for index, arg in enumerate(argv):
@@ -120,6 +141,8 @@ def _refuse_empty_arguments(argv: list[str]) -> None:
             continue
         if arg == "" or option:
             named = option or (before if before.startswith("-") else None)
+            if named and command is not None and _is_required(command, argv[:index], named):
+                raise UsageError(f"empty value for {named}: give one (the option is required)")
             raise UsageError(f"empty value for {named}: give one, or leave the option out" if named
                              else "an argument is empty: give a value (a path, an id, a name)")
 
@@ -144,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     # concurrent collect recovers from); without a handler Python would print it on stderr.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
-        _refuse_empty_arguments(sys.argv[1:] if argv is None else list(argv))
         command = _without_flag_types(typer.main.get_command(app))
+        _refuse_empty_arguments(sys.argv[1:] if argv is None else list(argv), command)
         result = command.main(args=argv, prog_name="warden", standalone_mode=False)
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
