@@ -109,3 +109,21 @@ def test_a_run_of_a_plugin_subagent_type_is_skipped_and_does_not_block_the_queue
     runs = {r["run_key"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
     assert [runs[k]["state_after"] for k in ("plug:a1", "real:a2")] == ["skipped", "done"]
     assert "cannot hold rules" in runs["plug:a1"]["error"] and runs["real:a2"]["admitted"]
+
+
+def test_a_run_is_labelled_main_session_or_subagent_with_its_type(tmp_path: Path, capsys) -> None:
+    """A bare agent name after the run read like part of it ("run 2 coder", "… .jsonl sql")."""
+    main_path = write_transcript(tmp_path, naive_session(), session_id="lead")
+    sub_path = write_transcript(tmp_path, naive_session(), session_id="helper")
+    with open_store(load_settings()).session() as session:
+        session.add(SessionRun(run_key="lead:main", session_id="lead", agent="main", weighted_tokens=120_000,
+                               completed=True, source_path=str(main_path), distill_state="queued"))
+        session.add(SessionRun(run_key="helper:a1", session_id="helper", agent_id="a1", agent="coder",
+                               weighted_tokens=120_000, completed=True, source_path=str(sub_path),
+                               distill_state="queued"))
+    assert main(["distill", "--dry-run"]) == 0
+    heads = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run ")]
+    assert sorted(heads) == ["run 1 (main session) — 12 tool calls, 120,000 weighted tokens",
+                             "run 2 (subagent coder) — 12 tool calls, 120,000 weighted tokens"]
+    assert main(["distill", "--dry-run", str(main_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"{main_path} (main session) — 12 tool calls, ")

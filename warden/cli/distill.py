@@ -83,6 +83,17 @@ def distill_command(
                          f"{strip_controls(unreadable[0].error or '', keep_newlines=False)[:200]}")
 
 
+def _run_kind(report: Any) -> str:
+    """What ran: "main session", or "subagent <type>" (a bare type read like part of the path or
+    of the run id, and "main" like a subagent named so)."""
+    key = report.run_key or ""
+    if key.endswith(":main") or (not key and report.agent == "main"):
+        return "main session"
+    from warden.ingest.collector import UNKNOWN_SUBAGENT
+
+    return "subagent" + ("" if report.agent in (None, "", UNKNOWN_SUBAGENT) else f" {report.agent}")
+
+
 def _render_reports(reports: list, dry_run: bool) -> None:  # noqa: ANN001 - service.RunReport
     if not reports:
         console.print("nothing to distill (no queued runs)")
@@ -90,7 +101,8 @@ def _render_reports(reports: list, dry_run: bool) -> None:  # noqa: ANN001 - ser
     for report in reports:
         head = f"run {report.run_id}" if report.run_id is not None else safe(report.source_path)
         cost = f", {report.weighted_tokens:,.0f} weighted tokens" if report.weighted_tokens else ""
-        console.print(f"[bold]{head}[/bold] {safe(report.agent or '')} — {counted(report.tool_calls, 'tool call')}{cost}")
+        console.print(f"[bold]{head}[/bold] ({safe(_run_kind(report))}) — "
+                      f"{counted(report.tool_calls, 'tool call')}{cost}")
         if report.error:
             console.print(f"  error: {safe(report.error)}")
         for finding in report.findings:
