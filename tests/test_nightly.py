@@ -271,3 +271,30 @@ def test_a_night_without_a_claude_code_directory_collects_nothing_and_goes_on(tm
     assert any("no Claude Code directory" in line for line in said)
     with store.session() as s:
         assert [n.status for n in s.query(NightlyRun)] == ["done"]
+
+
+def test_the_first_compile_says_it_created_memory_md(warden_home: Path, capsys) -> None:
+    """A first night wrote MEMORY.md: "changed: added none; removed none" said nothing happened."""
+    from warden.cli.app import main
+
+    path = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "agent-memory" / AGENT / "MEMORY.md"
+    assert main(["nightly", "--agents", AGENT]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  MEMORY.md v1 created (no rules in it yet) → {path}" in lines and path.is_file()
+    assert main(["nightly", "--agents", AGENT]) == 0
+    assert f"  MEMORY.md v1 unchanged → {path}" in capsys.readouterr().out.splitlines()
+    path.unlink()  # gone (deleted by hand): the next compile creates it again, and the JSON says so
+    assert main(["nightly", "--agents", AGENT, "--json"]) == 0
+    memory = json.loads(capsys.readouterr().out)["agents"][0]["memory"]
+    assert memory["created"] and memory["changed"] and memory["rule_ids"] == [] and path.is_file()
+
+
+def test_a_compile_names_what_it_did_to_memory_md() -> None:
+    from warden.cli.select import memory_change
+
+    base = {"created": False, "changed": True, "rule_ids": [3, 4], "added": [], "removed": []}
+    assert memory_change({**base, "created": True, "added": [3, 4]}) == "created with rule 3, rule 4"
+    assert memory_change({**base, "added": [4], "removed": [2]}) == "added rule 4; removed rule 2"
+    assert memory_change({**base, "removed": [2]}) == "removed rule 2"
+    assert memory_change({**base, "changed": False}) == "unchanged"
+    assert memory_change(base) == "rewritten (same rules)"  # recovered checkpoints or the backends' note

@@ -178,7 +178,7 @@ def _recompile(session: Any, agent: str) -> str:
 
     result = recompile_memory(session, settings(), agent)
     warn_if_drifted(result)
-    return f" — MEMORY.md v{result.version} {'recompiled' if result.changed else 'unchanged'}"
+    return f" — MEMORY.md v{result.version} {'created' if result.created else 'recompiled' if result.changed else 'unchanged'}"
 
 
 def _candidate_hint(agent: str) -> str:

@@ -31,6 +31,19 @@ def _say(message: str) -> None:
     err_console.print(f"[dim]· {safe(message)}[/]")
 
 
+def memory_change(memory: dict[str, Any]) -> str:
+    """What a compile did to MEMORY.md, in words: "created with rule 3", "added rule 4; removed
+    rule 2", "unchanged" (a first compile is no "change: added none")."""
+    ids = lambda xs: ", ".join(f"rule {i}" for i in xs)  # noqa: E731
+    if memory.get("created"):
+        return "created " + (f"with {ids(memory['rule_ids'])}" if memory.get("rule_ids")
+                             else "(no rules in it yet)")
+    if not memory["changed"]:
+        return "unchanged"
+    moves = [f"{verb} {ids(memory[key])}" for verb, key in (("added", "added"), ("removed", "removed")) if memory[key]]
+    return "; ".join(moves) if moves else "rewritten (same rules)"
+
+
 def render_select_report(report: dict[str, Any]) -> None:
     console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
                   f"{safe(report['model'])} · spent {count_text(report['tokens_spent'])} weighted tokens "
@@ -54,10 +67,7 @@ def render_select_report(report: dict[str, Any]) -> None:
         console.print(f"  [red]aborted (infrastructure): {safe(report['aborted'])}[/] — no verdict, receipt or strike written")
     memory = report["memory"]
     if memory:
-        change = "changed" if memory["changed"] else "unchanged"
-        ids = lambda xs: ", ".join(f"rule {i}" for i in xs) or "none"  # noqa: E731
-        console.print(f"  MEMORY.md v{memory['version']} {change}: added {ids(memory['added'])}; removed "
-                      f"{ids(memory['removed'])} → "
+        console.print(f"  MEMORY.md v{memory['version']} {memory_change(memory)} → "
                       f"{safe(memory['path'])}" + ("  [yellow](it had drifted: recompiled)[/]" if memory["drifted"] else ""))
 
 
@@ -226,11 +236,12 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
         result = recompile_memory(session, s, agent)
     warn_if_drifted(result)
     payload = {"agent": agent, "path": str(result.path), "version": result.version, "changed": result.changed,
-               "drifted": result.drifted, "rule_ids": result.rule_ids}
+               "created": result.created, "drifted": result.drifted, "rule_ids": result.rule_ids}
     if as_json:
         print_json(payload)
     else:
-        console.print(f"MEMORY.md v{result.version} ({'written' if result.changed else 'unchanged'}) → {safe(result.path)}")
+        done = "created" if result.created else "written" if result.changed else "unchanged"
+        console.print(f"MEMORY.md v{result.version} ({done}) → {safe(result.path)}")
 
 
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),

@@ -43,6 +43,7 @@ class CompileResult:
     removed: list[int] = field(default_factory=list)
     text: str = ""
     left_out: list[int] = field(default_factory=list)  # in-memory rules past the line/byte cap
+    created: bool = False  # there was no MEMORY.md: this compile wrote the first
 
 
 def memory_path(settings: Settings, agent: str) -> Path:
@@ -197,7 +198,8 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     before = set(previous.rule_ids) if previous else set()
     return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
-                         removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"), left_out=left_out)
+                         removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"), left_out=left_out,
+                         created=existing is None)
 
 
 def check_drift(session: Session, settings: Settings, agent: str) -> str | None:
