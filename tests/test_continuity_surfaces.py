@@ -214,6 +214,17 @@ def test_cli_checkpoints_list_show_forget_prune(store, capsys) -> None:
     assert out.strip() == "no checkpoints stored"
 
 
+def test_cli_checkpoints_list_has_a_header_row_like_sessions(store, capsys) -> None:
+    _record(store, "sess-a", "Port the exporter")
+    code, out, _ = run_cli(capsys, "checkpoints", "list")
+    header, row = out.splitlines()
+    assert code == 0 and header.split() == ["id", "captured", "UTC", "session", "trigger", "fill", "quality",
+                                            "project", "task"]
+    assert re.fullmatch(r" 1  \d{4}-\d\d-\d\d \d\d:\d\d  sess-a .*", row) and row.split()[-3:] == ["Port", "the", "exporter"]
+    # each value sits under its header
+    assert header.index("session") == row.index("sess-a") and header.index("task") == row.index("Port the")
+
+
 def test_checkpoints_list_by_project_takes_the_directory_and_those_inside_it(store, capsys) -> None:
     _record(store, "sess-a", "Port the exporter", cwd="/w/app")
     _record(store, "sess-b", "Port the importer", cwd="/w/app/sub")

@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import MAX_ID, MAX_ROWS, console, keep_limit, print_json, safe, say_error, settings, store
+from warden.cli.common import (MAX_ID, MAX_ROWS, console, keep_limit, print_json, print_uncut_table, safe, say_error,
+                               settings, store)
 from warden.continuity import service
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
@@ -113,11 +114,12 @@ def list_cmd(session_id: Optional[str] = typer.Option(None, "--session", help="O
     if not rows:
         console.print("no checkpoints match" if session_id or project else "no checkpoints stored")
         return
-    for r in rows:
-        when = r["captured_at"].strftime("%Y-%m-%d %H:%M") if r["captured_at"] else "undated"
-        console.print(f"{r['id']:>6}  {when}  {safe(r['session_id'], 12):<12}  {safe(r['trigger'], 28):<28}  "
-                      f"fill {r['fill']:>3.0f}%  q {r['quality']:>3.0f}  {safe(r['project'] or '-', 40)}  "
-                      f"{safe(r['active_task'], 60)}", highlight=False, soft_wrap=True)
+    headers = ("id", "captured UTC", "session", "trigger", "fill", "quality", "project", "task")
+    cells = [[str(r["id"]), r["captured_at"].strftime("%Y-%m-%d %H:%M") if r["captured_at"] else "undated",
+              safe(r["session_id"], 12), safe(r["trigger"], 28), f"{r['fill']:.0f}%", f"{r['quality']:.0f}",
+              safe(r["project"] or "-", 40), safe(r["active_task"], 60)] for r in rows]
+    print_uncut_table(headers, cells, left={"captured UTC", "session", "trigger", "project", "task"},
+                      shrink={"project", "task"})
 
 
 @checkpoints_app.command("show")
