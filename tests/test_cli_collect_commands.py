@@ -551,3 +551,36 @@ def test_tables_on_a_narrow_terminal_cut_free_text_never_numbers_or_run_ids() ->
         for row in rows:
             for cell in [row[0], *row[3:]]:
                 assert cell in text, (width, cell, text)
+
+
+def test_json_figures_are_rounded_to_read_and_integers_stay_integers(capsys: pytest.CaptureFixture[str]) -> None:
+    """A sum of floats (0.1 + 0.2, a week of weighted tokens) is no 0.30000000000000004 in --json."""
+    from warden.config import load_settings
+    from warden.store.db import open_store
+    from warden.store.models import SessionRun, utcnow
+
+    with open_store(load_settings()).session() as db:
+        for n, (cost, weighted) in enumerate([(0.1, 25710.150000000005), (0.2, 1714592.8500000006)]):
+            db.add(SessionRun(run_key=f"s{n}:a{n}", session_id=f"s{n}", agent_id=f"a{n}", agent="backend", cost_usd=cost,
+                              weighted_tokens=weighted, input_tokens=3, completed=True, started_at=utcnow(),
+                              ended_at=utcnow()))
+    code, out, _ = run(capsys, "sessions", "--json")
+    rows = {r["session_id"]: r for r in json.loads(out)}
+    assert code == 0 and rows["s0"]["weighted_tokens"] == 25710.2 and rows["s1"]["weighted_tokens"] == 1714592.9
+    code, out, _ = run(capsys, "status", "--json")
+    [backend] = json.loads(out)["agents"]
+    assert backend["cost_usd"] == 0.3 and backend["input_tokens"] == 6 and type(backend["input_tokens"]) is int
+    assert "0.30000000000000004" not in out and "1740303.0000000007" not in out
+    [learning] = json.loads(out)["learning"]
+    assert learning["learning_curve"][0]["mean_weighted_tokens"] == 870151.5
+    assert learning["spend_this_week"]["real_work_weighted_tokens"] == 1740303.0
+
+
+def test_display_figures_round_by_what_a_figure_is() -> None:
+    from warden.cli.common import display_figures
+
+    assert display_figures({"cost_usd": 0.06659027448938298, "estimate": 346.98718180951033,
+                            "interval_tokens": [-1104.8363956768549, 1710.7335109533599], "bench_share": 0.30000000000000004,
+                            "relative_margin": 0.000662223503364104, "p": 1e-12, "runs": 7, "flag": True, "none": None}) == {
+        "cost_usd": 0.06659, "estimate": 347.0, "interval_tokens": [-1104.8, 1710.7], "bench_share": 0.3,
+        "relative_margin": 0.000662224, "p": 1e-12, "runs": 7, "flag": True, "none": None}

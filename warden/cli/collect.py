@@ -78,7 +78,7 @@ def sessions(
                                      limit=limit + 1)
     rows = keep_limit(rows, limit, "run")
     if as_json:
-        print_json(rows)
+        print_json(rows, figures=True)
         return
     headers = ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
                "weighted", "tools", "rereads", "done")
@@ -101,7 +101,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         data = collector.status(db)
         data["learning"] = learning_overview(db)
     if as_json:
-        print_json(data)
+        print_json(data, figures=True)
         return
     headers = ("agent", "sessions", "runs", "in", "out", "cw 5m", "cw 1h", "cache r", "cost $", "weighted",
                "p75/run", "reread")

@@ -142,7 +142,7 @@ def rules_list(
         rows = rules_admin.list_rules(session, agent=agent, status=status)
         rents = rules_admin.memory_rent(session, agent=agent)
     if as_json:
-        print_json({"rules": rows, "memory_rent_tokens": rents})
+        print_json({"rules": rows, "memory_rent_tokens": rents}, figures=True)
         return
     if not rows:
         console.print("no rules" + (f" for {safe(agent)}" if agent else ""))

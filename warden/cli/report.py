@@ -42,7 +42,7 @@ def cost_command(
                 cost["projection"] = project_cost(cost, weeks, sessions_per_week, bench_tokens_per_week(session, name))
             results.append(cost)
     if as_json:
-        print_json(results)
+        print_json(results, figures=True)
         return
     if not results:
         console.print("nothing to price: no agent has rules, bench runs or sessions yet")

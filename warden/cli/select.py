@@ -108,7 +108,7 @@ def select_command(
             continue
         reports.append(select_report_json(turn.report))
     if as_json:
-        print_json(reports)
+        print_json(reports, figures=True)
     else:
         for r in reports:
             render_select_report(r)
@@ -126,7 +126,7 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
     with store().session() as session:
         history = rule_history(session, rule_id)
     if as_json:
-        print_json(history)
+        print_json(history, figures=True)
         return
     rule = history["rule"]
     console.print(f"[bold]rule {rule['id']}[/] ({safe(rule['agent'])}) — {rule['state']}"
@@ -183,7 +183,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
             require_rule_agent(session, s, agent)
         rows = latest_receipts(session, agent)
     if as_json:
-        print_json(rows)
+        print_json(rows, figures=True)
         return
     if not rows:
         console.print("no receipts yet")
@@ -255,7 +255,7 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
     with store(s).session() as session:
         plan = plan_agent(session, s, agent, budget)
     if as_json:
-        print_json(plan)
+        print_json(plan, figures=True)
         return
     console.print(f"[bold]{safe(agent)}[/]: reference cost {count_text(plan['reference_cost'])} weighted tokens per run "
                   f"({plan['basis']}); budget per rule {count_text(plan['budget'])}"
@@ -293,7 +293,7 @@ def nightly_command(
                           concurrency=concurrency, distiller=distiller, log=None if as_json else _say)
     payload = summary.to_json()
     if as_json:
-        print_json(payload)
+        print_json(payload, figures=True)
     else:
         console.print(f"[bold]night #{payload['night_id']}[/]{' (resumed)' if payload['resumed'] else ''}: "
                       f"{payload['collected_runs']} runs collected, {payload['distilled_runs']} distilled, "

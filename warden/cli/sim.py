@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
                                         persona=_persona(persona), fast=not exact,
                                         progress=lambda done, total: bar.update(task, completed=done, total=total))
         if as_json:
-            print_json(result)
+            print_json(result, figures=True)
             return
         table = Table(title=f"{safe(agent)} · {len(result['seeds'])} seeds · {result['model']}")
         for column in ("task", "without", "with", "saving", "share", "done w/o", "done with"):
@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
                 raise WardenError(f"cannot write the sessions under {out}: {exc.strerror or exc}") from None
         rows = [p.__dict__ for p in played]
         if as_json:
-            print_json({"label": "simulated sessions (sim backend), not a real model", "sessions": rows})
+            print_json({"label": "simulated sessions (sim backend), not a real model", "sessions": rows}, figures=True)
             return
         table = Table(title=f"{len(played)} simulated sessions → {safe(out)}")
         for column in ("session", "agent", "task", "delegated", "completed", "weighted tokens"):
