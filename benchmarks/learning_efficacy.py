@@ -49,6 +49,16 @@ def in_memory_bodies(store, agent: str) -> list[str]:
                               .order_by(Rule.id)))
 
 
+def _token_budget(text: str) -> int:
+    """``--budget`` as warden's own commands take it (one parser: warden.cli.common)."""
+    from warden.cli.common import parse_token_budget
+
+    try:
+        return parse_token_budget(text)
+    except Exception as exc:  # typer.BadParameter: argparse's own error line, exit 2
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=5)
@@ -56,7 +66,8 @@ def main() -> int:
     ap.add_argument("--sessions-per-agent", type=int, default=8, help="simulated real-work sessions per agent per night")
     ap.add_argument("--truth-seeds", type=int, default=4, help="seeds per task for each golden-suite measurement")
     ap.add_argument("--oracle-seeds", type=int, default=4)
-    ap.add_argument("--budget", type=int, default=None, help="nightly bench budget (weighted tokens)")
+    ap.add_argument("--budget", type=_token_budget, default=None,
+                    help="nightly bench budget (weighted tokens: 2000000, 2_000_000 or 2e6)")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--keep", default=None, help="keep the benchmark home here")
     args = ap.parse_args()
