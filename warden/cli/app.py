@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import typer
@@ -154,12 +156,41 @@ RESUMABLE = {"collect", "distill", "bench", "select", "nightly"}
 def _interrupted(argv: list[str] | None) -> str:
     args = sys.argv[1:] if argv is None else argv
     resumable = bool(args) and args[0] in RESUMABLE
-    return "interrupted" + ("; finished work is kept: re-run the same command to resume" if resumable else "")
+    what = "terminated (SIGTERM)" if _sigterm_received else "interrupted"
+    return what + ("; finished work is kept: re-run the same command to resume" if resumable else "")
+
+
+_sigterm_received = False
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a service manager, a CI timeout, kill) ends a command as Ctrl-C does: the same
+    clean-up runs and the same line is said, with exit 143 (a bench pass installs its own)."""
+    global _sigterm_received
+    _sigterm_received = True
+    raise KeyboardInterrupt
+
+
+def _interrupt_exit(argv: list[str] | None) -> int:
+    say_error(_interrupted(argv))
+    return 143 if _sigterm_received else 130
 
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
+    global _sigterm_received
+    _sigterm_received = False
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
+    try:
+        return _run(argv)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
         if stream is not None and not writes_utf8(stream) and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
@@ -173,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
             if result == 130:
-                say_error(_interrupted(argv))
+                return _interrupt_exit(argv)
             return result
     except WardenError as exc:
         say_error(exc)
@@ -181,11 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
+        if _sigterm_received:
+            return _interrupt_exit(argv)
         say_error("aborted")
         return 130
     except KeyboardInterrupt:
-        say_error(_interrupted(argv))
-        return 130
+        return _interrupt_exit(argv)
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, _CLICK_EXCEPTION):
             return _report_click_error(exc)

@@ -730,6 +730,7 @@ def _parser_process_init(writer_pid: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the writer's handler, forked with it: terminate() ends us quietly
     if sys.platform.startswith("linux"):
         try:
             import ctypes
