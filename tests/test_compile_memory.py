@@ -65,8 +65,34 @@ def test_drift_is_detected_and_recompiled(env) -> None:
         assert "differs" in (check_drift(s, settings, "backend") or "")
         result = compile_memory(s, settings, "backend")
     assert result.drifted and result.changed and "hand-written" not in path.read_text()
+    assert "edited by hand" in result.drift
     with store.session() as s:
         assert check_drift(s, settings, "backend") is None
+
+
+def test_an_earlier_compile_left_in_place_is_called_stale_not_a_hand_edit(env, capsys) -> None:
+    """A compile stopped between its commit and its rename (SIGINT, SIGKILL) leaves the previous
+    version's file: the next compile must not tell the user their hand edit is gone."""
+    from warden.cli.common import warn_if_drifted
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    path = memory_path(settings, "backend")
+    v1 = path.read_bytes()
+    _add(store, "Never re-read a file you have already read unless it changed since.")
+    with store.session() as s:
+        assert compile_memory(s, settings, "backend").version == 2
+    path.write_bytes(v1)  # what the interrupted v2 compile left on disk
+    with store.session() as s:
+        said = check_drift(s, settings, "backend") or ""
+        assert "earlier compile v1" in said and "by hand" not in said
+        result = compile_memory(s, settings, "backend")
+    assert result.drifted and result.version == 2 and "earlier compile v1" in result.drift
+    warn_if_drifted(result)
+    warning = capsys.readouterr().err
+    assert "earlier compile v1" in warning and "edit is gone" not in warning
 
 
 def test_symlinks_are_refused(env, tmp_path: Path) -> None:

@@ -224,6 +224,7 @@ def warn_if_drifted(result: Any) -> None:
                           f"not in it: {', '.join(map(str, left_out[:20]))}{' …' if len(left_out) > 20 else ''}",
                           markup=False, highlight=False, soft_wrap=True)
     if getattr(result, "drifted", False):
+        hand = "by hand" in result.drift or not result.drift
         err_console.print(f"warning: {strip_controls(str(result.path), keep_newlines=False)} had drifted from the "
-                          "last compile (edited by hand or stale): recompiled, the edit is gone", markup=False,
-                          highlight=False, soft_wrap=True)
+                          f"last compile ({result.drift or 'edited by hand, or stale'}): recompiled"
+                          + (", the edit is gone" if hand else ""), markup=False, highlight=False, soft_wrap=True)

@@ -68,7 +68,8 @@ def render_select_report(report: dict[str, Any]) -> None:
     memory = report["memory"]
     if memory:
         console.print(f"  MEMORY.md v{memory['version']} {memory_change(memory)} → "
-                      f"{safe(memory['path'])}" + ("  [yellow](it had drifted: recompiled)[/]" if memory["drifted"] else ""))
+                      f"{safe(memory['path'])}" + (f"  [yellow](it had drifted — {safe(memory.get('drift') or 'edited by hand, or stale')}: recompiled)[/]"
+                         if memory["drifted"] else ""))
 
 
 # The bench options select and nightly share (one declaration each; typer reads them as metadata).
@@ -236,7 +237,8 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
         result = recompile_memory(session, s, agent)
     warn_if_drifted(result)
     payload = {"agent": agent, "path": str(result.path), "version": result.version, "changed": result.changed,
-               "created": result.created, "drifted": result.drifted, "rule_ids": result.rule_ids}
+               "created": result.created, "drifted": result.drifted, "drift": result.drift or None,
+               "rule_ids": result.rule_ids}
     if as_json:
         print_json(payload)
     else:

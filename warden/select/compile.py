@@ -44,6 +44,7 @@ class CompileResult:
     text: str = ""
     left_out: list[int] = field(default_factory=list)  # in-memory rules past the line/byte cap
     created: bool = False  # there was no MEMORY.md: this compile wrote the first
+    drift: str = ""  # why it had drifted (see :func:`drift_reason`)
 
 
 def memory_path(settings: Settings, agent: str) -> Path:
@@ -158,7 +159,7 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     if left_out:
         backends = measured_backends(session, rule_ids, keeping)
     existing = read_existing(path)
-    drifted = existing is not None and (previous is None or _sha256(existing) != previous.memory_sha256)
+    drift = "" if existing is None else drift_reason(session, agent, existing, previous)
 
     def rules_identity(v: int) -> str:
         # The version tracks the rule set only: recovered checkpoints and the note naming the
@@ -196,10 +197,29 @@ def compile_memory(session: Session, settings: Settings, agent: str,
         raise
     _install_on_commit(session, staged)
     before = set(previous.rule_ids) if previous else set()
-    return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=drifted,
+    return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=bool(drift), drift=drift,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
                          removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"), left_out=left_out,
                          created=existing is None)
+
+
+def drift_reason(session: Session, agent: str, existing: bytes, previous: RulesetVersion | None) -> str:
+    """Why ``existing`` (the installed MEMORY.md) is not what warden last compiled, or "".
+
+    A file that is an earlier compile of warden's is stale, not edited: a compile whose process
+    was stopped between its commit and its rename leaves the one before it in place."""
+    if previous is None:
+        return "it was not written by warden"
+    digest = _sha256(existing)
+    if digest == previous.memory_sha256:
+        return ""
+    earlier = session.scalars(select(RulesetVersion.version).where(
+        RulesetVersion.agent == agent, RulesetVersion.memory_sha256 == digest)
+        .order_by(RulesetVersion.version.desc()).limit(1)).first()
+    if earlier is not None:
+        return (f"it is warden's earlier compile v{earlier} (a compile stopped before it replaced the file, "
+                "or a restored copy)")
+    return "it was edited by hand, or is stale"
 
 
 def check_drift(session: Session, settings: Settings, agent: str) -> str | None:
@@ -211,6 +231,7 @@ def check_drift(session: Session, settings: Settings, agent: str) -> str | None:
         return None if existing is None else "MEMORY.md exists but warden never compiled it"
     if existing is None:
         return "MEMORY.md is missing"
-    if _sha256(existing) != previous.memory_sha256:
-        return "MEMORY.md differs from the last compile (edited by hand or stale)"
+    reason = drift_reason(session, agent, existing, previous)
+    if reason:
+        return f"MEMORY.md differs from the last compile: {reason}"
     return None

@@ -72,7 +72,7 @@ def select_report_json(r: SelectReport) -> dict[str, Any]:
                        "receipt_id": d.receipt_id, "memory_version": d.memory_version} for d in r.decisions],
         "memory": None if memory is None else {
             "path": str(memory.path), "version": memory.version, "changed": memory.changed, "created": memory.created,
-            "drifted": memory.drifted, "rule_ids": memory.rule_ids, "added": memory.added, "removed": memory.removed},
+            "drifted": memory.drifted, "drift": memory.drift, "rule_ids": memory.rule_ids, "added": memory.added, "removed": memory.removed},
     }
 
 

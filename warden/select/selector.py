@@ -177,7 +177,7 @@ class Selector:
         if tasks is None:  # the bench runner knows its golden suite
             tasks = {t.id: float(t.weight) for t in runner.bench.suite.tasks}
         self.tasks = tasks
-        self.memory_drifted = False  # a compile of this invocation found a drifted MEMORY.md
+        self.memory_drift = ""  # why a compile of this invocation found MEMORY.md drifted
         self._cost_hints: dict[str, float] | None = cost_hints
 
     def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | Skipped:
@@ -290,7 +290,7 @@ class Selector:
             # the receipt comes after the compile (it records the version): name its backend now
             keeping = {rule_id: self.backend} if d.verdict is Verdict.KEEP else None
             compiled = compile_memory(session, self.settings, self.agent, *self._sections(session), keeping=keeping)
-            self.memory_drifted = self.memory_drifted or compiled.drifted
+            self.memory_drift = self.memory_drift or compiled.drift
             receipt = write_receipt(
                 session, rule, kind=kind, verdict=d.verdict.value, reason="; ".join(d.reasons),
                 state_after=state, estimate=d.estimate_tokens, ci_low=d.interval_tokens[0],
@@ -369,7 +369,8 @@ class Selector:
             memory.added = sorted(set(memory.rule_ids) - start_ids)
             memory.removed = sorted(start_ids - set(memory.rule_ids))
             memory.changed = memory.changed or start_sha != hashlib.sha256(memory.text.encode("utf-8")).hexdigest()
-            memory.drifted = memory.drifted or self.memory_drifted
+            memory.drift = memory.drift or self.memory_drift
+            memory.drifted = bool(memory.drift)
             report.memory = memory
         return report
 
