@@ -100,6 +100,30 @@ def test_inconclusive_keeps_candidate_and_pools_evidence_next_night(env) -> None
         assert len(receipts) == 2 and len(receipts[1].evidence) > n_first
 
 
+def test_evidence_pools_only_across_decisions_on_the_same_model(env) -> None:
+    """A re-audit on another model measures another agent: pooling the first model's pairs would
+    keep (or evict) the rule on evidence the receipt then labels with the new model."""
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    settings = replace(settings, evidence_budget_tokens=4_000_000)  # undecided: evidence to pool
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    _selector(settings, store, runner).run()
+    with store.session() as s:
+        n_first = len(s.query(Receipt).one().evidence)
+    other = Selector(store, settings, "backend", SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=6),
+                     backend="synthetic", model="another-model", tasks=WEIGHTS, cost_hints=HINTS,
+                     params=DecisionParams.from_settings(settings))
+    other.run()
+    with store.session() as s:
+        receipts = s.query(Receipt).order_by(Receipt.id).all()
+        assert len(receipts) == 2 and receipts[1].model == "another-model"
+        assert len(receipts[1].evidence) <= n_first  # its own runs only, none of the first model's
+    _selector(settings, store, runner).run()  # back on the first model: its evidence pools again
+    with store.session() as s:
+        receipts = s.query(Receipt).order_by(Receipt.id).all()
+        assert len(receipts) == 3 and len(receipts[2].evidence) > n_first
+
+
 def test_two_strike_reaudit(env) -> None:
     settings, store = env
     rid = _rule(store, "Mention the weather in every reply you write today.", state="active")

@@ -96,7 +96,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
     for rule, kind in todo:
         rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
         reference = memory if kind == ADMISSION else memory - {rule.id}
-        prior = prior_evidence(session, rule, reference, memory | {rule.id})
+        prior = prior_evidence(session, rule, reference, memory | {rule.id}, backend=settings.backend, model=settings.model)
         if prior is not None and prior.reference:
             estimate = plan_from_evidence(prior, weights, rent, per_rule_budget, params, kind)
         else:

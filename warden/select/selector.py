@@ -128,9 +128,18 @@ def evidence_from_json(rows: Sequence[Sequence[Any]], reference: Config, rule: C
     return Evidence(tuple(ref), tuple(measured))
 
 
-def prior_evidence(session: Session, rule: Rule, reference: Config, measured: Config) -> Evidence | None:
-    last = session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id.desc())
-                           .limit(1)).first()
+def prior_evidence(session: Session, rule: Rule, reference: Config, measured: Config, *, backend: str,
+                   model: str | None = None, suite_hash: str | None = None,
+                   fixture_hash: str | None = None) -> Evidence | None:
+    """The rule's pooled evidence from its latest receipt measured the same way: same backend and
+    (where given) model, golden suite and fixture. Runs of another model measure another agent: a
+    re-audit on a new model starts its evidence afresh rather than keep the rule on the old one's."""
+    query = select(Receipt).where(Receipt.rule_id == rule.id, Receipt.backend == backend)
+    for column, value in ((Receipt.model, model), (Receipt.suite_hash, suite_hash),
+                          (Receipt.fixture_hash, fixture_hash)):
+        if value:
+            query = query.where(column == value)
+    last = session.scalars(query.order_by(Receipt.id.desc()).limit(1)).first()
     if last is None or not last.evidence:
         return None
     return evidence_from_json(last.evidence, reference, measured)
@@ -195,7 +204,9 @@ class Selector:
             rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
             if rule.rent_tokens != rent:
                 rule.rent_tokens = rent
-            prior = prior_evidence(session, rule, reference, measured)
+            prior = prior_evidence(session, rule, reference, measured, backend=self.backend, model=self.model,
+                                   suite_hash=getattr(self.runner, "suite_hash", ""),
+                                   fixture_hash=getattr(self.runner, "fixture_hash", ""))
             body, state_before, undecided_before = rule.body, rule.state, float(rule.undecided_tokens or 0.0)
         hints = self.cost_hints()
         partial_budget = budget < float(self.settings.evidence_budget_tokens)
