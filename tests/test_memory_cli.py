@@ -152,3 +152,25 @@ def test_rules_add_refuses_an_agent_warden_never_heard_of(warden_home: Path, cap
     agents.mkdir(parents=True)
     (agents / "reviewer.md").write_text("---\nname: reviewer\n---\nReviews diffs.\n")
     assert main(["rules", "add", "--agent", "reviewer", "--protected", BODY]) == 0
+
+
+def test_receipt_text_says_when_it_cuts_the_paired_differences_and_shows_raw_tokens(warden_home: Path, capsys) -> None:
+    """The text view shows 12 differences per task: a cut without a marker reads as the whole evidence."""
+    from warden.store.db import open_store
+    from warden.store.models import Receipt, Rule
+
+    with open_store(load_settings()).session() as s:
+        rule = Rule(agent="backend", body="Grep for the symbol before opening any file.", state="active")
+        s.add(rule)
+        s.flush()
+        s.add(Receipt(rule_id=rule.id, agent="backend", kind="admission", verdict="keep", state_after="active",
+                      estimate=900.0, ci_low=100.0, ci_high=1500.0, margin=80.0, rent=40, k=2.0,
+                      n_per_side={"backend-01": [15, 15]}, paired_diffs={"backend-01": [float(i) for i in range(15)]},
+                      pass_counts={"backend-01": [15, 15, 15, 15]}, tokens_spent=123456.0, raw_tokens_spent=654321,
+                      model="sim-naive-1", backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                      warden_version="test"))
+        rule_id = rule.id
+    assert main(["receipt", str(rule_id)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "diffs [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, … 3 more (all in --json)]" in out
+    assert "spent 123,456 weighted tokens (654,321 raw)" in out

@@ -119,6 +119,9 @@ def select_command(
         raise typer.Exit(2)
 
 
+RECEIPT_DIFFS_SHOWN = 12  # paired differences per task in the text view; --json has them all
+
+
 def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, max=MAX_ID),
                     as_json: bool = typer.Option(False, "--json")) -> None:
     """A rule's whole history: every decision with its evidence, provenance and current state."""
@@ -146,12 +149,15 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
         console.print(f"\n  [bold]#{r['id']}[/] {r['created_at']} {r['kind']} → {r['verdict']} (state {r['state_after']})"
                       f" · {safe(r['backend'])}/{safe(r['model'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
         console.print(f"    saving {count_text(r['estimate'])}/run, interval [{count_text(lo)}, {count_text(hi)}], margin "
-                      f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted tokens")
+                      f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted "
+                      f"tokens ({count_text(r['raw_tokens_spent'])} raw)")
         console.print(f"    {safe(r['reason'], 400)}")
         for task, diffs in sorted(r["paired_diffs"].items()):
             passes = r["pass_counts"].get(task, [0, 0, 0, 0])
+            shown = ", ".join(str(round(x)) for x in diffs[:RECEIPT_DIFFS_SHOWN])
+            more = f", … {len(diffs) - RECEIPT_DIFFS_SHOWN} more (all in --json)" if len(diffs) > RECEIPT_DIFFS_SHOWN else ""
             console.print(f"    {safe(task, 40)}: n={r['n_per_side'].get(task)} passes ref {passes[0]}/{passes[1]} "
-                          f"rule {passes[2]}/{passes[3]} diffs {[round(x) for x in diffs][:12]}")
+                          f"rule {passes[2]}/{passes[3]} diffs [{shown}{more}]")
 
 
 def _render_claimed(claimed: Any) -> None:

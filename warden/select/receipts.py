@@ -1,7 +1,7 @@
 """Receipts: one immutable row per decision, and the views of a rule's history.
 
 Rows are only ever inserted (:func:`write_receipt`); nothing in warden updates or deletes one
-except ``rules forget``, which removes the rule with its history on the user's request.
+(``rules forget`` evicts the rule and keeps its history).
 """
 
 from __future__ import annotations
