@@ -429,3 +429,31 @@ def test_golden_suite_now_is_the_median_of_runs_with_todays_rules(warden_home: P
         suite = golden_suite(s, "backend")
     assert suite["now_total"] == 70_000.0 and suite["tasks"][0]["now_runs"] == 3
     assert suite["change"] == pytest.approx(-0.3)
+
+
+def test_golden_suite_totals_one_model_not_two_models_first_runs_summed(warden_home: Path, capsys) -> None:
+    """Bench the suite on a second model and the totals summed both models' first runs: a 1-task
+    suite read as two, 'now' and 'first runs' each mixing models."""
+    from warden.cli.app import main
+    from warden.report.figures import golden_suite
+
+    store = open_store(load_settings())
+    _populate(store)  # backend-01 on sim-naive-1: first run 100,000, now 90,000
+    with store.session() as s:
+        run = BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-careful-1",
+                       seed=1, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
+                       weighted_tokens=30_000.0, ruleset_version=1)
+        s.add(run)
+        s.flush()
+        s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model="sim-careful-1",
+                       run1_weighted=40_000.0, run1_run_id=run.id, best_weighted=30_000.0, best_run_id=run.id))
+    with store.session() as s:
+        suite = golden_suite(s, "backend")
+    assert len(suite["tasks"]) == 1 and suite["model"] == "sim-careful-1"  # the model benched last
+    assert suite["run1_total"] == 40_000.0 and suite["now_total"] == 30_000.0
+    assert suite["other_setups"] == [{"backend": "sim", "model": "sim-naive-1", "run1_total": 100_000.0,
+                                      "now_total": 90_000.0, "change": pytest.approx(-0.1), "backends": ["sim"],
+                                      "tasks": 1}]
+    assert main(["status"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "golden suite 30,000 now vs 40,000 first runs" in out and "model sim-careful-1; 1 other" in out

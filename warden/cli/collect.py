@@ -166,6 +166,9 @@ def render_learning(overview: list[dict[str, Any]], suite_agents: set[str]) -> N
             ("golden suite not benched yet" if a["agent"] in suite_agents else "no golden suite")
         where = measured_on(suite["backends"]) if suite["tasks"] else None
         golden += f" measured {safe(where)}" if where else ""
+        if suite["tasks"] and suite.get("other_setups"):  # one model per total: name it, count the rest
+            golden += (f" (model {safe(suite['model'])}; {len(suite['other_setups'])} other backend/model "
+                       "setup(s) in --json)")
         rules = ", ".join(f"{k} {v}" for k, v in a["rules"].items() if v) or "no rules"
         spend = a["spend_this_week"]
         share = "" if spend["bench_share"] is None else f" ({spend['bench_share']:.1%} of this agent's real work)"

@@ -66,6 +66,21 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     in_memory = config_key(session.scalars(select(Rule.id).where(Rule.agent == agent,
                                                                  Rule.state.in_(IN_MEMORY_STATES))))
     baselines = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
+    # One measuring setup (backend, model) per total: two models' first runs summed would double
+    # the suite. The setup benched last is shown; the others are named with their own totals.
+    setups = sorted({(b.backend, b.model) for b in baselines})
+    latest = session.execute(select(BenchRun.backend, BenchRun.model).where(BenchRun.agent == agent)
+                             .order_by(BenchRun.id.desc()).limit(1)).first()
+    chosen = tuple(latest) if latest is not None and tuple(latest) in setups else (setups[-1] if setups else None)
+    others = [_setup_total(session, agent, in_memory, [b for b in baselines if (b.backend, b.model) == setup])
+              for setup in setups if setup != chosen]
+    shown = _setup_total(session, agent, in_memory, [b for b in baselines if (b.backend, b.model) == chosen])
+    return {**shown, "other_setups": [{k: v for k, v in o.items() if k != "tasks"} | {"tasks": len(o["tasks"])}
+                                      for o in others]}
+
+
+def _setup_total(session: Session, agent: str, in_memory: str, baselines: list[Baseline]) -> dict[str, Any]:
+    """:func:`golden_suite`'s figures over the baselines of one backend and model."""
     tasks = []
     for b in baselines:
         same_task = (BenchRun.agent == agent, BenchRun.task_id == b.task_id, BenchRun.backend == b.backend,
@@ -83,7 +98,8 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     run1 = sum(t["run1"] for t in tasks)
     now = sum(t["now"] if t["now"] is not None else t["run1"] for t in tasks)
     return {"tasks": sorted(tasks, key=lambda t: t["task_id"]), "run1_total": run1, "now_total": now,
-            "change": (now - run1) / run1 if run1 else None, "backends": backends_of(t["backend"] for t in tasks)}
+            "change": (now - run1) / run1 if run1 else None, "backends": backends_of(t["backend"] for t in tasks),
+            "backend": baselines[0].backend if baselines else None, "model": baselines[0].model if baselines else None}
 
 
 def rules_by_state(session: Session, agent: str) -> dict[str, int]:
