@@ -107,6 +107,7 @@ LATIN_LOOKALIKES = str.maketrans(
     "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu"
     "abcdefghijklmnopqrstuvwyzagijiy"
     "ABCDEGHiJKLMPRSTVVWZABCDEGHiJKLMPRSTVVWZ")
+_LATIN_LOOKALIKE = re.compile("[" + re.escape("".join(map(chr, LATIN_LOOKALIKES))) + "]")
 
 
 def count_text(value: object) -> str:
@@ -333,24 +334,32 @@ def redact_secrets(text: str) -> str:
 
 
 # A secret disguised: a zero-width space, soft hyphen, control or other invisible character inside
-# it ("sk-ant-\u200bapi03-…"), or full-width and other compatibility forms ("ｓｋ－ａｎｔ－…"). The
-# patterns miss it, yet a screen shows it whole, and so do a memory file and the recall index
-# (fence.defang drops the invisible characters and applies NFKC). Such text is read again as it
-# reads — _UNSAFE characters dropped, the rest NFKC-folded — and what a pattern finds in that copy
-# or in the text as written is redacted in the original. Plain ASCII text costs one check or two.
+# it ("sk-ant-\u200bapi03-…"), full-width and other compatibility forms ("ｓｋ－ａｎｔ－…"), or
+# letters that look Latin (a Cyrillic "ѕk-аnt-…", a Greek omicron in "ghp_…": LATIN_LOOKALIKES).
+# The patterns miss it, yet a screen shows it whole, and so do a memory file and the recall index
+# (fence.defang drops the invisible characters and folds the rest). Such text is read again as it
+# reads — _UNSAFE characters dropped, the rest NFKC-folded, look-alikes as the Latin letter — and
+# what a pattern finds in that copy or in the text as written is redacted in the original. Plain
+# ASCII text costs one check or two.
 _MASK = "\x00"  # a redacted character (a folded copy never holds one: _UNSAFE drops it)
 
 
 def _disguise_folded(text: str) -> str | None:
-    """``text`` as it reads (invisible characters dropped, compatibility forms NFKC-folded), or
-    None when that is ``text`` itself."""
-    if text.isascii():  # NFKC changes no ASCII: only a control can hide in it
+    """``text`` as it reads (invisible characters dropped, compatibility forms NFKC-folded,
+    look-alike letters as the Latin one), or None when that is ``text`` itself."""
+    if text.isascii():  # NFKC changes no ASCII, and it holds no look-alike: only a control can hide in it
         if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():
             return None
         return _UNSAFE.sub("", text)
-    if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None:
+    if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None \
+            and _LATIN_LOOKALIKE.search(text) is None:
         return None
-    return unicodedata.normalize("NFKC", _UNSAFE.sub("", text))
+    return unicodedata.normalize("NFKC", _UNSAFE.sub("", text)).translate(LATIN_LOOKALIKES)
+
+
+def _folded_char(char: str) -> str:
+    """One character as :func:`_disguise_folded` reads it ("" for an invisible one)."""
+    return "" if _UNSAFE.match(char) else unicodedata.normalize("NFKC", char).translate(LATIN_LOOKALIKES)
 
 
 def _masked_match(match: re.Match[str]) -> str:
@@ -374,7 +383,7 @@ def _redact_disguised(text: str) -> str:
     folded on its own (positions map back), one ``[REDACTED]`` for each run of characters that
     are or fold into a secret (an invisible character inside the run included; a NUL as written
     counts as masked, which only hides a NUL). Linear, like the patterns."""
-    pieces = ["" if _UNSAFE.match(ch) else unicodedata.normalize("NFKC", ch) for ch in text]
+    pieces = [_folded_char(ch) for ch in text]
     masked = _masked("".join(pieces))
     as_written = _masked(text)
     out: list[str] = []
