@@ -218,6 +218,29 @@ def test_a_key_disguised_by_invisible_or_full_width_characters_is_redacted(text:
         assert holds_key(text)
 
 
+@pytest.mark.parametrize("text, leak", [
+    (f"bad key {_KEY[:7]}\u200b{_KEY[7:]}", "Q7vXQ7vX"),  # zero-width space
+    (f"bad key {_KEY.translate(_FULL_WIDTH)}", "Q7vXQ7vX"),  # full-width
+    (f"bad key \u0455k-\u0430nt{_KEY[6:]}", "Q7vXQ7vX"),  # Cyrillic look-alikes
+    ("Ａｕｔｈｏｒｉｚａｔｉｏｎ: Bearer abcdefgh\u200bijklmnop", "ijklmnop"),
+])
+def test_an_error_message_s_disguised_key_is_redacted(text: str, leak: str) -> None:
+    """redact_credentials (API and CLI error messages) reads a disguised key as redact_secrets
+    does, and still keeps what only a name: value guess would take ("password=…", "x-api-key")."""
+    from warden.api_client import describe_api_error
+    from warden.sanitize import redact_credentials
+
+    out = redact_credentials(f"HTTP 401 authentication_error: {text}", {})
+    assert leak not in _as_shown(out) and "[REDACTED]" in out
+    shown = describe_api_error(RuntimeError(f"gateway refused {text}"))
+    assert leak not in shown and "[REDACTED]" in shown
+    for kept in ("authentication_error: invalid x-api-key", "ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２ｘｙ is wrong",
+                 "\u0440\u0430ssword=hunter2xy is wrong", "Ошибка: ключ API неверен"):
+        assert redact_credentials(kept, {}) == kept
+    environ = {"ANTHROPIC_API_KEY": _KEY, "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG"}
+    assert redact_credentials(f"echoed {_KEY} and wJalrXUtnFEMI/K7MDENG", environ) == "echoed [REDACTED] and [REDACTED]"
+
+
 @given(st.lists(st.sampled_from([
     "sk-ant-api03-abcdefghijklmnopqrstuv", "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijk", "password=", "hunter2x!",
     "redis://:pw1234@h", "x://u:pw@h", "Cookie: a=b", "ghp_abcdefghijklmnopqrstuvwx", "eyJabcdefghi.eyJabcdefghi.abcdefghij",
@@ -713,6 +736,8 @@ def test_checkpoints_an_older_warden_forgot_without_a_tombstone_stay_forgotten_w
 def test_redaction_stays_linear_on_large_adversarial_input() -> None:
     import time
 
+    from warden.sanitize import redact_credentials
+
     assert redact_secrets("mysql -u root -pS3cret db") == "mysql -u root -p[REDACTED] db"
     assert redact_secrets("docker login -u me -p pw") == "docker login -u me -p [REDACTED]"
     assert redact_secrets("mysql x | grep -pfoo") == "mysql x | grep -pfoo"
@@ -725,3 +750,7 @@ def test_redaction_stays_linear_on_large_adversarial_input() -> None:
         began = time.perf_counter()
         redact_secrets(text)
         assert time.perf_counter() - began < 15, text[:20]  # quadratic takes minutes
+    for text in ["ｓｋ－" * 60_000, "\u200b" * 200_000 + _KEY, "\u0455k-" * 60_000 + _KEY, "Bearer \u200b" * 40_000]:
+        began = time.perf_counter()
+        redact_credentials(text, {})
+        assert time.perf_counter() - began < 15, text[:20]

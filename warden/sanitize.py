@@ -226,6 +226,9 @@ class _CommandFlag:
         return self._scan.sub(one, text)
 
 
+_Patterns = list[tuple[re.Pattern[str] | _CommandFlag, str]]
+
+
 # "password" in other languages, as a name given a value ("Passwort: …", "contraseña = …",
 # DB_SENHA=…): German, French (written with spaces, "mot de passe", it has a pattern of its own),
 # Spanish, Portuguese, Dutch, Swedish, Norwegian, Danish, Finnish, Polish, Czech, Hungarian,
@@ -241,7 +244,7 @@ _PASSWORD_WORDS = "|".join(map(re.escape, _PASSWORD_LABELS))
 # (not [\w-]*name[\w-]*, which rescans the word's rest from every name inside it).
 # The structured ones name a secret by its form or its place (a URL's password, a header): they
 # hold in any text, an API's error message included.
-_STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
+_STRUCTURED_SECRET_PATTERNS: _Patterns = [
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
      "[REDACTED PRIVATE KEY]"),
     # scheme://user:password@host → keep user and host (redis://:password@host has no user)
@@ -257,7 +260,7 @@ _STRUCTURED_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = 
     (re.compile(r"(?i)(?P<pre>[?&]sig=)[A-Za-z0-9%+/=_.~\-]{8,}"), r"\g<pre>" + REDACTED),
     *((shape, REDACTED) for shape in _KEY_SHAPES),
 ]
-_SECRET_PATTERNS: list[tuple[re.Pattern[str] | _CommandFlag, str]] = [
+_SECRET_PATTERNS: _Patterns = [
     *_STRUCTURED_SECRET_PATTERNS,
     # passwords given to clients on their command line: mysql -pSECRET, sshpass -p SECRET,
     # curl -u user:SECRET (--user too)
@@ -315,22 +318,27 @@ def _may_hold_secret(lowered: str) -> bool:
             or not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII))
 
 
-def _redact_as_written(text: str) -> str:
+def _redact_as_written(text: str, patterns: _Patterns = _SECRET_PATTERNS) -> str:
     if not _may_hold_secret(text.lower()):
         return text
-    for pattern, repl in _SECRET_PATTERNS:
+    for pattern, repl in patterns:
         text = pattern.sub(repl, text)
     return text
+
+
+def _redact(text: str, patterns: _Patterns) -> str:
+    """``text`` with what ``patterns`` find redacted, as written and as it reads."""
+    folded = _disguise_folded(text)
+    if folded is None or _redact_as_written(folded, patterns) == folded:
+        return _redact_as_written(text, patterns)
+    return _redact_disguised(text, patterns)
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers, cookies,
     webhook URLs and connection-string passwords replaced by ``[REDACTED]``, also where invisible
-    or full-width characters disguise them (:func:`_disguise_folded`)."""
-    folded = _disguise_folded(text)
-    if folded is None or _redact_as_written(folded) == folded:
-        return _redact_as_written(text)
-    return _redact_disguised(text)
+    or full-width characters or look-alike letters disguise them (:func:`_disguise_folded`)."""
+    return _redact(text, _SECRET_PATTERNS)
 
 
 # A secret disguised: a zero-width space, soft hyphen, control or other invisible character inside
@@ -368,9 +376,9 @@ def _masked_match(match: re.Match[str]) -> str:
     return match.group()[:keep] + _MASK * (len(match.group()) - keep)
 
 
-def _masked(text: str) -> str:
-    """``text`` with every character a secret pattern would redact replaced by :data:`_MASK`."""
-    for pattern, _repl in _SECRET_PATTERNS:
+def _masked(text: str, patterns: _Patterns) -> str:
+    """``text`` with every character one of ``patterns`` would redact replaced by :data:`_MASK`."""
+    for pattern, _repl in patterns:
         if isinstance(pattern, _CommandFlag):
             text = pattern.sub(lambda value: _MASK * len(value), text)
         else:
@@ -378,14 +386,14 @@ def _masked(text: str) -> str:
     return text
 
 
-def _redact_disguised(text: str) -> str:
-    """``text`` with the secrets it holds as written and as it reads redacted: each character
+def _redact_disguised(text: str, patterns: _Patterns) -> str:
+    """``text`` with the secrets ``patterns`` find in it as written and as it reads redacted: each character
     folded on its own (positions map back), one ``[REDACTED]`` for each run of characters that
     are or fold into a secret (an invisible character inside the run included; a NUL as written
     counts as masked, which only hides a NUL). Linear, like the patterns."""
     pieces = [_folded_char(ch) for ch in text]
-    masked = _masked("".join(pieces))
-    as_written = _masked(text)
+    masked = _masked("".join(pieces), patterns)
+    as_written = _masked(text, patterns)
     out: list[str] = []
     pos, hidden = 0, False
     for ch, piece, written in zip(text, pieces, as_written):
@@ -413,17 +421,15 @@ def redact_credentials(text: str, environ: Mapping[str, str]) -> str:
     """An error message of an API or a CLI with every value of ``environ``'s
     :data:`CREDENTIAL_VARS` (8+ characters) redacted wherever it occurs — a server that echoes
     the key back gives it in a shape no pattern need know — and then keys, tokens, bearer and
-    authorization headers and URL passwords by their form. (Not :func:`redact_secrets`'s
-    ``name: value`` guesses: "authentication_error: invalid x-api-key" is the message to keep.)"""
+    authorization headers and URL passwords by their form, also where invisible or full-width
+    characters or look-alike letters disguise them, as :func:`redact_secrets` finds them. (Not
+    :func:`redact_secrets`'s ``name: value`` guesses: "authentication_error: invalid x-api-key"
+    is the message to keep.)"""
     for name in CREDENTIAL_VARS:
         value = (environ.get(name) or "").strip()
         if len(value) >= 8:
             text = text.replace(value, REDACTED)
-    if not _may_hold_secret(text.lower()):
-        return text
-    for pattern, repl in _STRUCTURED_SECRET_PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
+    return _redact(text, _STRUCTURED_SECRET_PATTERNS)
 
 
 REDACT_MARGIN = 256  # read past the cut: a key (and what names it) is whole when it is recognised
