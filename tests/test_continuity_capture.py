@@ -218,6 +218,47 @@ def test_a_key_disguised_by_invisible_or_full_width_characters_is_redacted(text:
         assert holds_key(text)
 
 
+_BODY36 = "Q7vX" * 9  # a GitHub or npm token's full length
+
+
+@pytest.mark.parametrize("text, leak", [
+    (f"cat /home/u/other{_KEY}", "Q7vXQ7vX"),
+    (f"ls /tmp/x{_KEY.replace('api03', 'oat01')}", "Q7vXQ7vX"),
+    (f"echo abcghp_{_BODY36}", "Q7vXQ7vX"),
+    (f"git remote add o https://x.io/ABCgho_{_BODY36}", "Q7vXQ7vX"),
+    (f"ref mygithub_pat_11ABCDEFG0123456789abc_{_BODY36}", "Q7vXQ7vX"),
+    ("aws x_AKIAIOSFODNN7EXAMPLE_old", "IOSFODNN7EXAMPLE"),
+    ("aws cfgASIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+    ("slack myxoxb-1234567890-abcdefghij", "1234567890-abcdefghij"),
+    ("maps keyAIzaSyA1234567890abcdefghijklmnopqrstuv", "1234567890abcdef"),
+    ("gitlab cfgglpat-abcdefghij0123456789", "abcdefghij0123456789"),
+    ("zzwhsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "MfKQ9r8GKYqr"),
+    ("client xGOCSPX-1a2B3c4D5e6F7g8H9i0J1k2L3m4N", "1a2B3c4D5e6F"),
+    ("oauth tokya29." + "a0AfH6SMBx" * 7, "a0AfH6SMBx"),
+    (f"npm xnpm_{_BODY36}", "Q7vXQ7vX"),
+    ("upload tokpypi-AgEIcHlwaS5vcmc" + "Q7vX" * 12, "Q7vXQ7vX"),
+])
+def test_a_key_glued_to_the_word_before_it_is_redacted(text: str, leak: str) -> None:
+    """Where a prefix and what follows it are a form no word has, a key glued to the word before
+    it ("/home/u/othersk-ant-api03-…", "abcghp_…", "x_AKIA…") is a key; an error message's too."""
+    from warden.sanitize import holds_key, redact_credentials
+
+    for out in (redact_secrets(text), redact_credentials(text, {})):
+        assert leak not in out and "[REDACTED]" in out
+    assert holds_key(text)
+
+
+def test_words_that_hold_a_key_s_prefix_are_no_key() -> None:
+    """A prefix some words hold is a key inside a word only where its form is the provider's."""
+    from warden.sanitize import holds_key
+
+    for text in ("bin/task-list-manager-and-more-stuff", "bin/task-ant-colony-simulation-v2", "laughs_AndLowsOfTheMarketData",
+                 "pnpm_ConfigurationDirectoryPath", "shelf_LifeValueCalculatorV2xyz", "desk_test_ReadWriteThroughput1",
+                 "maya29.backup-of-the-project-files", "my_github_pat_expiry_warning_days", "SOUTHEASTASIAPACIFICREGIONS12",
+                 "getAIzaStudioConfigurationSettingsForTheUser", "MSG.abcdefghijklmnopqr.abcdefghijklmnopqr"):
+        assert redact_secrets(text) == text and not holds_key(text), text
+
+
 @pytest.mark.parametrize("text, leak", [
     (f"bad key {_KEY[:7]}\u200b{_KEY[7:]}", "Q7vXQ7vX"),  # zero-width space
     (f"bad key {_KEY.translate(_FULL_WIDTH)}", "Q7vXQ7vX"),  # full-width
@@ -250,6 +291,8 @@ def test_an_error_message_s_disguised_key_is_redacted(text: str, leak: str) -> N
     "whsec_abcdefghijklmnopqrstuv", "GOCSPX-abcdefghijklmnopqr", "ya29.abcdefghijklmnopqrst", "?sig=ab%2Bcdefgh",
     "&SIG=", "Passwort", "kennwort", "mot de passe", "Mot_De_Passe", "contraseña", "SENHA", "пароль", "密码", "wachtwoord",
     "\u0455k-\u0430nt-api03-abcdefghijklmnopqrstuv", "g\u04bbp_abcdefghijklmnopqrstuvwx", "\u0440\u0430ss: abcd", "\u200b",
+    "othersk-ant-api03-abcdefghijklmnopqrstuv", "abcghp_abcdefghijklmnopqrstuvwxyz0123456789", "x_AKIAIOSFODNN7EXAMPLE_",
+    "zzwhsec_abcdefghijklmnopqrstuv", "task-", "maya29.abcdefghijklmnopqrst",
 ]), max_size=8))
 @settings(max_examples=300, deadline=None)
 def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[str]) -> None:
@@ -746,7 +789,9 @@ def test_redaction_stays_linear_on_large_adversarial_input() -> None:
                  "&sig=" * 50_000, "mot de passe " * 20_000 + ": x", "kennwort-" * 25_000 + "=x", "密码" * 100_000 + ":",
                  "ｓｋ－" * 60_000, "s\u200bk-" * 60_000, "a\u200b-" * 100_000 + "token=", "ｔｏｋｅｎ＝ａｂｃｄ " * 20_000,
                  "\u200b" * 200_000 + _KEY, "mysql \u200b" * 40_000 + "| -p x", "\u0455k-" * 60_000,
-                 "\u0430" * 200_000 + _KEY, "gh\u0440_" * 50_000, "\u0440\u0430ss=" * 40_000]:
+                 "\u0430" * 200_000 + _KEY, "gh\u0440_" * 50_000, "\u0440\u0430ss=" * 40_000,
+                 "xsk-ant-ab12-" * 40_000, "aghp_" * 60_000 + "x", "aAKIA" * 60_000, "axoxb-1" * 60_000, "ya29." * 60_000,
+                 "xpypi-AgE" * 40_000, "github_pat_" * 30_000, "AIza-" * 60_000, "1" * 300_000 + "xoxb-"]:
         began = time.perf_counter()
         redact_secrets(text)
         assert time.perf_counter() - began < 15, text[:20]  # quadratic takes minutes

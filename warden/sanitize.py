@@ -176,20 +176,30 @@ REDACTED = "[REDACTED]"
 
 # Keys and tokens recognisable by their form alone (a provider's prefix and length): a match is
 # a secret whatever the words around it, unlike "password …" or "token=…", which can also be prose.
+# A key starts a word, or (prefix by prefix) is glued to the word before it ("/home/u/othersk-ant-
+# api03-…", "abcghp_…", "x_AKIA…") where its form is one no word or identifier has: a prefix no
+# word holds (github_pat_, glpat-, whsec_, GOCSPX-), the part after it too (sk-ant-api03-, pypi-AgE,
+# xoxb-<digits>-), a body of the provider's full length (ghp_ and 36 letters, npm_ 36, AIza 35,
+# ya29. 60 and more), AKIA/ASIA not inside a run of capitals and digits. Not: sk- ("task-list-…"),
+# the other AWS ids, sk_live_/pk_test_ ("desk_test_…"), hf_ ("shelf_…"), SG. ("MSG.…"), a JWT.
+# Linear: a glued prefix's look-ahead reads at most ~60 characters.
 _KEY_SHAPES: list[re.Pattern[str]] = [
-    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+    re.compile(r"\b(?:AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+    re.compile(r"(?:\b|(?=sk-ant-[a-z]{2,8}\d\d-))sk-(?:ant-)?[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?:\b|(?=gh[pousr]_[A-Za-z0-9]{36}))gh[pousr]_[A-Za-z0-9]{20,}"
+               r"|(?:\b|(?=github_pat_[A-Za-z0-9]{20}))github_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"(?:\b|(?=xox[abposr]-\d{1,20}-))xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"(?:\b|(?=AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])))AIza[0-9A-Za-z_\-]{30,}"),
+    re.compile(r"glpat-[A-Za-z0-9_\-]{16,}"),
     re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
-    re.compile(r"\b(?:npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_\-]{20,})"),
+    re.compile(r"(?:\b|(?=npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])))npm_[A-Za-z0-9]{20,}|\bhf_[A-Za-z0-9]{20,}"
+               r"|(?:\b|(?=pypi-AgE[A-Za-z0-9_\-]{50}))pypi-[A-Za-z0-9_\-]{20,}"),
     re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
-    re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]{16,}"),  # Stripe webhook signing secret
-    re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{16,}"),  # Google OAuth client secret
-    re.compile(r"\bya29\.[A-Za-z0-9_\-]{16,}"),  # Google OAuth access token
+    re.compile(r"whsec_[A-Za-z0-9+/=_\-]{16,}"),  # Stripe webhook signing secret
+    re.compile(r"GOCSPX-[A-Za-z0-9_\-]{16,}"),  # Google OAuth client secret
+    re.compile(r"(?:\b|(?=ya29\.[A-Za-z0-9_\-]{60}))ya29\.[A-Za-z0-9_\-]{16,}"),  # Google OAuth access token
 ]
 
 
