@@ -362,6 +362,7 @@ def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path
     from warden.store.models import utcnow
 
     disguised = f"{_KEY[:7]}\u200b{_KEY[7:]}"
+    look_alike, glued = "\u0455k-\u0430nt-api03-" + "M3kP" * 8, "/home/u/otherghp_" + "Z9wY" * 9
     ts = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # recent: recover looks back days
     lines = [prompt(f"Deploy the exporter with {disguised}; Passwort: Geheim2026", ts=ts),
              assistant("msg_1", "req_1", usage(5, 50, cr=int(0.3 * W)), [
@@ -369,9 +370,11 @@ def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path
                  tool_use("toolu_1", "Read", file_path=f"/home/u/.env.{_KEY}"),
                  tool_use("toolu_2", "Edit", file_path="/tmp/token=abcd1234efgh/x", old_string="a", new_string="b"),
                  tool_use("toolu_3", "Bash", command=f"az storage blob download --sas-token 'sv=1&sig=Xy7%2BAbCdEfGh1234'"
-                                                     f" && export K={disguised}")],
+                                                     f" && export K={disguised}"),
+                 tool_use("toolu_4", "Read", file_path=glued), tool_use("toolu_5", "Bash", command=f"echo {look_alike}")],
                        ts=ts, cwd="/proj"),
-             tool_result("toolu_1", "ok", ts=ts), tool_result("toolu_2", "edited", ts=ts), tool_result("toolu_3", "ok", ts=ts)]
+             tool_result("toolu_1", "ok", ts=ts), tool_result("toolu_2", "edited", ts=ts), tool_result("toolu_3", "ok", ts=ts),
+             tool_result("toolu_4", "ok", ts=ts), tool_result("toolu_5", "ok", ts=ts)]
     transcript = tmp_path / "projects" / "-proj" / f"{SESSION}.jsonl"
     transcript.parent.mkdir(parents=True)
     transcript.write_bytes(jsonl(lines))
@@ -388,7 +391,7 @@ def test_secrets_never_reach_what_collect_stores_nor_what_recover_shows(tmp_path
             shown = recover(s, settings, prompt="deploy the exporter hook", session_id=None, cwd="/proj").block
         stored = _as_shown(json.dumps(rows, default=str, ensure_ascii=False) + (shown or ""))
         assert shown and "[REDACTED]" in shown
-        for leak in ("Q7vXQ7vX", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh", "Xy7%2BAbCd"):
+        for leak in ("Q7vXQ7vX", "Geheim2026", "MfKQ9r8GKYqr", "abcd1234efgh", "Xy7%2BAbCd", "M3kPM3kP", "Z9wYZ9wY"):
             assert leak not in stored, leak
 
     assert_nothing_leaks()

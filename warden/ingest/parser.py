@@ -42,12 +42,14 @@ from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import tokens_of_bytes
 
-PARSER_VERSION = "7"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
+PARSER_VERSION = "8"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
 # 5: a run's start and end are its earliest and latest instants, whatever their ISO form;
 # 6: secrets in the trace digest's paths are redacted too, and the state's read registry keys
 # paths by a digest (a password in a path is not stored, equal paths still match); 7: more key
 # shapes and other languages' password labels, keys disguised by invisible or full-width
-# characters, and checkpoints' paths are redacted (a re-read refreshes stored checkpoints)
+# characters, and checkpoints' paths are redacted (a re-read refreshes stored checkpoints);
+# 8: keys written with look-alike letters (Cyrillic, Greek) and keys glued to the word before
+# them ("/home/u/othersk-ant-api03-…", "x_AKIA…") are redacted too
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
