@@ -182,24 +182,25 @@ REDACTED = "[REDACTED]"
 # xoxb-<digits>-), a body of the provider's full length (ghp_ and 36 letters, npm_ 36, AIza 35,
 # ya29. 60 and more), AKIA/ASIA not inside a run of capitals and digits. Not: sk- ("task-list-…"),
 # the other AWS ids, sk_live_/pk_test_ ("desk_test_…"), hf_ ("shelf_…"), SG. ("MSG.…"), a JWT.
-# Linear: a glued prefix's look-ahead reads at most ~60 characters.
+# Linear: a glued prefix's look-ahead reads at most ~60 characters. Each shape starts with its
+# prefix's letters (the word-start test is a look-behind after them), so a search skips to them.
 _KEY_SHAPES: list[re.Pattern[str]] = [
-    re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+    re.compile(r"(?:AKIA|ASIA)(?<![A-Z0-9]....)[0-9A-Z]{16}(?![A-Za-z0-9])"),
     re.compile(r"\b(?:AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-    re.compile(r"(?:\b|(?=sk-ant-[a-z]{2,8}\d\d-))sk-(?:ant-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?:\b|(?=gh[pousr]_[A-Za-z0-9]{36}))gh[pousr]_[A-Za-z0-9]{20,}"
-               r"|(?:\b|(?=github_pat_[A-Za-z0-9]{20}))github_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"(?:\b|(?=xox[abposr]-\d{1,20}-))xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"(?:\b|(?=AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])))AIza[0-9A-Za-z_\-]{30,}"),
+    re.compile(r"sk-(?:(?<=\bsk-)|(?=ant-[a-z]{2,8}\d\d-))(?:ant-)?[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"gh[pousr]_(?:(?<=\bgh._)|(?=[A-Za-z0-9]{36}))[A-Za-z0-9]{20,}"
+               r"|github_pat_(?:(?<=\bgithub_pat_)|(?=[A-Za-z0-9]{20}))[A-Za-z0-9_]{20,}"),
+    re.compile(r"xox[abposr]-(?:(?<=\bxox.-)|(?=\d{1,20}-))[A-Za-z0-9\-]{10,}"),
+    re.compile(r"AIza(?:(?<=\bAIza)|(?=[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])))[0-9A-Za-z_\-]{30,}"),
     re.compile(r"glpat-[A-Za-z0-9_\-]{16,}"),
     re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
-    re.compile(r"(?:\b|(?=npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])))npm_[A-Za-z0-9]{20,}|\bhf_[A-Za-z0-9]{20,}"
-               r"|(?:\b|(?=pypi-AgE[A-Za-z0-9_\-]{50}))pypi-[A-Za-z0-9_\-]{20,}"),
+    re.compile(r"npm_(?:(?<=\bnpm_)|(?=[A-Za-z0-9]{36}(?![A-Za-z0-9])))[A-Za-z0-9]{20,}|hf_(?<=\bhf_)[A-Za-z0-9]{20,}"
+               r"|pypi-(?:(?<=\bpypi-)|(?=AgE[A-Za-z0-9_\-]{50}))[A-Za-z0-9_\-]{20,}"),
     re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
     re.compile(r"whsec_[A-Za-z0-9+/=_\-]{16,}"),  # Stripe webhook signing secret
     re.compile(r"GOCSPX-[A-Za-z0-9_\-]{16,}"),  # Google OAuth client secret
-    re.compile(r"(?:\b|(?=ya29\.[A-Za-z0-9_\-]{60}))ya29\.[A-Za-z0-9_\-]{16,}"),  # Google OAuth access token
+    re.compile(r"ya29\.(?:(?<=\bya29\.)|(?=[A-Za-z0-9_\-]{60}))[A-Za-z0-9_\-]{16,}"),  # Google OAuth access token
 ]
 
 
@@ -369,9 +370,9 @@ def _disguise_folded(text: str) -> str | None:
         if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():
             return None
         return _UNSAFE.sub("", text)
-    if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None \
-            and _LATIN_LOOKALIKE.search(text) is None:
-        return None
+    if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None:
+        # Cyrillic or Greek prose: only look-alikes to fold (the common case, kept cheap)
+        return text.translate(LATIN_LOOKALIKES) if _LATIN_LOOKALIKE.search(text) else None
     return unicodedata.normalize("NFKC", _UNSAFE.sub("", text)).translate(LATIN_LOOKALIKES)
 
 
