@@ -69,7 +69,13 @@ def test_collect_queues_and_distill_targets_the_most_expensive_habit(repo_with_m
         assert {r.provenance_run_id for r in rules} == {run_id}
         assert rules[0].provenance_digest["findings"][0]["waste_kind"] == top
         assert rules[0].provenance_digest["trace"][0][0] == "list"  # the digest it was born of
-        assert session.get(SessionRun, run_id).distilled_at is not None
+        run = session.get(SessionRun, run_id)
+        assert run.distilled_at is not None
+        # the receipt's "trace" hash is one a user can check: the stored session row's digest
+        import hashlib
+        import json
+        stored = hashlib.sha256(json.dumps(run.trace_digest, sort_keys=True, default=str).encode()).hexdigest()
+        assert rules[0].provenance_digest["trace_sha256"] == stored
     # each run at most once: nothing is queued any more
     assert distill_runs(store, settings) == []
     # distilling the same run again on purpose proposes nothing new

@@ -113,12 +113,15 @@ def _redacted_step(step: Any) -> Any:
 def _provenance(run: SessionRun | None, parsed: ParsedRun, findings: list[Finding], distiller: str,
                 model: str | None) -> dict[str, Any]:
     trace = parsed.trace_digest or {}
+    # hashed as stored (the session row's digest, with what the collector adds to it), so a user
+    # can check the receipt's "trace" hash against the database; the steps shown are the parse's
+    stored = run.trace_digest if run is not None and run.trace_digest else trace
     return {
         "run_key": parsed.run_key if run is None else run.run_key,
         "distiller": distiller, "model": model,
         "findings": [{"waste_kind": f.waste_kind, "occurrences": f.occurrences,
                       "saving_tokens": round(f.saving_tokens, 1)} for f in findings],
-        "trace_sha256": hashlib.sha256(json.dumps(trace, sort_keys=True, default=str).encode()).hexdigest(),
+        "trace_sha256": hashlib.sha256(json.dumps(stored, sort_keys=True, default=str).encode()).hexdigest(),
         "trace": (trace.get("steps") or [])[:PROVENANCE_TRACE_STEPS],
     }
 
