@@ -329,6 +329,23 @@ def test_active_set_records_its_ruleset_version(store, tmp_path):
         assert s.get(BenchRun, baseline.run1_run_id).config_key == str(active)
 
 
+def test_a_candidate_sets_runs_stay_reusable_when_a_compile_bumps_the_version_it_would_get(store):
+    """A candidate set is labelled as the version it would compile to, so a night's closing
+    compile (even of an unchanged, empty set) moved the label and with it the memory hash: the
+    next night bought again the runs an undecided rule had already paid for."""
+    from warden.select.compile import compile_memory
+    from warden.config import load_settings
+
+    candidate = add_rule(store, "Grep for the symbol before opening any file.", state="candidate")
+    with store.session() as s:
+        before = memory_for(s, AGENT, [candidate])
+        compile_memory(s, load_settings(), AGENT)  # the night's compile: the empty active set becomes v1
+    with store.session() as s:
+        after = memory_for(s, AGENT, [candidate])
+    assert "v1" in before.text.splitlines()[1] and "v2" in after.text.splitlines()[1]
+    assert after.sha256 == before.sha256  # the same rules, rendered the same way: reusable
+
+
 def test_unknown_or_foreign_rules_and_tasks_are_refused(store, tmp_path):
     foreign = add_rule(store, "Grep first.", agent="someone-else")
     bench = make_workbench(tmp_path, FakeBackend)

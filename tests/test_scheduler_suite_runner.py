@@ -94,16 +94,18 @@ def test_stale_runs_and_other_memories_are_not_reused(store, tmp_path):
     runner.run([frozenset()], [PairRequest("golden-01", 0)])
     assert n_runs(store) == 2 and runner.runs_reused == 0
     # before any compile a set is labelled v1 (what the first compile makes); compiled as another
-    # version, its memory (and runs) differ
+    # version its header says v2, but its rules read the same: the paid run is reused
     active = add_rule(store, "Grep for the symbol before opening any file.", state="active")
     runner.run([frozenset({active})], [PairRequest("golden-01", 0)])
     with store.session() as s:
         s.add(RulesetVersion(agent=AGENT, version=2, rule_ids=[active], memory_sha256="0" * 64))
     runner.run([frozenset({active})], [PairRequest("golden-01", 0)])
-    assert n_runs(store) == 4
+    assert n_runs(store) == 3 and runner.runs_reused == 1
+    # what the rules say is the memory: a rule's new wording is another memory, with runs of its own
     with store.session() as s:
-        versions = sorted((r.ruleset_version or 0) for r in s.scalars(select(BenchRun).where(BenchRun.config_key == str(active))))
-    assert versions == [0, 2]
+        s.execute(update(Rule).where(Rule.id == active).values(body="Grep for the symbol first."))
+    runner.run([frozenset({active})], [PairRequest("golden-01", 0)])
+    assert n_runs(store) == 4
 
 
 def test_infra_failures_abort_and_are_never_reused(store, tmp_path):

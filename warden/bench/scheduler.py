@@ -190,7 +190,7 @@ class RunMemory:
 
     rule_ids: tuple[int, ...]
     text: str
-    sha256: str
+    sha256: str  # the rules' rendering with the version label left out: what reuse matches
     ruleset_version: int | None
 
 
@@ -227,7 +227,10 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
     # a night with nothing compiled yet stay reusable once its compile makes the empty set v1.
     label = version if version is not None else (latest.version + 1 if latest is not None else 1)
     text = render_memory(agent, rules, label)
-    return RunMemory(ids, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), version)
+    # The runs' identity leaves the label out: a compile moves the label a candidate set would
+    # get, not what its rules say, and its paid runs must stay reusable (stored as memory_sha256).
+    identity = render_memory(agent, rules, None)
+    return RunMemory(ids, text, hashlib.sha256(identity.encode("utf-8")).hexdigest(), version)
 
 
 def system_prompt(suite: AgentSuite, memory: RunMemory) -> str:

@@ -257,7 +257,7 @@ class BenchRun(TokenCounts, Base):
     config_key: Mapped[str] = mapped_column(String(400))
     rule_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
     ruleset_version: Mapped[int | None] = mapped_column(Integer)
-    memory_sha256: Mapped[str] = mapped_column(String(64), default="")
+    memory_sha256: Mapped[str] = mapped_column(String(64), default="")  # the rules' rendering, version label left out
     backend: Mapped[str] = mapped_column(String(40))
     model: Mapped[str] = mapped_column(String(120))
     seed: Mapped[int] = mapped_column(BigInteger)
