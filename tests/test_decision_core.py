@@ -289,3 +289,50 @@ def test_identical_paired_costs_show_a_sane_llr() -> None:
     assert d.verdict is Verdict.REFUTE and d.llr < -1e6
     reason = next(r for r in d.reasons if "LLR" in r)
     assert "LLR < -10,000 ≤ log β" in reason, reason
+
+
+class _StoringRunner:
+    """Keeps every run it made (as the bench store does) and serves a slot asked again from it;
+    ``stored_runs`` (the protocol's optional part) says which slots it would serve so."""
+
+    def __init__(self, inner: SuiteRunner, answer_stored: bool = True) -> None:
+        self.inner = inner
+        self.store: dict[tuple[str, str, int], RunRecord] = {}
+        if answer_stored:
+            self.stored_runs = self._stored_runs
+
+    def _stored_runs(self, configs, slots) -> list[RunRecord]:  # type: ignore[no-untyped-def]
+        return [self.store[(config_key(c), s.task_id, s.round_index)] for s in slots for c in configs
+                if (config_key(c), s.task_id, s.round_index) in self.store]
+
+    def run(self, configs, slots) -> list[RunRecord]:  # type: ignore[no-untyped-def]
+        out = []
+        for slot in slots:
+            for config in configs:
+                key = (config_key(config), slot.task_id, slot.round_index)
+                if key not in self.store:
+                    self.store[key] = self.inner.run([config], [slot])[0]
+                    out.append(self.store[key])
+                else:
+                    out.append(RunRecord(**{**self.store[key].__dict__, "reused": True}))
+        return out
+
+
+@pytest.mark.parametrize("answer_stored", [True, False])
+def test_stored_runs_are_priced_at_nothing_when_a_round_is_planned(answer_stored: bool) -> None:
+    """A decision re-asked after a kill (same question, its first rounds stored) with what is left
+    of a budget already charged for them: a runner that says which runs it holds lets those
+    rounds be planned; one that does not is priced in full (and, here, buys nothing)."""
+    runner = _StoringRunner(_runner(0.05, seed=9), answer_stored)
+    tasks = _ids(runner.inner)
+    hints = {t.task_id: t.mean_cost for t in runner.inner.tasks}
+    pass_cost = 2 * sum(hints.values())
+    first = decide_rule(runner, REF, RULE, tasks, 40, budget_tokens=1.6 * pass_cost, cost_hints=hints)
+    assert first.decision.verdict is Verdict.INCONCLUSIVE and first.rounds >= 2
+    left = max(1.6 * pass_cost - first.tokens_spent, 0.0) + 0.2 * pass_cost  # less than one pass
+    again = decide_rule(runner, REF, RULE, tasks, 40, budget_tokens=left, cost_hints=hints)
+    if answer_stored:  # the stored rounds again (at no cost), then what the rest of the budget buys
+        assert again.decision.n_pairs > first.decision.n_pairs
+        assert 0 < again.tokens_spent <= left * 1.35
+    else:
+        assert again.rounds == 0 and again.tokens_spent == 0

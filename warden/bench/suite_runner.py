@@ -88,6 +88,24 @@ class BenchSuiteRunner:
     def seed_for(self, task_id: str, round_index: int) -> int:
         return job_seed(self.base_seed, task_id, round_index)
 
+    def stored_runs(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
+        """The records :meth:`run` would reuse for these (configuration, slot)s, running nothing
+        (the optional part of the runner protocol): the decision core prices them at zero."""
+        if not configs or not slots:
+            return []
+        with self.store.session() as session:
+            memories = {config_key(c): memory_for(session, self.agent, _rule_ids(c)) for c in configs}
+            by_key = {config_key(c): c for c in configs}
+            cutoff = utcnow() - self.freshness
+            out = []
+            for slot in dict.fromkeys(slots):
+                seed = self.seed_for(slot.task_id, slot.round_index)
+                for key, memory in memories.items():
+                    row = self._reusable(session, slot.task_id, key, memory, seed, cutoff)
+                    if row is not None:
+                        out.append(self._record(row, by_key[key], slot.round_index, reused=True))
+            return out
+
     def run(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
         """One record per (configuration, slot): reused when fresh, otherwise run now."""
         if not configs or not slots:

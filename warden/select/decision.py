@@ -86,7 +86,7 @@ import numpy as np
 
 from warden.errors import WardenError
 from warden.select import stats
-from warden.select.runner import Config, PairRequest, RunRecord, SuiteRunner, config_key
+from warden.select.runner import Config, PairRequest, RunRecord, SuiteRunner, config_key, stored_records
 
 ADMISSION = "admission"
 REAUDIT = "reaudit"
@@ -309,13 +309,24 @@ def _pair_cost(t: TaskSummary, fallback: float) -> float:
 
 
 def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, params: DecisionParams,
-               budget_remaining: float, cost_hints: Mapping[str, float] | None = None
-               ) -> tuple[list[tuple[str, int]], float]:
+               budget_remaining: float, cost_hints: Mapping[str, float] | None = None,
+               paid: Mapping[str, Sequence[float]] | None = None) -> tuple[list[tuple[str, int]], float]:
     """Next round: cover tasks without pairs, then greedy variance reduction per token.
     ``cost_hints`` (task → expected weighted tokens per run, e.g. its frozen baseline) prices
-    tasks not yet run; without them the first round is one pair per task, unpriced."""
+    tasks not yet run; without them the first round is one pair per task, unpriced.
+    ``paid`` (task → weighted tokens already paid for its next pairs, in round order: stored runs
+    the runner reuses, see :func:`paid_ahead`) lowers what those pairs cost against the budget;
+    the round's size and its choice of tasks stay those of an unpaid round. Returns the plan and
+    what it is expected to spend."""
     if budget_remaining <= 0:
         return [], 0.0
+    prepaid = paid or {}
+
+    def due(task_id: str, cost: float) -> float:
+        """What the next pair of ``task_id`` in this round costs beyond what is already paid."""
+        ahead = prepaid.get(task_id, ())
+        k = added.get(task_id, 0)
+        return max(cost - ahead[k], 0.0) if k < len(ahead) else cost
     hints = cost_hints or {}
     known = [_pair_cost(t, 2.0 * hints[t.task_id] if t.task_id in hints else math.nan) for t in summaries]
     known_costs = [c for c in known if not math.isnan(c)]
@@ -325,14 +336,17 @@ def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, par
     # Without any cost yet (first round) a round is one pair per task.
     target = params.round_size * full_pass if full_pass > 0 else 0.0
     added: dict[str, int] = {}
-    spent = 0.0
+    spent = 0.0  # the round's size (full costs)
+    owed = 0.0  # what it will cost (paid pairs excluded): what the budget must hold
     for t in summaries:  # coverage first: a verdict needs every task
         if not t.log_ratios:
             cost = costs[t.task_id]
-            if spent + cost > budget_remaining:
+            charge = due(t.task_id, cost)
+            if owed + charge > budget_remaining:
                 continue
             added[t.task_id] = 1
             spent += cost
+            owed += charge
     pooled_var = scale ** 2 if scale > 0 else 1.0
     heap: list[tuple[float, str]] = []
     sigma2: dict[str, float] = {}
@@ -357,14 +371,16 @@ def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, par
     while heap and spent < target:
         _, task_id = heapq.heappop(heap)
         cost = costs[task_id]
-        if spent + cost > budget_remaining:
+        charge = due(task_id, cost)
+        if owed + charge > budget_remaining:
             continue  # does not fit; cheaper tasks still may
         added[task_id] = added.get(task_id, 0) + 1
         counts[task_id] += 1
         spent += cost
+        owed += charge
         heapq.heappush(heap, (-gain(task_id), task_id))
     plan = [(t.task_id, added[t.task_id]) for t in summaries if added.get(t.task_id)]
-    return plan, spent
+    return plan, owed
 
 
 def _fmt_pct(x: float) -> str:
@@ -384,10 +400,12 @@ def _fmt_llr(llr: float) -> str:
 
 def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_tokens: float,
            params: DecisionParams | None = None, kind: str = ADMISSION,
-           budget_remaining: float = math.inf, cost_hints: Mapping[str, float] | None = None) -> Decision:
+           budget_remaining: float = math.inf, cost_hints: Mapping[str, float] | None = None,
+           paid: Mapping[str, Sequence[float]] | None = None) -> Decision:
     """Decide on the evidence so far (pure). ``tasks`` = the suite (ids, or id → weight);
     ``budget_remaining`` = weighted tokens still allowed for this decision; ``cost_hints`` =
-    expected weighted tokens per run of tasks not yet measured (see :func:`plan_round`)."""
+    expected weighted tokens per run of tasks not yet measured; ``paid`` = what the next pairs
+    of each task already cost (see :func:`plan_round`: it prices the next round only)."""
     params = params or DecisionParams()
     if kind not in (ADMISSION, REAUDIT):
         raise ValueError(f"unknown decision kind {kind!r}")
@@ -473,7 +491,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
         return build(Verdict.REFUTE, theta, variance, llr, n_pairs)
 
     plan, cost = plan_round(summaries, theta if math.isfinite(theta) else 0.0, scale, params,
-                            budget_remaining, cost_hints)
+                            budget_remaining, cost_hints, paid)
     missing = [t.task_id for t in summaries if not t.log_ratios]
     if not plan or (missing and not all(any(p[0] == m for p in plan) for m in missing)):
         reasons.append(f"evidence budget spent after {n_pairs} pairs: LLR {_fmt_llr(llr)} between "
@@ -531,6 +549,31 @@ def infra_abort_reason(records: Sequence[RunRecord], unpaired_infra: int, params
     return None
 
 
+def paid_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidence, tasks: Sequence[str],
+               limit: int) -> dict[str, list[float]]:
+    """Task → weighted tokens already paid for its next pairs (rounds ``next_round``, +1, …, as
+    long as the runner holds a stored run of either configuration for them, at most ``limit``):
+    asked of the runner's optional ``stored_runs`` (nothing for a runner without it)."""
+    paid: dict[str, list[float]] = {}
+    if getattr(runner, "stored_runs", None) is None:
+        return paid
+    open_tasks = list(tasks)
+    offset = 0
+    while open_tasks and offset < limit:
+        slots = [PairRequest(t, evidence.next_round(t) + offset) for t in open_tasks]
+        found: dict[tuple[str, int], float] = {}
+        for r in stored_records(runner, configs, slots):
+            found[(r.task_id, r.round_index)] = found.get((r.task_id, r.round_index), 0.0) + r.weighted_tokens
+        still = []
+        for slot in slots:
+            if (slot.task_id, slot.round_index) in found:
+                paid.setdefault(slot.task_id, []).append(found[(slot.task_id, slot.round_index)])
+                still.append(slot.task_id)
+        open_tasks = still
+        offset += 1
+    return paid
+
+
 def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Config,
                 tasks: Mapping[str, float] | Sequence[str], rent_tokens: float,
                 params: DecisionParams | None = None, budget_tokens: float | None = None,
@@ -546,7 +589,10 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     runs of the same rule (its admission, earlier re-audits, an inconclusive earlier night);
     new rounds continue its round indices. A re-audit always buys at least one fresh round.
     ``cost_hints`` (task → expected weighted tokens per run) let the first round respect the
-    budget too; without them the first round is one pair per task whatever it costs.
+    budget too; without them the first round is one pair per task whatever it costs. Runs the
+    runner already holds (its optional ``stored_runs``: e.g. the rounds a killed invocation made)
+    are priced at nothing when a round is planned, so a budget already charged for them (a
+    resumed night's) still buys the rounds they belong to.
 
     Raises :class:`InfraAbort` when a round is mostly infrastructure errors, or when infra errors
     leave rounds without a usable pair (see :func:`infra_abort_reason`; no verdict).
@@ -563,8 +609,10 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     rounds = 0
     looks: list[tuple[int, float]] = []
     unpaired_infra = 0  # infra errors in the rounds in a row that gave no usable pair
+    configs = (reference_config, rule_config)
     while True:
-        decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints)
+        paid = paid_ahead(runner, configs, evidence, list(weights), params.max_rounds)
+        decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints, paid)
         looks.append((decision.n_pairs, decision.llr))
         must_measure = kind == REAUDIT and rounds == 0 and decision.verdict is not Verdict.INCONCLUSIVE
         if decision.final and not (must_measure and decision.verdict is not Verdict.REGRESSION):
@@ -575,7 +623,7 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
             break
         plan = list(decision.next_tasks)
         if not plan:  # a final verdict on prior evidence: re-audits still measure one round
-            plan, _ = plan_round(decision.tasks, 0.0, 0.0, params, budget - spent, cost_hints)
+            plan, _ = plan_round(decision.tasks, 0.0, 0.0, params, budget - spent, cost_hints, paid)
             if not plan:  # ... and without one the old evidence alone clears no probation
                 decision = replace(decision, verdict=Verdict.INCONCLUSIVE, reasons=decision.reasons + (
                     "the budget does not buy the re-audit's fresh round: the earlier evidence alone decides "

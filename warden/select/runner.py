@@ -31,7 +31,13 @@ Contract for implementers:
 * a run must not raise for an agent failure; raising is reserved for the runner being unusable;
 * a runner may serve a slot from a stored run (a reference run of the same ruleset version,
   model, backend and suite hash within the freshness window) and mark it ``reused=True``: the
-  selector then does not count its tokens as spent by this decision.
+  selector then does not count its tokens as spent by this decision;
+* optionally, such a runner also answers ``stored_runs(configs, slots)`` — the records it would
+  serve from stored runs for those (configuration, slot)s, *without running anything* (the
+  others are simply absent). The decision core then prices a planned round at what it would
+  still cost, so runs already paid for (e.g. by a killed invocation re-asking the same question)
+  do not count against the budget again. A runner without the method is assumed to run every
+  slot afresh (the synthetic runners below).
 """
 
 from __future__ import annotations
@@ -100,6 +106,15 @@ class SuiteRunner(Protocol):
     """Runs configurations on task slots and reports one :class:`RunRecord` per (config, slot)."""
 
     def run(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]: ...
+
+
+def stored_records(runner: SuiteRunner, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
+    """What ``runner`` would serve from stored runs for (configuration, slot) without running
+    anything: its optional ``stored_runs`` method, or nothing for a runner without one."""
+    stored_runs = getattr(runner, "stored_runs", None)
+    if stored_runs is None or not configs or not slots:
+        return []
+    return [r for r in stored_runs(configs, slots) if not r.is_infra]
 
 
 def run_config(runner: SuiteRunner, config: Config, tasks: Iterable[str], times: int,
