@@ -298,3 +298,84 @@ def test_a_compile_names_what_it_did_to_memory_md() -> None:
     assert memory_change({**base, "removed": [2]}) == "removed rule 2"
     assert memory_change({**base, "changed": False}) == "unchanged"
     assert memory_change(base) == "rewritten (same rules)"  # recovered checkpoints or the backends' note
+
+
+@pytest.mark.parametrize("killed_after", [4, 5])
+def test_a_killed_budget_limited_night_uses_the_runs_it_paid_for(warden_home: Path, tmp_path: Path,
+                                                                  monkeypatch, killed_after: int) -> None:
+    """A night whose budget is charged for its killed part still buys the rounds those runs
+    belong to (they are reused at no cost), and what the killed part spent counts towards the
+    rule's undecided tokens: the resumed night ends where the uninterrupted one ends. (Killed
+    after 5 runs, the resumed night used to run nothing: the first round, priced in full, no
+    longer fitted; after 4, it ran but the killed part's spend was nobody's.)"""
+    import warden.bench.suite_runner as suite_runner
+    from test_scheduler_support import AGENT as FAKE, MODEL, FakeBackend, make_workbench
+    from warden.bench.scheduler import BenchRequest, BenchScheduler, JobSpec
+    from warden.config import load_settings
+    from warden.select import nightly
+    from warden.store.db import open_store
+    from warden.store.models import BenchRun, NightlyRun, Rule
+
+    golden = tmp_path / "golden"
+    (golden / FAKE).mkdir(parents=True)
+    (golden / FAKE / "agent.md").write_text("---\nname: fakeagent\n---\nYou are a fake agent.\n")
+    monkeypatch.setenv("WARDEN_GOLDEN_DIR", str(golden))
+    monkeypatch.setenv("WARDEN_CONCURRENCY", "1")
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", "100000000")  # the night's budget is what binds
+    monkeypatch.setattr(suite_runner, "open_workbench",
+                        lambda *a, **kw: (make_workbench(tmp_path, FakeBackend), MODEL))
+
+    def home(name: str):  # type: ignore[no-untyped-def]
+        """A fresh warden home with one candidate and a bench pass that prices a round."""
+        monkeypatch.setenv("WARDEN_HOME", str(tmp_path / name))
+        settings = load_settings()
+        store = open_store(settings)
+        with store.session() as s:
+            rule = Rule(agent=FAKE, body="Grep for the symbol or text you need before opening any file.")
+            s.add(rule)
+            s.flush()
+            rule_id = rule.id
+        bench = make_workbench(tmp_path, FakeBackend)
+        jobs = tuple(JobSpec(t.id, (), 0) for t in bench.suite.tasks)
+        BenchScheduler(store, bench, concurrency=1).run_request(BenchRequest(FAKE, jobs, 5, "sim", MODEL))
+        with store.session() as s:
+            full_pass = 2 * sum(r.weighted_tokens for r in s.query(BenchRun))
+        return store, settings, rule_id, round(1.3 * full_pass)  # a first round and part of a second
+
+    def night_spend(store) -> float:  # type: ignore[no-untyped-def]
+        with store.session() as s:
+            return float(s.query(NightlyRun).one().summary["tokens_spent"])
+
+    def undecided(store, rule_id: int) -> float:  # type: ignore[no-untyped-def]
+        with store.session() as s:
+            return float(s.get(Rule, rule_id).undecided_tokens)
+
+    # the uninterrupted night
+    store, settings, rule_id, budget = home("whole")
+    whole = nightly.run_nightly(store, settings, agents=[FAKE], budget_tokens=budget, collect=False)
+    assert whole.selects[0].runs_made >= 8 and not whole.selects[0].decisions  # undecided: budget spent
+    assert undecided(store, rule_id) > 0
+    expected = (undecided(store, rule_id), night_spend(store))
+
+    # the same night killed in its first round (3 pairs), after its 4th or 5th select run...
+    store, settings, rule_id, budget = home("killed")
+    original = BenchScheduler._record
+    made: list[int] = []
+
+    def killed(self, *args, **kw):  # type: ignore[no-untyped-def]
+        record = original(self, *args, **kw)  # stored, as a run finished before a kill is
+        made.append(1)
+        if len(made) == killed_after:
+            raise KeyboardInterrupt
+        return record
+
+    monkeypatch.setattr(BenchScheduler, "_record", killed)
+    with pytest.raises(KeyboardInterrupt):
+        nightly.run_nightly(store, settings, agents=[FAKE], budget_tokens=budget, collect=False)
+    monkeypatch.setattr(BenchScheduler, "_record", original)
+    # ...and run again: its runs are reused, the rounds they belong to bought with what is left
+    resumed = nightly.run_nightly(store, settings, agents=[FAKE], budget_tokens=budget, collect=False)
+    assert resumed.resumed and resumed.spent_before_resume > 0
+    report = resumed.selects[0]
+    assert report.runs_reused == killed_after and report.runs_made > 0
+    assert (undecided(store, rule_id), night_spend(store)) == pytest.approx(expected)

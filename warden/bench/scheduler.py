@@ -165,6 +165,8 @@ class BenchRequest:
     model: str
     purpose: str = "bench"  # bench | select
     budget_tokens: int | None = None
+    # select: the rule whose decision the runs are for (kept in the pass's note, not its plan key)
+    rule_id: int | None = None
 
     def family_key(self, suite_hash: str, fixture_hash: str, caps: RunCaps | None = None) -> str:
         """Everything that identifies the plan except its seed (to resume an unseeded bench).
@@ -336,7 +338,8 @@ def _this_runner() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pidns": pid_namespace(), "pid": os.getpid()}
 
 
-def _note(bench_pass: BenchPass) -> dict[str, Any]:
+def pass_note(bench_pass: BenchPass) -> dict[str, Any]:
+    """A pass's note (JSON: seed, jobs, runner; a select pass's rule), {} if unreadable."""
     try:
         note = json.loads(bench_pass.note or "{}")
     except ValueError:
@@ -350,7 +353,7 @@ def _close_abandoned_passes(session: Session) -> None:
     selector planned afresh would otherwise stay "running" for good."""
     me = _this_runner()
     for bench_pass in session.scalars(select(BenchPass).where(BenchPass.status == "running")):
-        runner = _note(bench_pass).get("runner")
+        runner = pass_note(bench_pass).get("runner")
         pid = runner.get("pid") if isinstance(runner, dict) else None
         if (not isinstance(pid, int) or runner.get("host") != me["host"] or runner.get("pidns") != me["pidns"]
                 or pid == me["pid"] or pid_alive(pid)):
@@ -473,7 +476,8 @@ class BenchScheduler:
                                    model=request.model, suite_hash=suite.suite_hash,
                                    fixture_hash=self.bench.fixture_hash, plan_key=key, status="planned",
                                    budget_tokens=request.budget_tokens,
-                                   note=json.dumps({"seed": request.seed, "jobs": len(request.jobs)}))
+                                   note=json.dumps({"seed": request.seed, "jobs": len(request.jobs),
+                                                    **({} if request.rule_id is None else {"rule": request.rule_id})}))
             session.add(bench_pass)
             session.flush()
             for index, spec in enumerate(request.jobs):
@@ -511,7 +515,7 @@ class BenchScheduler:
                 _close_abandoned_passes(session)
                 bench_pass.status = "running"
                 bench_pass.finished_at = None
-                bench_pass.note = json.dumps({**_note(bench_pass), "runner": _this_runner()})
+                bench_pass.note = json.dumps({**pass_note(bench_pass), "runner": _this_runner()})
         pending = [v for v in views if v.job_id not in done_ids]
         resumed = bool(done_ids)
         self.progress.start(pass_id, len(views), len(done_ids))

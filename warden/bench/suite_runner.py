@@ -72,6 +72,9 @@ class BenchSuiteRunner:
         self.runs_made = 0
         self.runs_reused = 0
         self.pass_ids: list[int] = []
+        # The rule whose decision the next passes are for (set by the selector): recorded on each
+        # select pass, so what a killed decision spent is still the rule's on resume.
+        self.rule_id: int | None = None
 
     @property
     def suite_hash(self) -> str:
@@ -130,7 +133,7 @@ class BenchSuiteRunner:
         if missing:
             jobs = shuffle_blocks(missing, self.base_seed)
             request = BenchRequest(self.agent, tuple(jobs), self.base_seed, self.backend, self.model,
-                                   purpose="select")
+                                   purpose="select", rule_id=self.rule_id)
             try:
                 outcome = self.scheduler.run_request(request)
             finally:

@@ -215,6 +215,8 @@ class Selector:
             return Skipped("no recorded bench run prices a round yet and the invocation budget is below the "
                            "rule's evidence budget (run `warden bench` first, or give a larger --budget)")
         self.log(f"{kind} of rule {rule_id} against {len(reference)} active rule(s)")
+        if hasattr(self.runner, "rule_id"):  # the bench runner notes the rule on its passes
+            self.runner.rule_id = rule_id
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
                                            self.params, budget, prior, kind, cost_hints=hints)
         # Undecided because the *invocation's* budget ran out, or nothing measured: no verdict and
@@ -222,26 +224,51 @@ class Selector:
         # is measured again. What such nights spend adds up, and once it reaches the rule's
         # evidence budget the rule is inconclusive (or it would hold the queue's head for good).
         if result.decision.verdict is Verdict.INCONCLUSIVE:
-            undecided = undecided_before + result.tokens_spent
+            # ... the runs a killed invocation made for the rule included (reused now, so not in
+            # this call's spend): what the rule's select passes since its last receipt cost
+            undecided = max(undecided_before + result.tokens_spent, self._undecided_spend(rule_id))
             if partial_budget and (result.rounds == 0 or undecided < float(self.settings.evidence_budget_tokens)):
-                self._add_undecided(rule_id, result.tokens_spent)
+                self._set_undecided(rule_id, undecided)
                 return Skipped(f"the invocation budget ran out before the rule was decided (its runs are kept for "
                                f"the next select; {undecided:,.0f} of its {self.settings.evidence_budget_tokens:,} "
                                "evidence-budget tokens spent undecided)", result.tokens_spent)
             if result.rounds == 0 or result.decision.n_pairs == 0:
-                self._add_undecided(rule_id, result.tokens_spent)
+                self._set_undecided(rule_id, undecided)
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
         unpaid = self._unreceipted_select_runs(result.new_runs)
         return self._commit(rule_id, kind, result, body, state_before,
                             (sum(r.weighted_tokens for r in unpaid), sum(r.raw_tokens for r in unpaid)))
 
-    def _add_undecided(self, rule_id: int, tokens: float) -> None:
-        if tokens:
-            with self.store.session() as session:
-                rule = session.get(Rule, rule_id)
-                assert rule is not None
-                rule.undecided_tokens = float(rule.undecided_tokens or 0.0) + tokens
+    def _set_undecided(self, rule_id: int, tokens: float) -> None:
+        with self.store.session() as session:
+            rule = session.get(Rule, rule_id)
+            assert rule is not None
+            if float(rule.undecided_tokens or 0.0) != tokens:
+                rule.undecided_tokens = tokens
+
+    def _undecided_spend(self, rule_id: int) -> float:
+        """Weighted tokens of the runs of the select passes made for ``rule_id`` (the bench runner
+        notes the rule on each pass) since the rule's last receipt: what undecided invocations
+        spent on it, a killed one included — its runs are reused when it resumes, so they are
+        in no invocation's own spend. 0 for a runner that notes no rule."""
+        if not hasattr(self.runner, "rule_id"):
+            return 0.0
+        from sqlalchemy import func
+
+        from warden.bench.scheduler import pass_note
+
+        with self.store.session() as session:
+            last = session.scalar(select(func.max(Receipt.created_at)).where(Receipt.rule_id == rule_id))
+            query = select(BenchPass).where(BenchPass.agent == self.agent, BenchPass.purpose == "select")
+            if last is not None:
+                query = query.where(BenchPass.created_at >= last)
+            passes = [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
+            if not passes:
+                return 0.0
+            return float(session.scalar(
+                select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+                .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id.in_(passes))) or 0.0)
 
     def _unreceipted_select_runs(self, runs: Sequence[RunRecord]) -> list[RunRecord]:
         """Reused runs that a select pass made but no receipt accounts for: bought for a decision
