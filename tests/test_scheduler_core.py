@@ -205,6 +205,41 @@ def test_sigterm_cleans_up_and_leaves_a_resumable_pass(store, tmp_path):
     assert count(store, BenchPass, BenchPass.status == "interrupted") == 1
 
 
+def test_ctrl_c_ends_the_runs_in_flight_and_leaves_no_copy_or_temp_dir(store, tmp_path):
+    """SIGINT while runs are inside a command that outlasts the interrupt's grace (a slow pytest):
+    the commands are killed, so the process exits at once, and no copy, run temp directory or
+    command outlives it to write into them (they used to, once the process had exited)."""
+    env = dict(os.environ)
+    helper = Path(__file__).with_name("test_scheduler_support.py")
+    env["PYTHONPATH"] = os.pathsep.join([str(helper.parent), env.get("PYTHONPATH", "")])
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env["TMPDIR"] = str(temp)
+    command_s = 4.0
+    child = subprocess.Popen([sys.executable, str(helper), str(tmp_path), str(command_s), "command"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not list(temp.glob(f"warden-run-tmp-pid{child.pid}-*")):
+            assert child.poll() is None, child.stderr.read().decode()
+            time.sleep(0.05)
+        time.sleep(0.3)  # the run is inside its command
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert b"KeyboardInterrupt" in err
+    assert took < 1.0 + command_s / 2, f"exited {took:.1f}s after the interrupt"
+    time.sleep(command_s + 0.5)  # past the end an abandoned command would have had
+    assert not [p for p in (tmp_path / "runs").rglob("*")], "a run copy was left behind"
+    assert not list(temp.glob("warden-run-tmp-*")), "a run temp directory was left behind"
+    assert count(store, BenchJob, BenchJob.status == "running") == 0
+    assert count(store, BenchPass, BenchPass.status == "interrupted") == 1
+
+
 def test_an_unusable_work_directory_aborts_the_pass_as_infrastructure(store, tmp_path):
     """A work root the bench cannot use (read-only, full, someone else's; here a file) is the
     machine's failure: an abort to resume from, not an internal error."""

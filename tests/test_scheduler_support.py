@@ -87,15 +87,41 @@ def make_workbench(tmp: Path, backend_factory, n_tasks: int = 3) -> Workbench:
                      work_root=tmp / "runs")
 
 
+class CommandBackend(FakeBackend):
+    """The fake backend whose run first runs a command, as the sim runs pytest: it takes
+    ``command_s`` and then writes into the copy and its TMPDIR, as a pytest run does at its end
+    (``.pytest_cache``, its basetemp) — into directories that would be gone had its run been
+    abandoned, re-creating them."""
+
+    def __init__(self, command_s: float) -> None:
+        super().__init__()
+        self.command_s = command_s
+
+    def run(self, task: GoldenTask, workdir: Path, system_prompt: str, seed: int, caps: RunCaps) -> RunResult:
+        from warden.bench.agents.tools import run_process, run_tmpdir, sandbox_env
+
+        with run_tmpdir() as tmp:
+            run_process(f'sleep {self.command_s}; mkdir -p "$PWD/.pytest_cache" "$TMPDIR/pytest-of-x"',
+                        workdir, timeout_s=60, env=sandbox_env(tmpdir=tmp), shell=True)
+        return super().run(task, workdir, system_prompt, seed, caps)
+
+
 def subprocess_main() -> None:  # pragma: no cover - runs in a child process
-    """Run one pass of the standard plan with a slow backend; the test SIGKILLs us mid-pass."""
+    """Run one pass of the standard plan with a slow backend; the test SIGKILLs us mid-pass.
+    With a third argument "command", each run runs a command of that many seconds instead, and
+    an interrupt waits 1 s for the runs in flight (less than one command takes)."""
+    from warden.bench import scheduler
     from warden.config import load_settings
     from warden.store.db import open_store
 
     tmp = Path(sys.argv[1])
     sleep_s = float(sys.argv[2])
     store = open_store(load_settings())
-    bench = make_workbench(tmp, lambda: FakeBackend(sleep_s=sleep_s))
+    if sys.argv[3:] == ["command"]:
+        scheduler._STOP_GRACE_S = 1.0
+        bench = make_workbench(tmp, lambda: CommandBackend(sleep_s))
+    else:
+        bench = make_workbench(tmp, lambda: FakeBackend(sleep_s=sleep_s))
     request = standard_request(bench)
     BenchScheduler(store, bench, concurrency=1).run_request(request)
     print("finished", os.getpid())

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from warden.bench.agents.tools import cancelled_by
 from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
@@ -615,8 +616,9 @@ class BenchScheduler:
                     t0 = time.monotonic()
                     bench.copy_fixture(bench.fixture_dir, workdir)
                     copy_s = time.monotonic() - t0
-                    result = backend.run(bench.task(job.task_id), workdir, prompts[job.config_key], job.seed,
-                                         bench.caps)
+                    with cancelled_by(stop):  # a stopping pass kills the run's commands: it ends now
+                        result = backend.run(bench.task(job.task_id), workdir, prompts[job.config_key], job.seed,
+                                             bench.caps)
                     finished = _Finished(job, result, copy_s, 0.0)
                 except Exception as exc:  # a crash of the backend or the copy is infrastructure
                     finished = _Finished(job, None, copy_s, 0.0, crash=f"{type(exc).__name__}: {exc}")

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -210,14 +211,40 @@ def cap_text(text: str, limit: int = MAX_RESULT_CHARS) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail)} characters cut] …\n{tail}"
 
 
+_CANCEL = threading.local()
+
+
+@contextmanager
+def cancelled_by(event: threading.Event) -> Iterator[None]:
+    """Commands this thread runs inside the block are killed (their process group and what
+    carries their mark) as soon as ``event`` is set, and no new one starts after it: how the bench
+    scheduler ends the runs in flight when a pass stops (Ctrl-C, SIGTERM, an abort), so that each
+    run's own clean-up (its copy, its :func:`run_tmpdir`) happens before the process exits —
+    and no orphaned command writes into them afterwards."""
+    previous = getattr(_CANCEL, "event", None)
+    _CANCEL.event = event
+    try:
+        yield
+    finally:
+        _CANCEL.event = previous
+
+
+def _cancelled() -> bool:
+    event = getattr(_CANCEL, "event", None)
+    return event is not None and event.is_set()
+
+
 def run_process(argv: list[str] | str, cwd: Path, *, timeout_s: float, env: dict[str, str],
                 shell: bool = False, stderr_apart: bool = False) -> CommandResult:
     """Run a subprocess in its own process group; on timeout the whole group is killed, and when
     it exits, what it left running in its group is killed too — and on Linux what it left outside
     the group that still carries its environment mark (:func:`kill_marked`). ``stderr_apart`` keeps stdout
     whole (a program's machine-readable answer; past :data:`MAX_OUTPUT_BYTES` its head and tail)
-    and its stderr apart, capped."""
+    and its stderr apart, capped. Inside :func:`cancelled_by`, a set event kills it (reported
+    as timed out) or keeps it from starting."""
     started = time.monotonic()
+    if _cancelled():
+        return CommandResult(None, "cancelled: the bench is stopping", True, 0.0)
     marker = f"{process_tag()}-{next(_RUN_MARKS)}"
     proc = subprocess.Popen(argv, cwd=cwd, env={**env, RUN_MARK_VAR: marker}, shell=shell, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
@@ -316,7 +343,7 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float,
                         if marker:
                             kill_marked(marker)  # ... and what it left outside it
                         drain_until = now + _DRAIN_S
-                    elif now >= deadline:
+                    elif now >= deadline or _cancelled():
                         _kill_group(proc)
                         if marker:
                             kill_marked(marker)
@@ -338,7 +365,7 @@ def _read_until_exit(proc: subprocess.Popen, deadline: float,
             pipe.close()
     if not timed_out:  # its pipes closed: it may still be running (or finishing its exit)
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            proc.wait(timeout=0.0 if _cancelled() else max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             timed_out = True
