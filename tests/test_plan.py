@@ -101,3 +101,37 @@ def test_the_reference_cost_is_a_weighted_mean_whatever_the_weights_scale() -> N
 
     assert _weighted_mean_cost({"a": [40_000.0], "b": [39_000.0]}, {"a": 1e-300, "b": 1e-300}) == 39_500.0
     assert _weighted_mean_cost({"a": [10.0, 30.0], "b": []}, {"a": 2.0, "b": 5.0}) == 20.0
+
+
+def test_plan_estimates_from_one_models_runs_and_names_it(warden_home, capsys) -> None:
+    """Runs of two models are two agents: the plan prices from one model's runs only — the one
+    asked for, else the configured one, else the one benched last — and says which."""
+    import json
+
+    from warden.cli.app import main
+
+    settings = load_settings()
+    tasks = [t.id for t in load_suite(settings.golden_dir, "backend").tasks]
+    with open_store(settings).session() as s:
+        s.add(Rule(agent="backend", body="Grep for the symbol or text you need before opening any file."))
+        for task in tasks:
+            for k in range(3):
+                s.add(_run(task, 20_000 * (1 + 0.1 * k)))  # sim-naive-1: 22,000 a run on average
+        for task in tasks:
+            run = _run(task, 6_000.0)
+            run.model = "sim-careful-1"  # benched last, on every task, much cheaper
+            s.add(run)
+    with open_store(settings).session() as s:
+        latest = plan_agent(s, settings, "backend")
+        asked = plan_agent(s, settings, "backend", model="sim-naive-1")
+        configured = plan_agent(s, load_settings(model="sim-naive-1"), "backend")
+        with pytest.raises(WardenError, match="model 'sim-nobody-1'"):
+            plan_agent(s, settings, "backend", model="sim-nobody-1")
+    assert latest["model"] == "sim-careful-1" and latest["reference_cost"] == pytest.approx(6_000)
+    assert latest["basis"] == f"{len(tasks)} reference runs of the current rule set"
+    assert asked["model"] == configured["model"] == "sim-naive-1"
+    assert asked["reference_cost"] == pytest.approx(22_000) == configured["reference_cost"]
+    assert main(["plan", "--agent", "backend", "--model", "sim-naive-1"]) == 0
+    assert "22,000 weighted tokens per run on sim/sim-naive-1" in " ".join(capsys.readouterr().out.split())
+    assert main(["plan", "--agent", "backend", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "sim-careful-1"

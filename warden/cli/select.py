@@ -255,18 +255,20 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
                  budget: Optional[int] = token_budget_option(
                      "Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
+                 model: Optional[str] = typer.Option(None, "--model", help="Model to plan for (default: the configured "
+                                                     "model, else the one benched last)."),
                  as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent
 
     s = settings()
     with store(s).session() as session:
-        plan = plan_agent(session, s, agent, budget)
+        plan = plan_agent(session, s, agent, budget, model)
     if as_json:
         print_json(plan, figures=True)
         return
     console.print(f"[bold]{safe(agent)}[/]: reference cost {count_text(plan['reference_cost'])} weighted tokens per run "
-                  f"({plan['basis']}); budget per rule {count_text(plan['budget'])}"
+                  f"on {safe(plan['backend'])}/{safe(plan['model'])} ({plan['basis']}); budget per rule {count_text(plan['budget'])}"
                   + (" (the evidence budget caps --budget)" if budget and budget > plan["budget"] else ""))
     for r in plan["rules"]:
         fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"

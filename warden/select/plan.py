@@ -1,7 +1,10 @@
 """``warden plan``: before spending, how many bench tokens each pending decision will take.
 
 Loads recorded replicates (reference runs of the agent's current rule set on the configured
-backend) and each rule's pooled evidence, then asks the pure planner (``select/planner.py``).
+backend and one model) and each rule's pooled evidence, then asks the pure planner
+(``select/planner.py``). Runs of another model measure another agent — a cheaper model's runs
+averaged in would understate what a decision costs — so every figure comes from one model's runs:
+``--model``, else the configured model, else the model benched most recently.
 """
 
 from __future__ import annotations
@@ -24,14 +27,28 @@ from warden.select.selector import pending_candidates, prior_evidence, reaudit_t
 from warden.store.models import BenchRun, Rule
 
 
-def _replicates(session: Session, agent: str, key: str, backend: str,
+def plan_model(session: Session, settings: Settings, agent: str, model: str | None = None) -> str | None:
+    """The model a plan estimates for: ``model``, else the configured one (on the sim backend only
+    a sim persona, as the bench would run it), else the model of the agent's latest bench run on
+    the configured backend (None: no runs yet)."""
+    configured = settings.model
+    if settings.backend == "sim" and not (configured or "").startswith("sim"):
+        configured = None  # the sim plays personas; a real model id in the settings is not one
+    if model or configured:
+        return model or configured
+    return session.scalar(select(BenchRun.model).where(BenchRun.agent == agent, BenchRun.backend == settings.backend)
+                          .order_by(BenchRun.id.desc()).limit(1))
+
+
+def _replicates(session: Session, agent: str, key: str, backend: str, model: str | None,
                 tasks: list[str]) -> tuple[dict[str, list[float]], str]:
     """Task → recorded run costs to estimate spread from: the current rule set's runs, else, per
     task, the runs of the rule set run most often (one set per task: mixing sets that cost
     differently would pass their difference off as noise)."""
     by_config: dict[str, dict[str, list[float]]] = {t: {} for t in tasks}
     query = select(BenchRun.task_id, BenchRun.config_key, BenchRun.weighted_tokens).where(
-        BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.outcome != "infra_error")
+        BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.model == model,
+        BenchRun.outcome != "infra_error")
     for task_id, config, weighted in session.execute(query):
         if task_id in by_config:
             by_config[task_id].setdefault(config, []).append(float(weighted))
@@ -41,13 +58,15 @@ def _replicates(session: Session, agent: str, key: str, backend: str,
     other = {t: max(groups.values(), key=len) if groups else [] for t, groups in by_config.items()}
     if any(other.values()):
         return other, f"{sum(map(len, other.values()))} runs of another rule set; none of the current one yet"
-    raise WardenError(f"no recorded bench runs for agent {agent!r} on backend {backend!r}: "
-                     f"run `warden bench --agent {agent} --runs 3` first")
+    on = f"backend {backend!r}" + (f" with model {model!r}" if model else "")
+    again = f" --model {model}" if model else ""
+    raise WardenError(f"no recorded bench runs for agent {agent!r} on {on}: "
+                     f"run `warden bench --agent {agent}{again} --runs 3` first")
 
 
-def _paired_residuals(session: Session, agent: str, backend: str, weights: dict[str, float],
+def _paired_residuals(session: Session, agent: str, backend: str, model: str | None, weights: dict[str, float],
                       max_rules: int = 20) -> list[float]:
-    """The pair noise earlier decisions of this agent observed on this backend: each rule's
+    """The pair noise earlier decisions of this agent observed on this backend and model: each rule's
     paired log ratios on a task minus their mean there (its effect), scaled to unbiased spread.
     Pairs share a seed on the bench, so they are far less noisy than two independent runs —
     replicates alone would overstate what a decision costs."""
@@ -56,7 +75,8 @@ def _paired_residuals(session: Session, agent: str, backend: str, weights: dict[
     from warden.store.models import Receipt
 
     latest: dict[int, Receipt] = {}
-    for receipt in session.scalars(select(Receipt).where(Receipt.agent == agent, Receipt.backend == backend)
+    for receipt in session.scalars(select(Receipt).where(Receipt.agent == agent, Receipt.backend == backend,
+                                                         Receipt.model == model)
                                    .order_by(Receipt.id.desc()).limit(20 * max_rules)):
         if receipt.rule_id not in latest and receipt.evidence and len(latest) < max_rules:
             latest[receipt.rule_id] = receipt  # evidence pools across a rule's receipts: the last holds all
@@ -77,26 +97,28 @@ def _weighted_mean_cost(replicates: dict[str, list[float]], weights: dict[str, f
     return sum(w * m for w, m in measured) / total if total > 0 else 0.0
 
 
-def plan_agent(session: Session, settings: Settings, agent: str, budget: int | None = None) -> dict[str, Any]:
+def plan_agent(session: Session, settings: Settings, agent: str, budget: int | None = None,
+               model: str | None = None) -> dict[str, Any]:
     from warden.bench.tasks import load_suite
 
     require_agent(settings, agent)
     suite = load_suite(settings.golden_dir, agent)
     weights = {t.id: float(t.weight) for t in suite.tasks}
     memory = frozenset(session.scalars(select(Rule.id).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))))
-    replicates, basis = _replicates(session, agent, config_key(memory), settings.backend, list(weights))
+    model = plan_model(session, settings, agent, model)
+    replicates, basis = _replicates(session, agent, config_key(memory), settings.backend, model, list(weights))
     per_rule_budget = float(min(budget, settings.evidence_budget_tokens) if budget else settings.evidence_budget_tokens)
     params = DecisionParams.from_settings(settings)
     todo = [(r, ADMISSION) for r in pending_candidates(session, agent)]
     target = reaudit_target(session, agent)
     if target is not None:
         todo.append((target, REAUDIT))
-    residuals = _paired_residuals(session, agent, settings.backend, weights)
+    residuals = _paired_residuals(session, agent, settings.backend, model, weights)
     rules, total = [], 0.0
     for rule, kind in todo:
         rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
         reference = memory if kind == ADMISSION else memory - {rule.id}
-        prior = prior_evidence(session, rule, reference, memory | {rule.id}, backend=settings.backend, model=settings.model)
+        prior = prior_evidence(session, rule, reference, memory | {rule.id}, backend=settings.backend, model=model)
         if prior is not None and prior.reference:
             estimate = plan_from_evidence(prior, weights, rent, per_rule_budget, params, kind)
         else:
@@ -114,7 +136,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
                       "worst_case_tokens": estimate.tokens_worst, "fits_budget": estimate.fits_budget,
                       "pair_sigma": estimate.pair_sigma, "sigma_assumed": estimate.sigma_assumed,
                       "reason": estimate.reason})
-    return {"agent": agent, "backend": settings.backend, "basis": basis, "budget": per_rule_budget,
+    return {"agent": agent, "backend": settings.backend, "model": model, "basis": basis, "budget": per_rule_budget,
             "reference_cost": _weighted_mean_cost(replicates, weights),
             "alpha": params.alpha, "beta": params.beta, "design_effect": params.design_effect,
             "rules": rules, "total_worst_case_tokens": total}
