@@ -354,7 +354,7 @@ def test_report_labels_each_rules_figures_with_their_backend(warden_home: Path) 
     page = _report(store)
     note = SIM_NOTE.replace("'", "&#x27;")
     assert page.count(note) >= 3  # golden suite, savings chart, cost table and projection
-    assert '<td class="t backend">sim</td>' in page  # the cost table's row of the sim-measured rule
+    assert '<td class="t backend">sim/sim-naive-1</td>' in page  # the cost table's row of the sim-measured rule
     assert "keep</tspan> · sim" in page  # the savings chart's row
 
 
@@ -457,3 +457,42 @@ def test_golden_suite_totals_one_model_not_two_models_first_runs_summed(warden_h
     assert main(["status"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "golden suite 30,000 now vs 40,000 first runs" in out and "model sim-careful-1; 1 other" in out
+
+
+def test_each_rule_is_priced_at_the_model_that_measured_it(warden_home: Path, capsys) -> None:
+    """Two models measured two rules: cost prices each saving at its own receipt's model and
+    names backend/model (as receipts does), not the same "sim" for both."""
+    from warden.cli.app import main
+    from warden.ingest.pricing import PriceTable
+
+    store = open_store(load_settings())
+    with store.session() as s:
+        s.add(SessionRun(run_key="s:main", session_id="s", agent="backend", weighted_tokens=100_000.0,
+                         started_at=utcnow(), ended_at=utcnow()))
+        naive = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                     state="active", rent_tokens=17)
+        careful = Rule(agent="backend", body="Read each file at most once per task and keep notes.",
+                       state="active", rent_tokens=15)
+        s.add_all([naive, careful])
+        s.flush()
+        for rule, model in ((naive, "sim-naive-1"), (careful, "sim-careful-1")):
+            write_receipt(s, rule, kind="admission", verdict="keep", reason="test", state_after="active",
+                          estimate=9_000.0, ci_low=1.0, ci_high=2.0, margin=34.0, k=2.0,
+                          n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1_000_000.0,
+                          model=model, backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                          method={"relative_estimate": 0.1, "reference_cost": 90_000.0})
+    with store.session() as s:
+        cost = rule_costs(s, "backend", PriceTable({"sim-careful-1": {"input": 1.0}}))
+    rows = {r["model"]: r for r in cost["rules"]}
+    assert rows["sim-naive-1"]["measured_on"] == "sim/sim-naive-1" and rows["sim-careful-1"]["measured_on"] == "sim/sim-careful-1"
+    for model, price in (("sim-naive-1", 3.0), ("sim-careful-1", 1.0)):
+        r = rows[model]
+        assert r["input_price_per_mtok"] == price
+        assert r["saving_usd_per_session"] == pytest.approx(r["saving_tokens_per_session"] * price / 1e6)
+        assert r["bench_usd_spent"] == pytest.approx(1_000_000 * price / 1e6)
+    assert main(["cost", "--agent", "backend"]) == 0
+    out = capsys.readouterr().out
+    assert "sim/sim-naive-1" in out and "sim/sim-careful-1" in out
+    assert main(["receipts", "--agent", "backend"]) == 0
+    out = capsys.readouterr().out
+    assert "sim/sim-naive-1" in out and "sim/sim-careful-1" in out

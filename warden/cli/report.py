@@ -47,15 +47,16 @@ def cost_command(
     if not results:
         console.print("nothing to price: no agent has rules, bench runs or sessions yet")
     for cost in results:
-        console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok input"
+        console.print(f"[bold]{safe(cost['agent'])}[/] · real work on {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok"
+                      " input; each saving at the input price of the model that measured it"
                       f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("rule", "state", "saving/session", "$/session", "backend", "rent", "bench spent", "break-even", "body"):
-            table.add_column(col, justify="left" if col in ("state", "backend", "body") else "right")
+        for col in ("rule", "state", "saving/session", "$/session", "measured on", "rent", "bench spent", "break-even", "body"):
+            table.add_column(col, justify="left" if col in ("state", "measured on", "body") else "right")
         for r in cost["rules"]:
             usd = r["saving_usd_per_session"]
             table.add_row(str(r["rule_id"]), r["state"], count_text(r["saving_tokens_per_session"]),
-                          "—" if usd is None else f"{usd:.4f}", safe(r["backend"] or "—"), str(r["rent_tokens"]),
+                          "—" if usd is None else f"{usd:.4f}", safe(r["measured_on"] or "—"), str(r["rent_tokens"]),
                           count_text(r["bench_tokens_spent"]), count_text(r["break_even_sessions"]), safe(r["body"], 200))
         wide_console().print(table)
         print_measured(r["backend"] for r in cost["rules"])

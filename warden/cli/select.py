@@ -196,11 +196,11 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
         console.print("no receipts yet")
         return
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "backend", "spent", "body"):
+    for col in ("rule", "agent", "state", "last", "verdict", "saving/run", "margin", "measured on", "spent", "body"):
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], count_text(r["estimate"]),
-                      count_text(r["margin"]), safe(r["backend"]), count_text(r["tokens_spent"]), safe(r["body"], 200))
+                      count_text(r["margin"]), f"{safe(r['backend'])}/{safe(r['model'])}", count_text(r["tokens_spent"]), safe(r["body"], 200))
     wide_console().print(table)
     print_measured(r["backend"] for r in rows)
 

@@ -191,16 +191,22 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
         relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
         saving = savings[rule.id]
         net = saving  # a measured saving already includes the rule's rent
+        # A saving is in weighted tokens of the model that measured it: priced at that model's input
+        # price (each receipt's bench spend at its own model's); undecided rules at the agent's.
+        rule_price = prices.price(latest.model).input if latest else input_price
         rules_out.append({
             "rule_id": rule.id, "body": rule.body, "state": rule.state, "rent_tokens": rule.rent_tokens,
             "relative_saving": relative, "saving_tokens_per_session": saving,
-            "saving_usd_per_session": saving * input_price / 1e6 if saving is not None else None,
+            "saving_usd_per_session": saving * rule_price / 1e6 if saving is not None else None,
+            "input_price_per_mtok": rule_price,
             "net_tokens_per_session": net, "bench_tokens_spent": spent,
-            "bench_usd_spent": spent * input_price / 1e6,
+            "bench_usd_spent": sum(r.tokens_spent * prices.price(r.model).input for r in receipts) / 1e6,
             # sessions until the rule has paid back its bench spend: a whole number, rounded up
             "break_even_sessions": math.ceil(spent / net) if net and net > 0 else None,
             "receipt_id": latest.id if latest else None,
             "backend": latest.backend if latest else None,  # what measured the saving: sim is no model
+            "model": latest.model if latest else None,
+            "measured_on": f"{latest.backend}/{latest.model}" if latest else None,
             "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
             "margin_tokens": latest.margin if latest else None})
     return {"agent": agent, "model": model, "input_price_per_mtok": input_price,
