@@ -273,32 +273,65 @@ def test_an_open_interval_is_drawn_to_the_axis_edge_and_printed_as_standard_json
         loads_strict(out)
 
 
-def test_stacked_rules_are_priced_on_what_the_earlier_ones_leave(warden_home: Path) -> None:
-    """Each rule's relative saving was measured on top of the rules kept before it: applied in
-    that order, the savings add up to the combined effect (1 − 0.5)(1 − 0.2) = 0.4 of a session,
-    never to 0.5 + 0.2 of it."""
+def _keep(s, rule: Rule, relative: float, kind: str = "admission") -> None:
+    write_receipt(s, rule, kind=kind, verdict="keep", reason="test", state_after="active",
+                  estimate=relative * 90_000, ci_low=1.0, ci_high=2.0, margin=34.0, k=2.0,
+                  n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1_000_000.0,
+                  model="sim-naive-1", backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
+                  method={"relative_estimate": relative, "reference_cost": 90_000.0})
+
+
+def _stacked_store(relatives: list[float]):
+    """A store with 100,000-token sessions and one active rule kept per relative saving."""
     store = open_store(load_settings())
     with store.session() as s:
         s.add(SessionRun(run_key="s:main", session_id="s", agent="backend", weighted_tokens=100_000.0,
                          started_at=utcnow(), ended_at=utcnow()))
-        first = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
-                     state="active", rent_tokens=17)
-        second = Rule(agent="backend", body="Read each file at most once per task and keep notes.",
-                      state="active", rent_tokens=15)
-        s.add_all([second, first])  # ids in the other order than the decisions
+        rules = [Rule(agent="backend", body=f"Rule number {i} of the stack.", state="active", rent_tokens=15)
+                 for i in range(len(relatives))]
+        s.add_all(rules)
         s.flush()
-        for rule, relative in ((first, 0.5), (second, 0.2)):
-            write_receipt(s, rule, kind="admission", verdict="keep", reason="test", state_after="active",
-                          estimate=relative * 90_000, ci_low=1.0, ci_high=2.0, margin=34.0, k=2.0,
-                          n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1_000_000.0,
-                          model="sim-naive-1", backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
-                          method={"relative_estimate": relative, "reference_cost": 90_000.0})
-        first_id, second_id = first.id, second.id
+        for rule, relative in zip(rules, relatives):
+            _keep(s, rule, relative)
+        ids = [r.id for r in rules]
+    return store, ids
+
+
+def _savings(store) -> tuple[dict[int, float], float]:
     with store.session() as s:
         cost = rule_costs(s, "backend", DEFAULT_TABLE)
-    saving = {r["rule_id"]: r["saving_tokens_per_session"] for r in cost["rules"]}
-    assert saving[first_id] == pytest.approx(50_000) and saving[second_id] == pytest.approx(10_000)
-    assert project(cost, weeks=1, sessions_per_week=1, bench_tokens_per_week=0)["saving_tokens"] == pytest.approx(60_000)
+    total = project(cost, weeks=1, sessions_per_week=1, bench_tokens_per_week=0)["saving_tokens"]
+    return {r["rule_id"]: r["saving_tokens_per_session"] for r in cost["rules"]}, total
+
+
+def test_stacked_rules_add_up_to_the_combined_saving_split_by_log_share(warden_home: Path) -> None:
+    """Savings add up to the combined effect 1 − (1 − 0.5)(1 − 0.2) = 0.6 of a session, never to
+    0.5 + 0.2 of it; each rule's part is its share of the log savings −ln(1 − s)."""
+    import math
+
+    store, (first, second) = _stacked_store([0.5, 0.2])
+    saving, total = _savings(store)
+    log_first, log_second = -math.log(0.5), -math.log(0.8)
+    assert saving[first] == pytest.approx(60_000 * log_first / (log_first + log_second))
+    assert saving[second] == pytest.approx(60_000 * log_second / (log_first + log_second))
+    assert total == pytest.approx(60_000) == pytest.approx(saving[first] + saving[second])
+
+
+def test_a_rules_saving_does_not_hang_on_which_rule_was_re_audited_last(warden_home: Path) -> None:
+    """QA: re-audits of rule 1, rule 3, rule 1 moved rule 1's saving per session down (and its
+    break-even out) though its own estimate rose — the stack was ordered by latest receipt."""
+    store, (one, two, three) = _stacked_store([0.2, 0.15, 0.1])
+    before, total_before = _savings(store)
+    with store.session() as s:  # re-audits that measure what the admissions did move nothing
+        _keep(s, s.get(Rule, one), 0.2, kind="reaudit")
+        _keep(s, s.get(Rule, three), 0.1, kind="reaudit")
+    same, total_same = _savings(store)
+    assert same == pytest.approx(before) and total_same == pytest.approx(total_before)
+    with store.session() as s:  # rule 1 re-audited last, with a higher estimate: its saving rises
+        _keep(s, s.get(Rule, one), 0.22, kind="reaudit")
+    after, total_after = _savings(store)
+    assert after[one] > before[one] and after[two] < before[two] and after[three] < before[three]
+    assert total_after == pytest.approx(100_000 * (1 - 0.78 * 0.85 * 0.9)) == pytest.approx(sum(after.values()))
 
 
 def test_cost_knows_the_agents_every_other_command_knows(warden_home: Path, capsys) -> None:

@@ -156,15 +156,33 @@ def real_work_per_session(session: Session, agent: str) -> tuple[float | None, i
     return (float(rows[0]) if rows[0] is not None else None), int(rows[1])
 
 
+def _relative(receipt: Receipt | None) -> float | None:
+    """A decisive receipt's relative saving (None: the rule has none yet)."""
+    return float((receipt.method or {}).get("relative_estimate", 0.0)) if receipt is not None else None
+
+
+def _log_saving(relative: float | None) -> float:
+    """−ln(1 − s): a relative saving as a log cost ratio (s < 1; a saving of all is capped)."""
+    return -math.log1p(-min(relative or 0.0, 0.999))
+
+
 def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE) -> dict[str, Any]:
     """Each in-memory rule priced from its receipts at the agent's real-work mix.
 
     The receipt's relative saving (a fraction of a bench run, already net of the rule's own
     in-session cost) is applied to the agent's mean real-work session; without real-work
-    sessions the bench's reference cost stands in (and says so). A rule was measured on top of
-    the rules decided before it, so each saving applies to what those leave (in the order of
-    the rules' latest decisive receipts): the savings then add up to the combined effect
-    1 − Π(1 − saving), the multiplicative model the decision core measures on."""
+    sessions the bench's reference cost stands in (and says so).
+
+    Attribution: the decision core's model is multiplicative — with rules i in memory a session
+    costs Π(1 − sᵢ) of what it costs without them, sᵢ each rule's relative saving as measured
+    on top of the others (a re-audit measures exactly that). The rules' combined saving
+    1 − Π(1 − sᵢ) is what the savings add up to (never Σ sᵢ). It is split in proportion to each
+    rule's own log saving Lᵢ = −ln(1 − sᵢ): rule i gets Lᵢ · (1 − e^(−ΣL)) / ΣL of a session. That
+    depends on no order — which rule was decided or re-audited last moves nothing — only on the
+    rules' estimates; a rule's share rises with its own estimate; one rule alone gets its sᵢ; a
+    rule that costs (sᵢ < 0) gets a negative share. Protected rules stay outside the combined
+    saving (the projection leaves them out): each is priced alone at sᵢ of a session. Without
+    real-work sessions each rule's saving is sᵢ of the reference run it was measured against."""
     per_session, n_sessions = real_work_per_session(session, agent)
     model = agent_model(session, agent)
     input_price = prices.price(model).input
@@ -175,20 +193,27 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
         receipts = list(session.scalars(select(Receipt).where(Receipt.rule_id == rule.id).order_by(Receipt.id)))
         decisive = [r for r in receipts if r.verdict in ("keep", "refute")]
         priced.append((rule, receipts, decisive[-1] if decisive else None))
-    left = 1.0  # share of a session the rules priced so far leave
+    logs = {rule.id: _log_saving(_relative(latest)) for rule, _, latest in priced
+            if latest is not None and rule.state != "protected"}
+    total_log = sum(logs.values())
+    # (1 − e^(−x)) / x: what turns the log shares into shares of the combined saving (1 at x = 0)
+    scale = -math.expm1(-total_log) / total_log if abs(total_log) > 1e-12 else 1.0
     savings: dict[int, float | None] = {}
-    for rule, _, latest in sorted(priced, key=lambda p: (p[2] is None, p[2].id if p[2] else 0)):
-        relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
-        reference_cost = float((latest.method or {}).get("reference_cost", 0.0)) if latest else 0.0
-        # a reference run already had the earlier rules on: its own cost needs no discount
-        basis_cost = per_session * left if per_session else reference_cost
-        savings[rule.id] = relative * basis_cost if relative is not None and basis_cost else None
-        if relative is not None and rule.state != "protected":
-            left *= 1.0 - relative
+    for rule, _, latest in priced:
+        relative = _relative(latest)
+        if relative is None:
+            savings[rule.id] = None
+        elif not per_session:  # the reference run already had the other rules on
+            reference_cost = float((latest.method or {}).get("reference_cost", 0.0)) if latest else 0.0
+            savings[rule.id] = relative * reference_cost if reference_cost else None
+        elif rule.id in logs:
+            savings[rule.id] = logs[rule.id] * scale * per_session
+        else:  # protected: outside the combined saving
+            savings[rule.id] = relative * per_session
     rules_out = []
     for rule, receipts, latest in priced:
         spent = sum(r.tokens_spent for r in receipts)
-        relative = float((latest.method or {}).get("relative_estimate", 0.0)) if latest else None
+        relative = _relative(latest)
         saving = savings[rule.id]
         net = saving  # a measured saving already includes the rule's rent
         # A saving is in weighted tokens of the model that measured it: priced at that model's input
