@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,10 +256,12 @@ def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str
 
 def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, run_id: int | None = None,
                  distiller: str = "heuristic", client: anthropic.Anthropic | None = None,
-                 dry_run: bool = False, limit: int | None = None) -> list[RunReport]:
+                 dry_run: bool = False, limit: int | None = None,
+                 on_report: Callable[[RunReport], None] | None = None) -> list[RunReport]:
     """Distill the queued runs (optionally of one agent; the newest ``limit`` of them) or one given
     run. One process distills at a time (two would admit the same candidates twice):
-    :class:`~warden.store.locks.LockBusy` otherwise; a dry run writes nothing and needs no lock."""
+    :class:`~warden.store.locks.LockBusy` otherwise; a dry run writes nothing and needs no lock.
+    ``on_report`` is told each run's report as it is stored (a night counts what a kill cuts short)."""
     from contextlib import nullcontext
 
     from warden.store.locks import exclusive
@@ -295,6 +298,8 @@ def distill_runs(store: Store, settings: Settings, *, agent: str | None = None, 
                 would_admit.setdefault(report.agent, []).extend(item["body"] for item in report.admitted)
             failures = failures + 1 if report.infra_error else 0
             reports.append(report)
+            if on_report is not None:
+                on_report(report)
         return reports
 
 
