@@ -379,3 +379,52 @@ def test_a_killed_budget_limited_night_uses_the_runs_it_paid_for(warden_home: Pa
     report = resumed.selects[0]
     assert report.runs_reused == killed_after and report.runs_made > 0
     assert (undecided(store, rule_id), night_spend(store)) == pytest.approx(expected)
+
+
+def test_a_resumed_night_counts_what_its_interrupted_part_collected_and_distilled(warden_home: Path,
+                                                                                  monkeypatch) -> None:
+    """Killed while distilling, the re-run said "0 runs collected" and counted only its own
+    distillations: the night's counts are kept as they accrue and carried across the resume."""
+    import warden.distill.service as service
+    import warden.ingest.collector as collector
+    import warden.select.nightly as nightly
+    import warden.select.selector as selector
+    from warden.config import load_settings
+    from warden.ingest.collector import CollectSummary
+    from warden.select.selector import SelectReport
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun
+
+    def report(i: int, admitted: int) -> service.RunReport:
+        return service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, model_tokens=100,
+                                 admitted=[{"body": f"rule {i}.{j}"} for j in range(admitted)])
+
+    collected = iter([155, 0])
+    monkeypatch.setattr(collector, "collect_paths",
+                        lambda *a, **k: CollectSummary(runs_updated=next(collected)))
+
+    def killed_distill(*a, on_report=lambda r: None, **k):  # type: ignore[no-untyped-def]
+        for i in range(3):  # three runs stored, then killed
+            on_report(report(i, 2))
+        raise KeyboardInterrupt
+
+    def rest(*a, on_report=lambda r: None, **k):  # type: ignore[no-untyped-def]
+        reports = [report(3, 1), service.RunReport(source_path="/t/s4.jsonl", run_id=4, infra_error=True)]
+        for r in reports:
+            on_report(r)
+        return reports
+
+    monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
+    store = open_store(load_settings())
+    monkeypatch.setattr(service, "distill_runs", killed_distill)
+    with pytest.raises(KeyboardInterrupt):
+        nightly.run_nightly(store, load_settings(), agents=["docs"])
+    monkeypatch.setattr(service, "distill_runs", rest)
+    summary = nightly.run_nightly(store, load_settings(), agents=["docs"])
+    assert summary.resumed
+    counts = ("collected_runs", "distilled_runs", "candidates_added", "distill_model_tokens")
+    night = {k: summary.to_json()[k] for k in counts}
+    assert night == {"collected_runs": 155, "distilled_runs": 4, "candidates_added": 7, "distill_model_tokens": 400}
+    with store.session() as s:
+        stored = s.query(NightlyRun).one().summary
+    assert {k: stored[k] for k in counts} == night

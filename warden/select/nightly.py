@@ -22,11 +22,15 @@ from warden.store.db import Store
 from warden.store.locks import LockBusy
 from warden.store.models import BenchRun, NightlyRun, utcnow
 
+# What the night's collect and distill stages did, kept in its row as they go (a collect when it
+# ends, a distillation run by run) so that a resumed night reports the whole night.
+NIGHT_COUNTS = ("collected_runs", "distilled_runs", "candidates_added", "distill_model_tokens")
+
 @dataclass
 class NightlySummary:
     night_id: int
     resumed: bool
-    collected_runs: int = 0
+    collected_runs: int = 0  # the whole night's, as the counts below, an interrupted earlier part included
     distilled_runs: int = 0
     candidates_added: int = 0
     distill_model_tokens: int = 0  # what the model distiller's calls used (not bench tokens)
@@ -101,10 +105,30 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
             spent = session.scalar(select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
                                    .where(BenchRun.created_at >= open_night.started_at))
             return open_night.id, True, open_night.budget_tokens, float(spent or 0.0)
-        night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget)
+        night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget,
+                           summary={"night_counts": dict.fromkeys(NIGHT_COUNTS, 0)})
         session.add(night)
         session.flush()
         return night.id, False, budget, 0.0
+
+
+def _night_counts(store: Store, night_id: int) -> dict[str, int]:
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        counts = ((night.summary or {}) if night is not None else {}).get("night_counts") or {}
+        return {key: int(counts.get(key, 0)) for key in NIGHT_COUNTS}
+
+
+def _add_counts(store: Store, night_id: int, **added: int) -> None:
+    with store.session() as session:
+        night = session.get(NightlyRun, night_id)
+        assert night is not None
+        summary = dict(night.summary or {})
+        counts = dict(summary.get("night_counts") or {})
+        for key, value in added.items():
+            counts[key] = int(counts.get(key, 0)) + value
+        summary["night_counts"] = counts
+        night.summary = summary
 
 
 def _selected_agents(store: Store, night_id: int) -> dict[str, dict[str, Any] | None]:
@@ -179,13 +203,16 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         night_row = session.get(NightlyRun, night_id)
         assert night_row is not None
         started_at = night_row.started_at  # a resumed night re-audits as the whole night would have
-    summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before)
+    summary = NightlySummary(night_id, resumed, tokens_spent=spent_before, spent_before_resume=spent_before,
+                             **_night_counts(store, night_id))
     if resumed:
         say(f"resuming unfinished night #{night_id} ({spent_before:,.0f} bench tokens spent before)")
     if collect:
         if settings.claude_home.is_dir():
             say("collect: new transcripts")
-            summary.collected_runs = collect_paths(settings, store=store).runs_updated
+            collected = collect_paths(settings, store=store).runs_updated
+            summary.collected_runs += collected
+            _add_counts(store, night_id, collected_runs=collected)
         else:  # a CI runner deciding a team database's rules has none (`warden collect` refuses this)
             say(f"collect: no Claude Code directory at {settings.claude_home} (CLAUDE_CONFIG_DIR), nothing collected")
         from warden.continuity.service import prune_with_settings  # checkpoint retention (age, count)
@@ -195,15 +222,26 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         say(f"checkpoints: pruned {pruned.by_age + pruned.by_count}, {pruned.remaining} kept")
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
+    counted: list[Any] = []
+
+    def distilled(r: Any) -> None:  # counted as each run is stored, so a kill keeps what was done
+        counted.append(r)
+        added = {"distilled_runs": 0 if r.infra_error else 1,  # a failed call left its run queued
+                 "candidates_added": len(r.admitted), "distill_model_tokens": r.model_tokens}
+        for key, value in added.items():
+            setattr(summary, key, getattr(summary, key) + value)
+        _add_counts(store, night_id, **added)
+
     try:
         reports = distill_runs(store, settings, distiller=distiller or settings.distiller,
-                               limit=settings.distill_max_runs)
+                               limit=settings.distill_max_runs, on_report=distilled)
     except LockBusy as exc:  # the queue stays queued for the next night
         say(f"distill: skipped, {exc}")
         reports = []
-    summary.distilled_runs = sum(1 for r in reports if not r.infra_error)  # a failed call left its run queued
-    summary.candidates_added = sum(len(r.admitted) for r in reports)
-    summary.distill_model_tokens = sum(r.model_tokens for r in reports)
+    told = {id(r) for r in counted}
+    for r in reports:  # any it returned without telling on_report (a stand-in distiller)
+        if id(r) not in told:
+            distilled(r)
     summary.distill_left_queued = queued_count(store)
     _set_stage(store, night_id, "select")
     if not chosen:
@@ -241,6 +279,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         night.status, night.stage = status, ("select" if summary.aborted else "done")
         kept = night.summary or {}
         night.summary = {**summary.to_json(), "selected_agents": kept.get("selected_agents", []),
-                         "reports": kept.get("reports", {})}
+                         "reports": kept.get("reports", {}),
+                         **{key: kept[key] for key in ("night_counts",) if key in kept}}
         night.finished_at = utcnow()
     return summary
