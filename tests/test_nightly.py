@@ -381,6 +381,66 @@ def test_a_killed_budget_limited_night_uses_the_runs_it_paid_for(warden_home: Pa
     assert (undecided(store, rule_id), night_spend(store)) == pytest.approx(expected)
 
 
+def test_a_resumed_night_reports_the_decisions_and_memory_change_of_the_whole_night(
+        warden_home: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Killed after its first decision, the resumed night used to list only the later one and
+    call MEMORY.md's change since the resume the night's: its summary (text, --json, the stored
+    row) now covers the whole night, the decisions before the resume marked as such."""
+    import warden.bench.suite_runner as suite_runner
+    from test_scheduler_support import AGENT as FAKE, MODEL, FakeBackend, make_workbench
+    from warden.cli.app import main
+    from warden.config import load_settings
+    from warden.select import nightly
+    from warden.select.selector import Selector
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun, Receipt, Rule
+
+    golden = tmp_path / "golden"
+    (golden / FAKE).mkdir(parents=True)
+    (golden / FAKE / "agent.md").write_text("---\nname: fakeagent\n---\nYou are a fake agent.\n")
+    monkeypatch.setenv("WARDEN_GOLDEN_DIR", str(golden))
+    monkeypatch.setenv("WARDEN_EVIDENCE_BUDGET_TOKENS", "2000000")
+    monkeypatch.setattr(suite_runner, "open_workbench",
+                        lambda *a, **kw: (make_workbench(tmp_path, FakeBackend), MODEL))
+    store = open_store(load_settings())
+    with store.session() as s:
+        rules = [Rule(agent=FAKE, body="Grep for the symbol or text you need before opening any file."),
+                 Rule(agent=FAKE, body="Keep replies brief: no narration between tool calls.")]
+        s.add_all(rules)
+        s.flush()
+        first, second = (r.id for r in rules)
+    original = Selector._commit
+
+    def killed(self, *args, **kw):  # type: ignore[no-untyped-def]
+        original(self, *args, **kw)  # the first decision's receipt and compile are stored...
+        raise KeyboardInterrupt  # ...and the night is killed before the next one
+
+    monkeypatch.setattr(Selector, "_commit", killed)
+    with pytest.raises(KeyboardInterrupt):
+        nightly.run_nightly(store, load_settings(), agents=[FAKE], collect=False)
+    monkeypatch.setattr(Selector, "_commit", original)
+    with store.session() as s:
+        assert [r.rule_id for r in s.query(Receipt)] == [first]
+    assert main(["nightly", "--agents", FAKE]) == 0
+    out = capsys.readouterr().out
+    with store.session() as s:
+        receipts = {r.rule_id: r.id for r in s.query(Receipt)}
+        in_memory = sorted(r.id for r in s.query(Rule) if r.state in ("active", "probation"))
+        night = s.query(NightlyRun).one()
+        stored = night.summary
+    assert set(receipts) == {first, second} and night.status == "done"
+    assert stored["resumed"] and len(stored["agents"]) == 1
+    report = stored["agents"][0]
+    assert [(d["rule_id"], d["receipt_id"], d.get("decided_before_resume", False)) for d in report["decisions"]] \
+        == [(first, receipts[first], True), (second, receipts[second], False)]
+    assert report["decisions"][0]["state_before"] == "candidate"
+    memory = report["memory"]  # MEMORY.md had no rule when the night started
+    assert memory["added"] == in_memory and memory["removed"] == [] and memory["changed"]
+    assert f"  decided before this night was resumed: rule {first}" in out.splitlines() and " tokens since the resume (" in out
+    assert first in in_memory  # kept before the kill: the resumed part did not add it, the night did
+    assert f"added {', '.join(f'rule {i}' for i in in_memory)} →" in out
+
+
 def test_a_resumed_night_counts_what_its_interrupted_part_collected_and_distilled(warden_home: Path,
                                                                                   monkeypatch) -> None:
     """Killed while distilling, the re-run said "0 runs collected" and counted only its own

@@ -45,9 +45,13 @@ def memory_change(memory: dict[str, Any]) -> str:
 
 
 def render_select_report(report: dict[str, Any]) -> None:
+    # a resumed night lists the decisions its interrupted part made; what it spent on them is theirs
+    resumed = not report.get("decided_before_resume") and any(d.get("decided_before_resume")
+                                                              for d in report["decisions"])
     console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
                   f"{safe(report['model'])} · spent {count_text(report['tokens_spent'])} weighted tokens "
-                  f"({report['runs_made']} runs, {report['runs_reused']} reused)"
+                  + ("since the resume " if resumed else "")
+                  + f"({report['runs_made']} runs, {report['runs_reused']} reused)"
                   + (" · decided before this night was resumed" if report.get("decided_before_resume") else ""))
     if report["decisions"]:
         table = Table(show_edge=False, pad_edge=False)
@@ -59,6 +63,9 @@ def render_select_report(report: dict[str, Any]) -> None:
                           count_text(d["estimate_tokens"]), f"[{count_text(lo)}, {count_text(hi)}]", count_text(d["margin_tokens"]),
                           count_text(d["tokens_spent"]), safe(d["body"], 200))
         wide_console().print(table)
+        earlier = [d["rule_id"] for d in report["decisions"] if d.get("decided_before_resume")]
+        if resumed:
+            console.print(f"  decided before this night was resumed: {', '.join(f'rule {i}' for i in earlier)}")
     elif not report["skipped"] and not report["aborted"]:
         console.print("  no pending candidates and nothing to re-audit")
     for note in report["skipped"]:

@@ -9,18 +9,22 @@ summary; an unfinished one is resumed (same row) by the next invocation.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.selector import SelectReport, known_agents, select_agents
+from warden.select.compile import latest_version
+from warden.select.decision import ADMISSION
+from warden.select.selector import DecisionSummary, SelectReport, known_agents, select_agents
 from warden.store.db import Store
 from warden.store.locks import LockBusy
-from warden.store.models import BenchRun, NightlyRun, utcnow
+from warden.store.models import BenchRun, NightlyRun, Receipt, RulesetVersion, utcnow
 
 # What the night's collect and distill stages did, kept in its row as they go (a collect when it
 # ends, a distillation run by run) so that a resumed night reports the whole night.
@@ -73,7 +77,8 @@ def select_report_json(r: SelectReport) -> dict[str, Any]:
                        # could differ from the receipt in the last digit
                        "estimate_tokens": d.estimate_tokens, "interval_tokens": list(d.interval_tokens),
                        "margin_tokens": d.margin_tokens, "tokens_spent": d.tokens_spent,
-                       "receipt_id": d.receipt_id, "memory_version": d.memory_version} for d in r.decisions],
+                       "receipt_id": d.receipt_id, "memory_version": d.memory_version,
+                       **({"decided_before_resume": True} if d.before_resume else {})} for d in r.decisions],
         "memory": None if memory is None else {
             "path": str(memory.path), "version": memory.version, "changed": memory.changed, "created": memory.created,
             "drifted": memory.drifted, "drift": memory.drift, "rule_ids": memory.rule_ids, "added": memory.added, "removed": memory.removed},
@@ -105,11 +110,17 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
             spent = session.scalar(select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
                                    .where(BenchRun.created_at >= open_night.started_at))
             return open_night.id, True, open_night.budget_tokens, float(spent or 0.0)
+        # what each agent's MEMORY.md held when the night started: a resumed night reports its change since
+        start = {agent: _memory_state(latest_version(session, agent)) for agent in agents}
         night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget,
-                           summary={"night_counts": dict.fromkeys(NIGHT_COUNTS, 0)})
+                           summary={"memory_start": start, "night_counts": dict.fromkeys(NIGHT_COUNTS, 0)})
         session.add(night)
         session.flush()
         return night.id, False, budget, 0.0
+
+
+def _memory_state(version: RulesetVersion | None) -> dict[str, Any]:
+    return {"rule_ids": list(version.rule_ids) if version else [], "memory_sha256": version.memory_sha256 if version else None}
 
 
 def _night_counts(store: Store, night_id: int) -> dict[str, int]:
@@ -129,6 +140,39 @@ def _add_counts(store: Store, night_id: int, **added: int) -> None:
             counts[key] = int(counts.get(key, 0)) + value
         summary["night_counts"] = counts
         night.summary = summary
+
+
+def _whole_night(store: Store, night_id: int, started_at: datetime, report: SelectReport) -> None:
+    """A resumed night's report of an agent covers the whole night: the decisions its interrupted
+    part made (their receipts, written since the night started, marked ``before_resume``) come
+    first, and MEMORY.md's change is counted from what the file held when the night started."""
+    with store.session() as session:
+        own = {d.receipt_id for d in report.decisions}
+        earlier: list[DecisionSummary] = []
+        for r in session.scalars(select(Receipt).where(Receipt.agent == report.agent, Receipt.created_at >= started_at)
+                                 .order_by(Receipt.id)):
+            if r.id in own:
+                continue
+            before = session.scalar(select(Receipt.state_after).where(Receipt.rule_id == r.rule_id, Receipt.id < r.id)
+                                    .order_by(Receipt.id.desc()).limit(1))
+            earlier.append(DecisionSummary(
+                r.rule_id, r.rule.body, r.kind, r.verdict, before or ("candidate" if r.kind == ADMISSION else "unknown"),
+                r.state_after, r.estimate, (r.ci_low, r.ci_high), r.margin, r.tokens_spent, r.id, r.ruleset_version,
+                before_resume=True))
+        report.decisions[:0] = earlier
+        night = session.get(NightlyRun, night_id)
+        start = ((night.summary or {}) if night is not None else {}).get("memory_start", {}).get(report.agent)
+        if start is None:  # an agent the night did not start with (another --agents): its last compile before it
+            start = _memory_state(session.scalars(
+                select(RulesetVersion).where(RulesetVersion.agent == report.agent, RulesetVersion.created_at < started_at)
+                .order_by(RulesetVersion.version.desc()).limit(1)).first())
+    memory = report.memory
+    if memory is None:
+        return
+    start_ids = set(start["rule_ids"])
+    memory.added = sorted(set(memory.rule_ids) - start_ids)
+    memory.removed = sorted(start_ids - set(memory.rule_ids))
+    memory.changed = memory.changed or start["memory_sha256"] != hashlib.sha256(memory.text.encode("utf-8")).hexdigest()
 
 
 def _selected_agents(store: Store, night_id: int) -> dict[str, dict[str, Any] | None]:
@@ -266,6 +310,8 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
                 summary.unusable_agents[turn.agent] = turn.reason
             continue
         report = turn.report
+        if resumed:
+            _whole_night(store, night_id, started_at, report)
         summary.selects.append(report)
         summary.tokens_spent += report.tokens_spent
         if report.aborted:
@@ -280,6 +326,6 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         kept = night.summary or {}
         night.summary = {**summary.to_json(), "selected_agents": kept.get("selected_agents", []),
                          "reports": kept.get("reports", {}),
-                         **{key: kept[key] for key in ("night_counts",) if key in kept}}
+                         **{key: kept[key] for key in ("memory_start", "night_counts") if key in kept}}
         night.finished_at = utcnow()
     return summary

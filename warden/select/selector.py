@@ -56,6 +56,7 @@ class DecisionSummary:
     tokens_spent: float
     receipt_id: int | None
     memory_version: int | None = None
+    before_resume: bool = False  # made by an interrupted earlier part of a resumed night
 
 
 @dataclass(frozen=True)
