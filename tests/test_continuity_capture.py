@@ -205,6 +205,8 @@ def _as_shown(text: str) -> str:
     ("aws key \u0410KIAIOSFODNN7EXAMPLE in config", "IOSFODNN7EXAMPLE"),  # a Cyrillic capital A
     (f"key \u1d0bey {_KEY[:3]}\u200b\u0430{_KEY[4:]}", "Q7vXQ7vX"),  # small capital, invisible and Cyrillic together
     ("\u0440\u0430ssword=hunter2xy and more", "hunter2xy"),  # "раssword": a Cyrillic r and a
+    (f"key {_KEY.replace('-', chr(0x2010))} here", "Q7vXQ7vX"),  # Unicode hyphens for "-"
+    (f"key {_KEY[:6]}\u2212{_KEY[7:]} here", "Q7vXQ7vX"),  # a minus sign
 ])
 def test_a_key_disguised_by_invisible_or_full_width_characters_is_redacted(text: str, leak: str) -> None:
     """The patterns read text as it reads: an invisible character inside a key, or the key in

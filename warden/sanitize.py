@@ -98,15 +98,18 @@ def one_line(text: str, limit: int) -> str:
 
 # Cyrillic, Greek and Armenian letters drawn like Latin ones, Latin small capitals and IPA
 # letters (ᴄᴜʀʟ, ɪɢɴᴏʀᴇ, ɑ, ı) and Cherokee capitals (Ꮪystem), which NFKC keeps apart: a screen
-# for words ("system:", "ssh") reads them as the Latin letter they imitate. One character for
-# one, so positions in the translated copy line up with the original.
+# for words ("system:", "ssh") reads them as the Latin letter they imitate; and the dashes NFKC
+# keeps apart from "-" (hyphen, en and em dash, minus: "sk‐ant‐api03‐…" is a key). One character
+# for one, so positions in the translated copy line up with the original.
 LATIN_LOOKALIKES = str.maketrans(
     "аеорсухѕіјһԁӏѵԝԛмтпАВЕКМНОРСТУХЅІЈҺαορυντικεΑΒΕΗΙΚΜΝΟΡΤΥΧΖҮԚԜβχօսհոզμ"
     "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢɑɡıȷɩү"
-    "ᎪᏴᏟᎠᎬᏀᎻᎥᏂᏦᏞᎷᏢᎡᏚᎢᏙᏉᏔᏃꭺᏼꮯꭰꭼꮐꮋꭵꮒꮶꮮꮇꮲꭱꮪꭲꮩꮙꮤꮓ",
+    "ᎪᏴᏟᎠᎬᏀᎻᎥᏂᏦᏞᎷᏢᎡᏚᎢᏙᏉᏔᏃꭺᏼꮯꭰꭼꮐꮋꭵꮒꮶꮮꮇꮲꭱꮪꭲꮩꮙꮤꮓ"
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58",
     "aeopcyxsijhdlvwqmtnABEKMHOPCTYXSIJHaopuvtikeABEHIKMNOPTYXZYQWBxouhnqu"
     "abcdefghijklmnopqrstuvwyzagijiy"
-    "ABCDEGHiJKLMPRSTVVWZABCDEGHiJKLMPRSTVVWZ")
+    "ABCDEGHiJKLMPRSTVVWZABCDEGHiJKLMPRSTVVWZ"
+    "----------")
 _LATIN_LOOKALIKE = re.compile("[" + re.escape("".join(map(chr, LATIN_LOOKALIKES))) + "]")
 
 
