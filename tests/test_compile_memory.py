@@ -488,3 +488,18 @@ def test_the_backend_note_does_not_bump_the_ruleset_version(env) -> None:
     with store.session() as s:
         second = compile_memory(s, settings, "backend")
     assert second.version == first.version and second.changed and "sim backend" in second.text
+
+
+def test_a_memory_md_warden_never_wrote_is_replaced_with_a_warning_that_its_content_is_gone(env, capsys) -> None:
+    from warden.cli.common import warn_if_drifted
+
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    path = memory_path(settings, "backend")
+    path.parent.mkdir(parents=True)
+    path.write_text("# my own notes\n")
+    with store.session() as s:
+        result = compile_memory(s, settings, "backend")
+    assert result.drifted and "my own notes" not in path.read_text()
+    warn_if_drifted(result)
+    assert "a MEMORY.md warden did not write: its content is gone" in capsys.readouterr().err

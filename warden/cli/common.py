@@ -224,7 +224,13 @@ def warn_if_drifted(result: Any) -> None:
                           f"not in it: {', '.join(map(str, left_out[:20]))}{' …' if len(left_out) > 20 else ''}",
                           markup=False, highlight=False, soft_wrap=True)
     if getattr(result, "drifted", False):
-        hand = "by hand" in result.drift or not result.drift
-        err_console.print(f"warning: {strip_controls(str(result.path), keep_newlines=False)} had drifted from the "
-                          f"last compile ({result.drift or 'edited by hand, or stale'}): recompiled"
-                          + (", the edit is gone" if hand else ""), markup=False, highlight=False, soft_wrap=True)
+        from warden.select.compile import NOT_WRITTEN_BY_WARDEN
+
+        path = strip_controls(str(result.path), keep_newlines=False)
+        if result.drift == NOT_WRITTEN_BY_WARDEN:  # no compile before this one to drift from
+            message = f"replaced {path}, a MEMORY.md warden did not write: its content is gone"
+        else:
+            lost = "earlier compile" not in result.drift  # an edit by hand, or unknown content
+            message = (f"{path} had drifted from the last compile ({result.drift or 'edited by hand, or stale'}): "
+                       "recompiled" + (", the edit is gone" if lost else ""))
+        err_console.print("warning: " + message, markup=False, highlight=False, soft_wrap=True)

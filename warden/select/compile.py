@@ -203,13 +203,16 @@ def compile_memory(session: Session, settings: Settings, agent: str,
                          created=existing is None)
 
 
+NOT_WRITTEN_BY_WARDEN = "it was not written by warden"
+
+
 def drift_reason(session: Session, agent: str, existing: bytes, previous: RulesetVersion | None) -> str:
     """Why ``existing`` (the installed MEMORY.md) is not what warden last compiled, or "".
 
     A file that is an earlier compile of warden's is stale, not edited: a compile whose process
     was stopped between its commit and its rename leaves the one before it in place."""
     if previous is None:
-        return "it was not written by warden"
+        return NOT_WRITTEN_BY_WARDEN
     digest = _sha256(existing)
     if digest == previous.memory_sha256:
         return ""
