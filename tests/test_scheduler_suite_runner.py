@@ -133,3 +133,20 @@ def test_a_lone_infra_error_comes_back_as_an_infra_record(store, tmp_path):
     assert by_task["golden-02"].outcome == "infra_error" and by_task["golden-02"].is_infra
     assert not by_task["golden-02"].completed
     assert by_task["golden-01"].outcome == by_task["golden-03"].outcome == "completed"
+
+
+def test_runs_stored_under_the_labelled_memory_hash_of_older_wardens_are_still_reused(store, tmp_path):
+    """Before the version label was left out of a run's memory identity, runs were stored under
+    the hash of the labelled text: an upgrade must not buy the freshness window's runs again."""
+    import hashlib
+
+    from warden.bench.scheduler import memory_for
+
+    runner = make_runner(store, tmp_path)
+    runner.run([frozenset()], [PairRequest("golden-01", 0)])
+    with store.session() as s:
+        labelled = hashlib.sha256(memory_for(s, AGENT, []).text.encode("utf-8")).hexdigest()
+        s.execute(update(BenchRun).values(memory_sha256=labelled))  # as an older warden stored it
+    again = make_runner(store, tmp_path)
+    again.run([frozenset()], [PairRequest("golden-01", 0)])
+    assert n_runs(store) == 1 and again.runs_reused == 1

@@ -195,6 +195,9 @@ class RunMemory:
     text: str
     sha256: str  # the rules' rendering with the version label left out: what reuse matches
     ruleset_version: int | None
+    # the identity runs stored before the label was left out carry (sha256 of ``text``): still
+    # reused, so an upgrade does not buy the freshness window's runs again
+    labelled_sha256: str = ""
 
 
 def active_rule_ids(session: Session, agent: str) -> tuple[int, ...]:
@@ -233,7 +236,8 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
     # The runs' identity leaves the label out: a compile moves the label a candidate set would
     # get, not what its rules say, and its paid runs must stay reusable (stored as memory_sha256).
     identity = render_memory(agent, rules, None)
-    return RunMemory(ids, text, hashlib.sha256(identity.encode("utf-8")).hexdigest(), version)
+    return RunMemory(ids, text, hashlib.sha256(identity.encode("utf-8")).hexdigest(), version,
+                     hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 def system_prompt(suite: AgentSuite, memory: RunMemory) -> str:

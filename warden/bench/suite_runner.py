@@ -166,7 +166,8 @@ class BenchSuiteRunner:
                   cutoff: Any) -> BenchRun | None:
         return session.scalars(select(BenchRun).where(
             BenchRun.agent == self.agent, BenchRun.task_id == task_id, BenchRun.config_key == key,
-            BenchRun.memory_sha256 == memory.sha256, BenchRun.backend == self.backend,
+            BenchRun.memory_sha256.in_([memory.sha256, memory.labelled_sha256 or memory.sha256]),
+            BenchRun.backend == self.backend,
             BenchRun.model == self.model, BenchRun.suite_hash == self.suite_hash,
             BenchRun.fixture_hash == self.fixture_hash, BenchRun.seed == seed,
             BenchRun.outcome != Outcome.INFRA_ERROR.value, BenchRun.created_at >= cutoff)

@@ -29,8 +29,9 @@ Contract for implementers:
   selector drops such runs from the statistics and aborts when a round is mostly infra errors or
   they leave rounds without a usable pair;
 * a run must not raise for an agent failure; raising is reserved for the runner being unusable;
-* a runner may serve a slot from a stored run (a reference run of the same ruleset version,
-  model, backend and suite hash within the freshness window) and mark it ``reused=True``: the
+* a runner may serve a slot from a stored run (a run of the same rules, rendered the same way
+  whatever version number a compile gave the header, on the same model, backend, suite and seed
+  within the freshness window) and mark it ``reused=True``: the
   selector then does not count its tokens as spent by this decision;
 * optionally, such a runner also answers ``stored_runs(configs, slots)`` — the records it would
   serve from stored runs for those (configuration, slot)s, *without running anything* (the
