@@ -549,6 +549,12 @@ def infra_abort_reason(records: Sequence[RunRecord], unpaired_infra: int, params
     return None
 
 
+# Stored pairs looked up ahead per task for a round's price: each look is a query of the runner,
+# and a long shared reference would make every round ask for all of it; pairs past this are
+# priced in full (a budget can only be spent more slowly than it is charged).
+PAID_AHEAD_PAIRS = 16
+
+
 def paid_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidence, tasks: Sequence[str],
                limit: int) -> dict[str, list[float]]:
     """Task → weighted tokens already paid for its next pairs (rounds ``next_round``, +1, …, as
@@ -611,7 +617,7 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     unpaired_infra = 0  # infra errors in the rounds in a row that gave no usable pair
     configs = (reference_config, rule_config)
     while True:
-        paid = paid_ahead(runner, configs, evidence, list(weights), params.max_rounds)
+        paid = paid_ahead(runner, configs, evidence, list(weights), PAID_AHEAD_PAIRS)
         decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints, paid)
         looks.append((decision.n_pairs, decision.llr))
         must_measure = kind == REAUDIT and rounds == 0 and decision.verdict is not Verdict.INCONCLUSIVE
