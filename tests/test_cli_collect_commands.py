@@ -584,3 +584,7 @@ def test_display_figures_round_by_what_a_figure_is() -> None:
                             "relative_margin": 0.000662223503364104, "p": 1e-12, "runs": 7, "flag": True, "none": None}) == {
         "cost_usd": 0.06659, "estimate": 347.0, "interval_tokens": [-1104.8, 1710.7], "bench_share": 0.3,
         "relative_margin": 0.000662224, "p": 1e-12, "runs": 7, "flag": True, "none": None}
+    # dollars wherever "usd" is a word of the key, not only at its end
+    assert display_figures({"saving_usd_per_session": 0.0335573123, "bench_usd_spent": 3.731694321,
+                            "usdt_ratio": 0.123456789}) == {
+        "saving_usd_per_session": 0.033557, "bench_usd_spent": 3.731694, "usdt_ratio": 0.123457}

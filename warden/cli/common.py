@@ -140,7 +140,7 @@ _TOKEN_FIGURES = {"estimate", "interval", "margin", "measured_saving", "referenc
 def _display_float(key: str, value: float) -> float:
     if not math.isfinite(value) or value == 0:
         return value
-    if key.endswith("_usd"):
+    if "usd" in key.split("_"):  # cost_usd, saving_usd_per_session, bench_usd_spent
         return round(value, 6)  # a micro-dollar
     if "tokens" in key or key in _TOKEN_FIGURES:
         return round(value, 1)

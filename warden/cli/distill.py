@@ -162,7 +162,7 @@ def rules_list(
 
 def _done(as_json: bool, payload: dict, message: str) -> None:
     if as_json:
-        print_json(payload)
+        print_json(payload, figures=True)
     else:
         console.print(message)
 

@@ -339,7 +339,7 @@ def demo_command(
 
     result = run_demo(sessions=sessions, seed=seed, agent=agent, keep=keep, log=None if as_json else _say)
     if as_json:
-        print_json({k: v for k, v in result.items() if k != "kept"})
+        print_json({k: v for k, v in result.items() if k != "kept"}, figures=True)
     else:
         _render_demo(result)
     if result["aborted"]:
