@@ -407,6 +407,10 @@ def test_an_unknown_hook_exits_zero_says_so_and_logs_it(warden_home: Path, via_m
     assert proc.stderr.decode().splitlines() == [
         "warden: unknown hook 'pre-tool-use' ignored (hooks: stop, subagent-stop, session-start)"]
     assert "unknown hook event 'pre-tool-use'" in _log(warden_home)
+    # a stray option in the event's place is no usage error (exit 2) either
+    stray = subprocess.run([*cmd, "hook", "--bogus"], input=b"{}", capture_output=True, timeout=30,
+                           env=os.environ.copy())
+    assert stray.returncode == 0 and b"unknown hook '--bogus' ignored" in stray.stderr
     # the real hooks are still listed for a person asking
     listing = subprocess.run([WARDEN, "hook", "--help"], capture_output=True, text=True, timeout=30,
                              env=os.environ.copy())

@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     # and the full CLI (slower to import) is never loaded for it. An event warden does not know
     # (a typo in settings.json, a newer warden's hook after a downgrade) exits 0 too: Claude Code
     # takes exit 2 for a blocking error (a PreToolUse hook's would block the tool call).
-    if (len(args) >= 2 and args[0] == "hook" and not args[1].startswith("-")
+    # A stray option in place of the event (`warden hook --bogus`) is an unknown event as well.
+    if (len(args) >= 2 and args[0] == "hook" and args[1] not in ("--help", "-h")
             and "--help" not in args[2:]):  # a person asking for help gets it (hooks ignore the rest)
         from warden.ingest.hooks import run_hook
 
