@@ -45,7 +45,7 @@ def _recompile_memories(s: Any) -> bool:
     return rewritten
 
 
-checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune.", no_args_is_help=True)
+checkpoints_app = typer.Typer(help="Recovered checkpoints: list, show, forget, prune, reindex.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:

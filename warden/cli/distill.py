@@ -13,7 +13,7 @@ from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 from warden.sanitize import counted, strip_controls
 
-rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, scope, forget).",
+rules_app = typer.Typer(help="List the rule ledger, or manage rules by hand (add, protect, unprotect, scope, forget).",
                         invoke_without_command=True, no_args_is_help=False)
 
 
