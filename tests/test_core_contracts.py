@@ -375,6 +375,14 @@ def test_path_and_text_settings_in_the_file_must_be_non_empty_strings(tmp_path, 
         load_settings()
 
 
+def test_a_bad_setting_is_shown_as_the_file_wrote_it(tmp_path, monkeypatch) -> None:
+    """TOML's true, not Python's 'True': the user looks for what their file says."""
+    _settings_file(tmp_path, monkeypatch, "[warden]\nmax_turns = true\n")
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert "max_turns=true" in str(raised.value) and "True" not in str(raised.value)
+
+
 def test_a_settings_path_that_is_not_a_readable_file_is_refused_not_ignored(tmp_path, monkeypatch) -> None:
     """A dotfiles symlink gone stale would silently drop database_url: warden would start a fresh
     local database instead of the team's."""

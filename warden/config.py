@@ -155,8 +155,15 @@ def _whole(key: str, value: Any) -> int:
         return int(value)  # exact, however long
     number = _number(value)
     if math.isfinite(number) and number != int(number):
-        raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a whole number")
+        raise ConfigError(f"setting {key}={_shown(value)} is not a whole number")
     return int(number)
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as its file or environment wrote it: TOML's true, not Python's 'True'."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value[:40]) if isinstance(value, str) else str(value)[:40]
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -167,16 +174,16 @@ def _coerce(key: str, value: Any) -> Any:
             return _in_range(key, _whole(key, value))
         if key in _PATH_KEYS:
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"setting {key} must be a path (a non-empty string), got {str(value)[:40]!r}")
+                raise ConfigError(f"setting {key} must be a path (a non-empty string), got {_shown(value)}")
             return Path(value).expanduser()
         if key in _STR_KEYS or key == "database_url":
             if not isinstance(value, str):
-                raise ConfigError(f"setting {key} must be a string, got {str(value)[:40]!r}")
+                raise ConfigError(f"setting {key} must be a string, got {_shown(value)}")
             if key in _CHOICES and value not in _CHOICES[key]:
                 raise ConfigError(f"setting {key}={value[:40]!r}: choose one of {', '.join(_CHOICES[key])}")
             return value
     except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"setting {key}={str(value)[:40]!r} is not a valid value") from None
+        raise ConfigError(f"setting {key}={_shown(value)} is not a valid value") from None
     if key == "pricing":
         return _pricing(value)
     raise ConfigError(f"unknown setting {key!r}")
