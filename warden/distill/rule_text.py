@@ -122,9 +122,15 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\b[a-z][a-z0-9+.\-]*://|\bwww\.|\b(javascript|vbscript):|\bdata:[a-z]+/|\bfile:/", "a URL"),
     # [text](target) or ![image](target): MEMORY.md renders them; reference-style too — [text][1],
-    # [text][] — and the definition "[1]: target" that gives one (or a bare [text]) its target
-    # (an autolink <https://…> is HTML and a URL: the validator and the pattern above refuse it)
-    (r"\]\s*\(|(^|[^\w\]])!?\[[^\]]*\]\s?\[|(^|[^\w\]])\[[^\]]+\]:\s*\S", "a Markdown link"),
+    # [text][] — and the definition "[1]: target" that gives one (or a bare [text]) its target: a
+    # definition starts its line (after the rule's "(when …)" scope at most), or names a label the
+    # body uses too. Not links: a regex's character classes ('[A-Z][a-z]+'), "[Errno 2]: …" and a
+    # TOML table "[tool.pytest.ini_options]: …" within a sentence (an autolink <https://…> is HTML
+    # and a URL: the validator and the pattern above refuse it)
+    (r"\]\s*\(|(^|[^\w\]])!?\[[^\]]*\]\s?\[(?!(\^[^\]\s]*|[^\]\s]*([^\W_]-[^\W_]|\\[a-z])[^\]\s]*)\])|"
+     r"(?m:^(\(when\b[^)]*\)\s+)?\s{0,3}\[[^\]]+\]:\s*\S)|"
+     r"\[(?P<used>[^\]]+)\](?!:).*\[(?P=used)\]:\s*\S|\[(?P<defined>[^\]]+)\]:\s*\S.*\[(?P=defined)\]",
+     "a Markdown link"),
     (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
     (r"\b(curl|wget|netcat|nc|ncat|socat|telnet|scp|sftp|ssh|rsync|ftp|invoke-webrequest|invoke-restmethod|iwr|irm)\b",
      "a network command"),
