@@ -197,8 +197,11 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     # approving on the user's behalf what the permission prompts exist for
     (r"\bauto[- ]?(approv|accept|allow|confirm)\w*|\bdangerously\W?skip|--dangerously|\bbypass\W?permissions?\b|"
      r"\byolo\b|--permission-mode\b|--allowed-?tools\b|\ballowedtools\b|"
-     r"\b(approve|accept|allow|grant|confirm|permit|(say|answer) yes to)\s+(every|all|any|each)\b.{0,40}"
-     r"\b(permissions?|prompts?|requests?|tools?|tool calls?|commands?|actions?)\b|"
+     # the thing approved right after the quantifier: "approve every permission prompt", "allow all
+     # tools" ("confirm each step's output before running more commands" is care, not a bypass)
+     r"\b(approve|accept|allow|grant|confirm|permit|(say|answer) yes to)\s+(every|all|any|each)\s+"
+     r"(of\s+(the|your|my)\s+)?(pending\s+|tool\s+)?"
+     r"(permissions?|prompts?|requests?|tools?|tool calls?|commands?|actions?|approvals?)\b(?!['\u2019]s)|"
      r"\balways\s+(allow|approve|accept|grant)\b.{0,30}\b(tools?|permissions?|commands?|prompts?|requests?|"
      r"everything|all)\b|"
      r"\b(skip|bypass|disable|turn off|suppress|override|circumvent)\s+(\w+\s+){0,2}(permissions?|approvals?|"
