@@ -175,8 +175,11 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     # effects beyond the working tree: publishing commits, replacing git's hooks, a root container
     (r"\bgit\s+(-\S+\s+)*push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
      "a command acting beyond the working tree"),
-    # publishing, releasing and deploying: as far beyond the working tree as git push
-    (r"\b(make|just|rake|task|mage)\s+(-\S+\s+)*(deploy|release|publish|upload)\w*\b|"
+    # publishing, releasing and deploying: as far beyond the working tree as git push ("make
+    # deploy-prod" too; "just published" and "task uploads" are words; "make release" builds a
+    # release configuration, "rake release" pushes a gem)
+    (r"\b(make|just|rake|task|mage)\s+(-\S+\s+)*(deploy|publish|upload)(?![a-z])|"
+     r"\b(rake|task|mage)\s+(-\S+\s+)*release(?![a-z])|"
      r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+(-\S+\s+)*(run\s+)?"
      r"(publish|deploy|release|upload)\b|\btwine\s+upload\b|\bgem\s+push\b|\b(docker|podman)\s+(-\S+\s+)*push\b|"
      r"\bkubectl\s+(-\S+\s+)*(apply|create|delete|replace|patch|scale|rollout|set|edit)\b|"
