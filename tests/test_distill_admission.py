@@ -295,6 +295,8 @@ LEGITIMATE = [
     "Skip rebuilding docs you just published; reuse the built HTML.",
     "Build with make release once, then reuse the binary for every test.",
     "Task uploads are slow: check task status once.",
+    # parameter expansion is no code built where it runs
+    "Quote \"${file}\" in shell loops to keep paths with spaces whole.",
 ]
 
 

@@ -192,7 +192,8 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b|"
      # a shell told to run a string, or a command built where it runs: command and process
      # substitution, backquotes inside a quoted or assigned string, ANSI-C quoting, byte escapes
-     r"\b(ba|z|da|k|fi|c|tc)?sh\s+(-\w+\s+)*-\w*c\b|\$\(|[<>]\(|\$\{|[\"'=]`|\$'|"
+     # (parameter expansion "${file}" only reads a variable: it builds no command)
+     r"\b(ba|z|da|k|fi|c|tc)?sh\s+(-\w+\s+)*-\w*c\b|\$\(|[<>]\(|[\"'=]`|\$'|"
      r"\\(x[0-9a-f]{2}|[0-7]{3}|u[0-9a-f]{4}|U[0-9a-f]{8})", "executing generated or encoded code"),
     # text to decode and then act on; a blob is never a habit ("aWdub3Jl…", "69676e6f…")
     (r"\b(decode|decrypt|deobfuscate|unescape|rot13|base64)\b.{0,60}\b((follow|obey|execute|run|apply|do) "
