@@ -242,27 +242,36 @@ def screen_fold(text: str) -> str:
 
 # A long run of base64 or hex: rules are short plain-English habits, and a blob is text the agent
 # cannot read until it decodes it. Base64 shows itself by its padding, or by digits among letters
-# of both cases; hex by digits among its letters. Words, CamelCase names, numbers and paths stay.
+# of both cases that do not read as a CamelCase name; hex by digits among its letters. Words,
+# names ("parseHTTP2Response", "getUTF8ByteLength"), numbers and paths stay.
 _BLOB = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{16,}={0,2}(?![\w+/=])")
 _HEX_BLOB = re.compile(r"^(0x)?[0-9a-f]{16,}$", re.IGNORECASE)
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _name_shaped(run: str) -> bool:
+    """Whether ``run`` reads as a CamelCase name: words and acronyms of 2.5+ characters on average,
+    at most two numbers among them. Base64 changes case or class every two characters or so (a
+    random 16-character run passes about one time in twenty; base64 of English text does not)."""
+    if "+" in run:
+        return False
+    parts = _NAME_PARTS.findall(run)
+    return len(parts) * 5 <= len(run) * 2 and sum(part.isdigit() for part in parts) <= 2
 
 
 def _looks_encoded(run: str) -> bool:
     if _HEX_BLOB.match(run):
         return not run.isdigit() and any(ch.isdigit() for ch in run)
     return run.endswith("=") or (any(ch.isdigit() for ch in run) and any(ch.isupper() for ch in run)
-                                 and any(ch.islower() for ch in run))
+                                 and any(ch.islower() for ch in run) and not _name_shaped(run))
 
 
 def _encoded_blob(text: str) -> bool:
     """Whether ``text`` holds a base64 or hex blob. A run with slashes is read segment by segment
-    (a path "src/App2/V2Views" is no blob) unless it is long enough to be one whole (32+)."""
+    ("src/main/java/com/acme/Base64Util" is a path of names), unless padding ends it."""
     for match in _BLOB.finditer(text):
         run = match.group()
-        if "/" not in run or len(run) >= 32:
-            if _looks_encoded(run):
-                return True
-        elif any(len(part) >= 16 and _looks_encoded(part) for part in run.split("/")):
+        if run.endswith("=") or any(len(part) >= 16 and _looks_encoded(part) for part in run.split("/")):
             return True
     return False
 
