@@ -492,16 +492,20 @@ def test_golden_suite_totals_one_model_not_two_models_first_runs_summed(warden_h
     assert "golden suite 30,000 now vs 40,000 first runs" in out and "model sim-careful-1; 1 other" in out
 
 
-def test_each_rule_is_priced_at_the_model_that_measured_it(warden_home: Path, capsys) -> None:
-    """Two models measured two rules: cost prices each saving at its own receipt's model and
-    names backend/model (as receipts does), not the same "sim" for both."""
+def test_a_saving_on_real_work_is_priced_at_the_real_work_model(warden_home: Path, capsys) -> None:
+    """Two models measured two rules. With real-work sessions (here on a $5 model) each saving is a
+    share of the real-work tokens, so it is priced at the real-work model's price whichever model
+    measured it, and the rules' $/session add up to what --project saves a session; the table still
+    names backend/model (as receipts does), not the same "sim" for both. Without real work each
+    saving is a share of its reference run, priced at the model that measured it."""
     from warden.cli.app import main
     from warden.ingest.pricing import PriceTable
 
     store = open_store(load_settings())
     with store.session() as s:
-        s.add(SessionRun(run_key="s:main", session_id="s", agent="backend", weighted_tokens=100_000.0,
-                         started_at=utcnow(), ended_at=utcnow()))
+        real = SessionRun(run_key="s:main", session_id="s", agent="backend", weighted_tokens=100_000.0,
+                          models=["claude-opus-4-6"], started_at=utcnow(), ended_at=utcnow())
+        s.add(real)
         naive = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
                      state="active", rent_tokens=17)
         careful = Rule(agent="backend", body="Read each file at most once per task and keep notes.",
@@ -514,15 +518,30 @@ def test_each_rule_is_priced_at_the_model_that_measured_it(warden_home: Path, ca
                           n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1_000_000.0,
                           model=model, backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
                           method={"relative_estimate": 0.1, "reference_cost": 90_000.0})
+    table = PriceTable({"sim-careful-1": {"input": 1.0}})
     with store.session() as s:
-        cost = rule_costs(s, "backend", PriceTable({"sim-careful-1": {"input": 1.0}}))
+        cost = rule_costs(s, "backend", table)
+    assert cost["model"] == "claude-opus-4-6" and cost["input_price_per_mtok"] == 5.0
     rows = {r["model"]: r for r in cost["rules"]}
     assert rows["sim-naive-1"]["measured_on"] == "sim/sim-naive-1" and rows["sim-careful-1"]["measured_on"] == "sim/sim-careful-1"
-    for model, price in (("sim-naive-1", 3.0), ("sim-careful-1", 1.0)):
+    for model, bench_price in (("sim-naive-1", 3.0), ("sim-careful-1", 1.0)):
         r = rows[model]
+        assert r["input_price_per_mtok"] == 5.0  # the real-work model's, not the measuring model's
+        assert r["saving_usd_per_session"] == pytest.approx(r["saving_tokens_per_session"] * 5.0 / 1e6)
+        assert r["bench_usd_spent"] == pytest.approx(1_000_000 * bench_price / 1e6)  # the bench ran on it
+    projection = project(cost, weeks=1, sessions_per_week=1.0, bench_tokens_per_week=0.0)
+    assert sum(r["saving_usd_per_session"] for r in cost["rules"]) == pytest.approx(projection["saving_usd"])
+    # before any real work: a share of the reference run, at the price of the model that measured it
+    with store.session() as s:
+        s.delete(s.get(SessionRun, real.id))
+    with store.session() as s:
+        reference = {r["model"]: r for r in rule_costs(s, "backend", table)["rules"]}
+    for model, price in (("sim-naive-1", 3.0), ("sim-careful-1", 1.0)):
+        r = reference[model]
+        assert r["saving_tokens_per_session"] == pytest.approx(0.1 * 90_000.0)
         assert r["input_price_per_mtok"] == price
-        assert r["saving_usd_per_session"] == pytest.approx(r["saving_tokens_per_session"] * price / 1e6)
-        assert r["bench_usd_spent"] == pytest.approx(1_000_000 * price / 1e6)
+        assert r["saving_usd_per_session"] == pytest.approx(9_000.0 * price / 1e6)
+        assert r["measured_on"] == f"sim/{model}"
     assert main(["cost", "--agent", "backend"]) == 0
     out = capsys.readouterr().out
     assert "sim/sim-naive-1" in out and "sim/sim-careful-1" in out

@@ -47,8 +47,11 @@ def cost_command(
     if not results:
         console.print("nothing to price: no agent has rules, bench runs or sessions yet")
     for cost in results:
+        # savings on real work are at its model's price; before any, at the measuring model's
+        pricing = ("" if cost["real_work_tokens_per_session"]
+                   else "; each saving at the input price of the model that measured it")
         console.print(f"[bold]{safe(cost['agent'])}[/] · real work on {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok"
-                      " input; each saving at the input price of the model that measured it"
+                      f" input{pricing}"
                       f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
         table = Table(show_edge=False, pad_edge=False)
         for col in ("rule", "state", "saving/session", "$/session", "measured on", "rent", "bench spent", "break-even", "body"):

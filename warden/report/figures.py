@@ -216,9 +216,12 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
         relative = _relative(latest)
         saving = savings[rule.id]
         net = saving  # a measured saving already includes the rule's rent
-        # A saving is in weighted tokens of the model that measured it: priced at that model's input
-        # price (each receipt's bench spend at its own model's); undecided rules at the agent's.
-        rule_price = prices.price(latest.model).input if latest else input_price
+        # With real-work sessions the saving is a share of the agent's real-work tokens, so it is priced
+        # at the real-work model's input price (as project() prices it: the rules' dollars add up to
+        # the projection's); without them it is a share of the reference run the receipt's model
+        # measured, priced at that model's. Each receipt's bench spend is at its own model's price.
+        rule_price = (prices.price(latest.model).input if latest is not None and not per_session
+                      else input_price)
         rules_out.append({
             "rule_id": rule.id, "body": rule.body, "state": rule.state, "rent_tokens": rule.rent_tokens,
             "relative_saving": relative, "saving_tokens_per_session": saving,

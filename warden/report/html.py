@@ -210,8 +210,8 @@ def render_report(data: dict[str, Any]) -> str:
             f'<td>{r["rent_tokens"]}</td><td>{count_text(r["bench_tokens_spent"])}</td>'
             f'<td>{count_text(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
         cost = agent["cost"]
-        body.append(f'<p>real work on {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input; each saving '
-                    f'at the input price of the model that measured it), priced on '
+        pricing = "" if cost["real_work_tokens_per_session"] else "; each saving at the input price of the model that measured it"
+        body.append(f'<p>real work on {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input{pricing}), priced on '
                     f'{esc(cost["basis"])}: {count_text(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
                     f'<th>$/session</th><th class="t">measured on</th><th>rent</th><th>bench spent</th>'
