@@ -105,7 +105,8 @@ def test_the_reference_cost_is_a_weighted_mean_whatever_the_weights_scale() -> N
 
 def test_plan_estimates_from_one_models_runs_and_names_it(warden_home, capsys) -> None:
     """Runs of two models are two agents: the plan prices from one model's runs only — the one
-    asked for, else the configured one, else the one benched last — and says which."""
+    asked for, else the one select would run (on the sim: the configured persona, else the
+    default one, whichever was benched last) — and says which."""
     import json
 
     from warden.cli.app import main
@@ -122,16 +123,114 @@ def test_plan_estimates_from_one_models_runs_and_names_it(warden_home, capsys) -
             run.model = "sim-careful-1"  # benched last, on every task, much cheaper
             s.add(run)
     with open_store(settings).session() as s:
-        latest = plan_agent(s, settings, "backend")
-        asked = plan_agent(s, settings, "backend", model="sim-naive-1")
-        configured = plan_agent(s, load_settings(model="sim-naive-1"), "backend")
-        with pytest.raises(WardenError, match="model 'sim-nobody-1'"):
+        default = plan_agent(s, settings, "backend")
+        asked = plan_agent(s, settings, "backend", model="sim-careful-1")
+        configured = plan_agent(s, load_settings(model="sim-careful-1"), "backend")
+        with pytest.raises(UsageError, match="unknown sim persona"):
             plan_agent(s, settings, "backend", model="sim-nobody-1")
-    assert latest["model"] == "sim-careful-1" and latest["reference_cost"] == pytest.approx(6_000)
-    assert latest["basis"] == f"{len(tasks)} reference runs of the current rule set"
-    assert asked["model"] == configured["model"] == "sim-naive-1"
-    assert asked["reference_cost"] == pytest.approx(22_000) == configured["reference_cost"]
-    assert main(["plan", "--agent", "backend", "--model", "sim-naive-1"]) == 0
-    assert "22,000 weighted tokens per run on sim/sim-naive-1" in " ".join(capsys.readouterr().out.split())
+    assert default["model"] == "sim-naive-1" and default["reference_cost"] == pytest.approx(22_000)
+    assert default["basis"] == f"{3 * len(tasks)} reference runs of the current rule set"
+    assert asked["model"] == configured["model"] == "sim-careful-1"
+    assert asked["reference_cost"] == pytest.approx(6_000) == configured["reference_cost"]
+    assert main(["plan", "--agent", "backend", "--model", "sim-careful-1"]) == 0
+    assert "6,000 weighted tokens per run on sim/sim-careful-1" in " ".join(capsys.readouterr().out.split())
     assert main(["plan", "--agent", "backend", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["model"] == "sim-careful-1"
+    assert json.loads(capsys.readouterr().out)["model"] == "sim-naive-1"
+
+
+def _golden_with_model(tmp_path, model: str):
+    """A copy of the golden tasks whose backend agent.md names ``model``."""
+    import shutil
+
+    golden = tmp_path / "golden"
+    shutil.copytree(load_settings().golden_dir, golden)
+    agent_md = golden / "backend" / "agent.md"
+    agent_md.write_text(agent_md.read_text(encoding="utf-8").replace("model: claude-sonnet-4-6", f"model: {model}", 1),
+                        encoding="utf-8")
+    return golden
+
+
+def test_plan_resolves_the_model_select_would_run(warden_home, tmp_path, monkeypatch) -> None:
+    """--model, else the settings' model, else agent.md's, else the backend's default (the sim: its
+    default persona; a real model id in the settings is no persona) — what select's runner
+    resolves, not the model benched last."""
+    from warden.bench.suite_runner import BenchSuiteRunner
+    from warden.select.plan import plan_model
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")  # the runner's backend probe wants one
+    golden = _golden_with_model(tmp_path, "claude-opus-4-6")
+    # plan_agent itself: agent.md's model, though another was benched last
+    settings = load_settings(golden_dir=golden, backend="anthropic")
+    tasks = [t.id for t in load_suite(golden, "backend").tasks]
+    with open_store(settings).session() as s:
+        for model, cost in (("claude-opus-4-6", 30_000.0), ("claude-haiku-4-5", 5_000.0)):
+            for task in tasks:
+                run = _run(task, cost)
+                run.backend, run.model = "anthropic", model
+                s.add(run)
+    with open_store(settings).session() as s:
+        plan = plan_agent(s, settings, "backend")
+    assert plan["backend"] == "anthropic" and plan["model"] == "claude-opus-4-6"
+    assert plan["reference_cost"] == pytest.approx(30_000)
+
+    cases = [("anthropic", None, None, "claude-opus-4-6"),  # agent.md's
+             ("anthropic", "claude-haiku-4-5", None, "claude-haiku-4-5"),  # the settings'
+             ("anthropic", "claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-4-5"),  # --model
+             ("sim", None, None, "sim-naive-1"), ("sim", "claude-haiku-4-5", None, "sim-naive-1"),
+             ("sim", "sim-careful-1", None, "sim-careful-1"), ("sim", None, "sim-careful-1", "sim-careful-1")]
+    for backend, configured, asked, expected in cases:
+        settings = load_settings(golden_dir=golden, backend=backend, model=configured)
+        suite = load_suite(settings.golden_dir, "backend")
+        runner = BenchSuiteRunner(open_store(settings), settings, "backend", backend=backend, model=asked)
+        assert plan_model(settings, backend, asked, suite.model) == runner.model == expected, (backend, configured, asked)
+    # agent.md naming no model: the backend's default
+    bare = tmp_path / "bare"
+    (bare / "backend").mkdir(parents=True)
+    for f in golden.joinpath("backend").iterdir():
+        (bare / "backend" / f.name).write_bytes(f.read_bytes())
+    text = (bare / "backend" / "agent.md").read_text(encoding="utf-8").replace("model: claude-opus-4-6\n", "", 1)
+    (bare / "backend" / "agent.md").write_text(text, encoding="utf-8")
+    settings = load_settings(golden_dir=bare, backend="anthropic")
+    assert load_suite(bare, "backend").model is None
+    assert plan_model(settings, "anthropic") == BenchSuiteRunner(open_store(settings), settings, "backend").model
+
+
+def test_plan_pools_only_evidence_measured_on_the_current_suite_and_fixture(warden_home) -> None:
+    """As select does: a receipt measured on another golden suite or fixture is not the rule's
+    evidence now (select would start afresh), so the plan does not estimate from it."""
+    from warden.bench.fixture import fixture_hash
+    from warden.select.receipts import write_receipt
+
+    settings = load_settings(evidence_budget_tokens=10**10)
+    suite = load_suite(settings.golden_dir, "backend")
+    tasks = [t.id for t in suite.tasks]
+    store = open_store(settings)
+    with store.session() as s:
+        for task in tasks:
+            for k in range(3):
+                s.add(_run(task, 40_000 * (1 + 0.3 * k)))
+        rule = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.")
+        s.add(rule)
+        s.flush()
+        rows = []
+        for task in tasks:
+            for r in range(2):
+                ref = 40_000 * (1 + 0.3 * r)
+                rows += [["ref", task, r, ref, int(ref), True, "completed", None],
+                         ["rule", task, r, ref * 0.8, int(ref * 0.8), True, "completed", None]]
+        rule_id = rule.id
+
+    def shown(suite_hash: str, fixture: str) -> float | None:
+        with store.session() as s:
+            write_receipt(s, s.get(Rule, rule_id), kind="admission", verdict="inconclusive", reason="r",
+                          state_after="candidate", estimate=0.0, ci_low=0.0, ci_high=0.0, margin=1.0, k=2.0,
+                          n_per_side={}, paired_diffs={}, pass_counts={}, tokens_spent=1.0, model="sim-naive-1",
+                          backend="sim", suite_hash=suite_hash, fixture_hash=fixture, method={}, evidence=rows)
+        with store.session() as s:
+            [planned] = plan_agent(s, settings, "backend")["rules"]
+        return planned["shown_saving"]
+
+    current_fixture = fixture_hash(settings.fixture_dir)
+    assert shown(suite.suite_hash, "0" * 64) is None  # another fixture
+    assert shown("0" * 64, current_fixture) is None  # another golden suite
+    assert shown(suite.suite_hash, current_fixture) == pytest.approx(0.2, abs=0.01)

@@ -978,6 +978,17 @@ def caps_from(settings: "Settings") -> RunCaps:
                    max_total_tokens=settings.max_total_tokens, max_wall_s=settings.max_wall_s)
 
 
+def requested_model(settings: "Settings", backend: str, model: str | None = None,
+                    agent_model: str | None = None) -> str | None:
+    """The model a bench on ``backend`` asks its backend for: ``model``, else the settings' model,
+    else the one agent.md names (``agent_model``); None leaves it to the backend's default. The
+    sim plays personas ("sim-naive-1"): a real model id in the settings or agent.md is not one.
+    :func:`warden.bench.agents.backend_model` turns it into the id the backend runs."""
+    if backend == "sim":
+        return model or (settings.model if (settings.model or "").startswith("sim") else None)
+    return model or settings.model or agent_model
+
+
 def open_workbench(settings: "Settings", agent: str, backend: str, model: str | None = None,
                    **backend_options: Any) -> tuple[Workbench, str]:
     """Suite + verified fixture + a backend factory for ``agent``; returns it and the model id.
@@ -992,10 +1003,7 @@ def open_workbench(settings: "Settings", agent: str, backend: str, model: str | 
     # modified fixture would otherwise surface as a puzzling golden-task error.
     fixture_hash, copy = _fixture(settings)
     suite = _load_suite(settings, agent)
-    if backend == "sim":  # the sim plays personas ("sim-naive-1"); a real model id is not one
-        chosen = model or (settings.model if (settings.model or "").startswith("sim") else None)
-    else:
-        chosen = model or settings.model or suite.model
+    chosen = requested_model(settings, backend, model, suite.model)
     options = dict(backend_options)
     if chosen:
         options["model"] = chosen

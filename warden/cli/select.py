@@ -262,8 +262,8 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
                  budget: Optional[int] = token_budget_option(
                      "Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
-                 model: Optional[str] = typer.Option(None, "--model", help="Model to plan for (default: the configured "
-                                                     "model, else the one benched last)."),
+                 model: Optional[str] = typer.Option(None, "--model", help="Model to plan for (default: the one select "
+                                                     "would run: settings, agent.md, the backend's)."),
                  as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Estimate, before spending, the tokens needed to decide each pending rule."""
     from warden.select.plan import plan_agent

@@ -1,10 +1,11 @@
 """``warden plan``: before spending, how many bench tokens each pending decision will take.
 
-Loads recorded replicates (reference runs of the agent's current rule set on the configured
-backend and one model) and each rule's pooled evidence, then asks the pure planner
-(``select/planner.py``). Runs of another model measure another agent — a cheaper model's runs
-averaged in would understate what a decision costs — so every figure comes from one model's runs:
-``--model``, else the configured model, else the model benched most recently.
+Loads recorded replicates (reference runs of the agent's current rule set on one backend —
+``--backend``, else the configured one — and one model) and each rule's pooled evidence, then
+asks the pure planner (``select/planner.py``). Runs of another model measure another agent — a
+cheaper model's runs averaged in would understate what a decision costs — so every figure comes
+from one model's runs: the one ``warden select`` would run (``--model``, else the configured
+model, else agent.md's, else the backend's default; on the sim, a persona).
 """
 
 from __future__ import annotations
@@ -27,17 +28,24 @@ from warden.select.selector import pending_candidates, prior_evidence, reaudit_t
 from warden.store.models import BenchRun, Rule
 
 
-def plan_model(session: Session, settings: Settings, agent: str, model: str | None = None) -> str | None:
-    """The model a plan estimates for: ``model``, else the configured one (on the sim backend only
-    a sim persona, as the bench would run it), else the model of the agent's latest bench run on
-    the configured backend (None: no runs yet)."""
-    configured = settings.model
-    if settings.backend == "sim" and not (configured or "").startswith("sim"):
-        configured = None  # the sim plays personas; a real model id in the settings is not one
-    if model or configured:
-        return model or configured
-    return session.scalar(select(BenchRun.model).where(BenchRun.agent == agent, BenchRun.backend == settings.backend)
-                          .order_by(BenchRun.id.desc()).limit(1))
+def plan_model(settings: Settings, backend: str, model: str | None = None, agent_model: str | None = None) -> str:
+    """The model a plan estimates for: the one ``warden select`` would run on ``backend`` —
+    ``model``, else the configured one, else agent.md's (``agent_model``), else the backend's
+    default (the sim: its persona). :class:`UsageError` for a model the backend does not know."""
+    from warden.bench.agents import backend_model
+    from warden.bench.scheduler import requested_model
+
+    return backend_model(backend, settings, requested_model(settings, backend, model, agent_model))
+
+
+def _fixture_hash(settings: Settings) -> str | None:
+    """The fixture hash select's runs and receipts record (its manifest's), None when unreadable."""
+    from warden.bench.fixture import FixtureError, manifest_hash, read_manifest
+
+    try:
+        return manifest_hash(read_manifest(settings.fixture_dir))
+    except FixtureError:
+        return None
 
 
 def _replicates(session: Session, agent: str, key: str, backend: str, model: str | None,
@@ -98,27 +106,33 @@ def _weighted_mean_cost(replicates: dict[str, list[float]], weights: dict[str, f
 
 
 def plan_agent(session: Session, settings: Settings, agent: str, budget: int | None = None,
-               model: str | None = None) -> dict[str, Any]:
+               model: str | None = None, backend: str | None = None) -> dict[str, Any]:
+    """``backend`` and ``model`` as ``warden select`` takes them (default: the configured backend,
+    and the model select would run on it)."""
     from warden.bench.tasks import load_suite
 
     require_agent(settings, agent)
+    backend = backend or settings.backend
     suite = load_suite(settings.golden_dir, agent)
+    model = plan_model(settings, backend, model, suite.model)
     weights = {t.id: float(t.weight) for t in suite.tasks}
     memory = frozenset(session.scalars(select(Rule.id).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))))
-    model = plan_model(session, settings, agent, model)
-    replicates, basis = _replicates(session, agent, config_key(memory), settings.backend, model, list(weights))
+    replicates, basis = _replicates(session, agent, config_key(memory), backend, model, list(weights))
+    fixture_hash = _fixture_hash(settings)
     per_rule_budget = float(min(budget, settings.evidence_budget_tokens) if budget else settings.evidence_budget_tokens)
     params = DecisionParams.from_settings(settings)
     todo = [(r, ADMISSION) for r in pending_candidates(session, agent)]
     target = reaudit_target(session, agent)
     if target is not None:
         todo.append((target, REAUDIT))
-    residuals = _paired_residuals(session, agent, settings.backend, model, weights)
+    residuals = _paired_residuals(session, agent, backend, model, weights)
     rules, total = [], 0.0
     for rule, kind in todo:
         rent = rule_rent(MemoryRule(rule.id, rule.body, rule.scope))
         reference = memory if kind == ADMISSION else memory - {rule.id}
-        prior = prior_evidence(session, rule, reference, memory | {rule.id}, backend=settings.backend, model=model)
+        # the evidence select would pool: same backend, model, golden suite and fixture
+        prior = prior_evidence(session, rule, reference, memory | {rule.id}, backend=backend, model=model,
+                               suite_hash=suite.suite_hash, fixture_hash=fixture_hash)
         if prior is not None and prior.reference:
             estimate = plan_from_evidence(prior, weights, rent, per_rule_budget, params, kind)
         else:
@@ -136,7 +150,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
                       "worst_case_tokens": estimate.tokens_worst, "fits_budget": estimate.fits_budget,
                       "pair_sigma": estimate.pair_sigma, "sigma_assumed": estimate.sigma_assumed,
                       "reason": estimate.reason})
-    return {"agent": agent, "backend": settings.backend, "model": model, "basis": basis, "budget": per_rule_budget,
+    return {"agent": agent, "backend": backend, "model": model, "basis": basis, "budget": per_rule_budget,
             "reference_cost": _weighted_mean_cost(replicates, weights),
             "alpha": params.alpha, "beta": params.beta, "design_effect": params.design_effect,
             "rules": rules, "total_worst_case_tokens": total}

@@ -68,3 +68,22 @@ def get_backend(name: str, settings: Settings, **options: Any) -> AgentBackend:
     if factory is None:
         raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")
     return factory(settings, **options)
+
+
+def backend_model(name: str, settings: Settings, model: str | None = None) -> str:
+    """The model id backend ``name`` runs when asked for ``model`` (None: its default), found
+    without starting it (no API key or CLI needed): the sim's persona model, else
+    :func:`~warden.bench.agents.anthropic_backend.resolve_model`'s choice (both real backends
+    use it). Raises :class:`UsageError`, as :func:`get_backend` would, for an unknown backend or
+    a model the backend does not know (a real model id on the sim)."""
+    if name == "sim":
+        _ensure_sim()
+        if "sim" in _FACTORIES:
+            from warden.bench.agents.sim_backend import persona_for_model
+
+            return persona_for_model(model).model
+    if name not in _FACTORIES:
+        raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")
+    from warden.bench.agents.anthropic_backend import resolve_model
+
+    return resolve_model(settings, model)
