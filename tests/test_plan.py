@@ -234,3 +234,33 @@ def test_plan_pools_only_evidence_measured_on_the_current_suite_and_fixture(ward
     assert shown(suite.suite_hash, "0" * 64) is None  # another fixture
     assert shown("0" * 64, current_fixture) is None  # another golden suite
     assert shown(suite.suite_hash, current_fixture) == pytest.approx(0.2, abs=0.01)
+
+
+def test_plan_refuses_a_model_the_backend_does_not_know_and_advises_a_bench_that_works(warden_home, capsys) -> None:
+    """A real model id on the sim is refused in one line (exit 2), as bench refuses it; without
+    runs the advice is a bench command that records them (--backend when not the configured one)."""
+    import re
+
+    from warden.cli.app import main
+
+    assert main(["plan", "--agent", "backend", "--model", "claude-sonnet-4-6"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown sim persona 'claude-sonnet-4-6'" in err and len(err.strip().splitlines()) == 1
+    assert main(["bench", "--agent", "backend", "--model", "claude-sonnet-4-6", "--runs", "1"]) == 2
+    capsys.readouterr()
+
+    assert main(["plan", "--agent", "backend", "--backend", "anthropic", "--model", "claude-opus-4-6"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "`warden bench --agent backend --backend anthropic --model claude-opus-4-6 --runs 3`" in err
+
+    assert main(["plan", "--agent", "backend", "--model", "sim-careful-1"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    advice = re.search(r"`(warden bench [^`]*)`", err).group(1)
+    assert advice == "warden bench --agent backend --model sim-careful-1 --runs 3"
+    # the advised command works (one run per task keeps the test quick), and then the plan does
+    argv = advice.split()[1:]
+    argv[argv.index("--runs") + 1] = "1"
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["plan", "--agent", "backend", "--model", "sim-careful-1"]) == 0
+    assert "on sim/sim-careful-1" in " ".join(capsys.readouterr().out.split())

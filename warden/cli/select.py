@@ -262,6 +262,7 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
                  budget: Optional[int] = token_budget_option(
                      "Weighted tokens per rule to plan for (default and cap: the evidence budget)."),
+                 backend: Optional[str] = BACKEND_OPTION,
                  model: Optional[str] = typer.Option(None, "--model", help="Model to plan for (default: the one select "
                                                      "would run: settings, agent.md, the backend's)."),
                  as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
@@ -270,7 +271,7 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
 
     s = settings()
     with store(s).session() as session:
-        plan = plan_agent(session, s, agent, budget, model)
+        plan = plan_agent(session, s, agent, budget, model, backend)
     if as_json:
         print_json(plan, figures=True)
         return

@@ -48,7 +48,14 @@ def _fixture_hash(settings: Settings) -> str | None:
         return None
 
 
-def _replicates(session: Session, agent: str, key: str, backend: str, model: str | None,
+def bench_advice(settings: Settings, agent: str, backend: str, model: str | None) -> str:
+    """The ``warden bench`` command that records runs for this backend and model."""
+    flags = f" --backend {backend}" if backend != settings.backend else ""
+    flags += f" --model {model}" if model else ""
+    return f"warden bench --agent {agent}{flags} --runs 3"
+
+
+def _replicates(session: Session, settings: Settings, agent: str, key: str, backend: str, model: str | None,
                 tasks: list[str]) -> tuple[dict[str, list[float]], str]:
     """Task → recorded run costs to estimate spread from: the current rule set's runs, else, per
     task, the runs of the rule set run most often (one set per task: mixing sets that cost
@@ -67,9 +74,8 @@ def _replicates(session: Session, agent: str, key: str, backend: str, model: str
     if any(other.values()):
         return other, f"{sum(map(len, other.values()))} runs of another rule set; none of the current one yet"
     on = f"backend {backend!r}" + (f" with model {model!r}" if model else "")
-    again = f" --model {model}" if model else ""
     raise WardenError(f"no recorded bench runs for agent {agent!r} on {on}: "
-                     f"run `warden bench --agent {agent}{again} --runs 3` first")
+                     f"run `{bench_advice(settings, agent, backend, model)}` first")
 
 
 def _paired_residuals(session: Session, agent: str, backend: str, model: str | None, weights: dict[str, float],
@@ -117,7 +123,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
     model = plan_model(settings, backend, model, suite.model)
     weights = {t.id: float(t.weight) for t in suite.tasks}
     memory = frozenset(session.scalars(select(Rule.id).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))))
-    replicates, basis = _replicates(session, agent, config_key(memory), backend, model, list(weights))
+    replicates, basis = _replicates(session, settings, agent, config_key(memory), backend, model, list(weights))
     fixture_hash = _fixture_hash(settings)
     per_rule_budget = float(min(budget, settings.evidence_budget_tokens) if budget else settings.evidence_budget_tokens)
     params = DecisionParams.from_settings(settings)
