@@ -26,6 +26,17 @@ from warden.store.models import Baseline, BenchRun, Rule, SessionRun, utcnow
 EVIL = "Grep first <script>alert('x')</script> before opening files."
 
 
+def _benched(s, model: str, *, run1: float, now: float) -> None:
+    """backend-01 benched on the sim with ``model``: its frozen first run and one run of today."""
+    run = BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model=model,
+                   seed=1, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
+                   weighted_tokens=now, ruleset_version=1)
+    s.add(run)
+    s.flush()
+    s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model=model,
+                   run1_weighted=run1, run1_run_id=run.id, best_weighted=now, best_run_id=run.id))
+
+
 def _populate(store) -> dict[str, int]:
     now = utcnow()
     with store.session() as s:
@@ -46,13 +57,7 @@ def _populate(store) -> dict[str, int]:
                           pass_counts={"backend-01": [4, 4, 4, 4]}, tokens_spent=2_000_000.0, model="sim-naive-1",
                           backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64,
                           method={"relative_estimate": rel, "reference_cost": 90_000.0, "n_pairs": 4})
-        run = BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-naive-1",
-                       seed=1, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
-                       weighted_tokens=90_000.0, ruleset_version=1)
-        s.add(run)
-        s.flush()
-        s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model="sim-naive-1",
-                       run1_weighted=100_000.0, run1_run_id=run.id, best_weighted=90_000.0, best_run_id=run.id))
+        _benched(s, "sim-naive-1", run1=100_000.0, now=90_000.0)
         compile_memory(s, load_settings(), "backend")
         return {"good": good.id, "evil": evil.id}
 
@@ -473,13 +478,7 @@ def test_golden_suite_totals_one_model_not_two_models_first_runs_summed(warden_h
     store = open_store(load_settings())
     _populate(store)  # backend-01 on sim-naive-1: first run 100,000, now 90,000
     with store.session() as s:
-        run = BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-careful-1",
-                       seed=1, suite_hash="a" * 64, fixture_hash="b" * 64, outcome="completed", completed=True,
-                       weighted_tokens=30_000.0, ruleset_version=1)
-        s.add(run)
-        s.flush()
-        s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model="sim-careful-1",
-                       run1_weighted=40_000.0, run1_run_id=run.id, best_weighted=30_000.0, best_run_id=run.id))
+        _benched(s, "sim-careful-1", run1=40_000.0, now=30_000.0)
     with store.session() as s:
         suite = golden_suite(s, "backend")
     assert len(suite["tasks"]) == 1 and suite["model"] == "sim-careful-1"  # the model benched last
