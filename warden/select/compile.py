@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
@@ -79,6 +80,22 @@ def latest_version(session: Session, agent: str) -> RulesetVersion | None:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def memory_state(version: RulesetVersion | None) -> dict[str, Any]:
+    """What an agent's MEMORY.md held at a start (of an invocation, of a night), as JSON (a night
+    stores it): the rules of its last compile and that compile's sha256 (None: never compiled)."""
+    return {"rule_ids": list(version.rule_ids) if version else [],
+            "memory_sha256": version.memory_sha256 if version else None}
+
+
+def change_since(memory: CompileResult, start: dict[str, Any]) -> None:
+    """Make a compile's result say what changed in MEMORY.md since ``start`` (a
+    :func:`memory_state`), not since the compile before it: each decision compiles too."""
+    start_ids = set(start.get("rule_ids") or [])
+    memory.added = sorted(set(memory.rule_ids) - start_ids)
+    memory.removed = sorted(start_ids - set(memory.rule_ids))
+    memory.changed = memory.changed or start.get("memory_sha256") != _sha256(memory.text.encode("utf-8"))
 
 
 def read_existing(path: Path) -> bytes | None:

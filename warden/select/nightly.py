@@ -9,7 +9,6 @@ summary; an unfinished one is resumed (same row) by the next invocation.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +18,7 @@ from sqlalchemy import func, select
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.compile import latest_version
+from warden.select.compile import change_since, latest_version, memory_state
 from warden.select.decision import ADMISSION
 from warden.select.selector import DecisionSummary, SelectReport, known_agents, select_agents
 from warden.store.db import Store
@@ -111,16 +110,12 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
                                    .where(BenchRun.created_at >= open_night.started_at))
             return open_night.id, True, open_night.budget_tokens, float(spent or 0.0)
         # what each agent's MEMORY.md held when the night started: a resumed night reports its change since
-        start = {agent: _memory_state(latest_version(session, agent)) for agent in agents}
+        start = {agent: memory_state(latest_version(session, agent)) for agent in agents}
         night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget,
                            summary={"memory_start": start, "night_counts": dict.fromkeys(NIGHT_COUNTS, 0)})
         session.add(night)
         session.flush()
         return night.id, False, budget, 0.0
-
-
-def _memory_state(version: RulesetVersion | None) -> dict[str, Any]:
-    return {"rule_ids": list(version.rule_ids) if version else [], "memory_sha256": version.memory_sha256 if version else None}
 
 
 def _night_counts(store: Store, night_id: int) -> dict[str, int]:
@@ -163,16 +158,11 @@ def _whole_night(store: Store, night_id: int, started_at: datetime, report: Sele
         night = session.get(NightlyRun, night_id)
         start = ((night.summary or {}) if night is not None else {}).get("memory_start", {}).get(report.agent)
         if start is None:  # an agent the night did not start with (another --agents): its last compile before it
-            start = _memory_state(session.scalars(
+            start = memory_state(session.scalars(
                 select(RulesetVersion).where(RulesetVersion.agent == report.agent, RulesetVersion.created_at < started_at)
                 .order_by(RulesetVersion.version.desc()).limit(1)).first())
-    memory = report.memory
-    if memory is None:
-        return
-    start_ids = set(start["rule_ids"])
-    memory.added = sorted(set(memory.rule_ids) - start_ids)
-    memory.removed = sorted(start_ids - set(memory.rule_ids))
-    memory.changed = memory.changed or start["memory_sha256"] != hashlib.sha256(memory.text.encode("utf-8")).hexdigest()
+    if report.memory is not None:
+        change_since(report.memory, start)
 
 
 def _selected_agents(store: Store, night_id: int) -> dict[str, dict[str, Any] | None]:

@@ -19,7 +19,6 @@ rested on, and the next decision about the rule starts from them.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +29,8 @@ from sqlalchemy.orm import Session
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.compile import IN_MEMORY_STATES, CompileResult, compile_memory, latest_version
+from warden.select.compile import (IN_MEMORY_STATES, CompileResult, change_since, compile_memory, latest_version,
+                                   memory_state)
 from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort,
                                     RuleDecision, Verdict, decide_rule)
 from warden.select.memory import MemoryRule, rule_rent
@@ -361,9 +361,7 @@ class Selector:
         report = SelectReport(self.agent, self.backend, self.model)
         remaining = float("inf") if budget_tokens is None else float(budget_tokens)
         with self.store.session() as session:
-            start = latest_version(session, self.agent)  # what MEMORY.md held before this invocation
-            start_ids = set(start.rule_ids) if start else set()
-            start_sha = start.memory_sha256 if start else None
+            start = memory_state(latest_version(session, self.agent))  # MEMORY.md before this invocation
             queue = [(r.id, ADMISSION) for r in pending_candidates(session, self.agent)]
             target = reaudit_target(session, self.agent, since)
             if target is not None:
@@ -404,10 +402,7 @@ class Selector:
         if report.aborted is None:
             with self.store.session() as session:
                 memory = compile_memory(session, self.settings, self.agent, *self._sections(session))
-            # Report the invocation's change, not the last compile's (each decision compiles too).
-            memory.added = sorted(set(memory.rule_ids) - start_ids)
-            memory.removed = sorted(start_ids - set(memory.rule_ids))
-            memory.changed = memory.changed or start_sha != hashlib.sha256(memory.text.encode("utf-8")).hexdigest()
+            change_since(memory, start)  # the invocation's change, not the last compile's
             memory.drift = memory.drift or self.memory_drift
             memory.drifted = bool(memory.drift)
             report.memory = memory
