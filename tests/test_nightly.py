@@ -434,11 +434,11 @@ def test_a_resumed_night_reports_the_decisions_and_memory_change_of_the_whole_ni
     assert [(d["rule_id"], d["receipt_id"], d.get("decided_before_resume", False)) for d in report["decisions"]] \
         == [(first, receipts[first], True), (second, receipts[second], False)]
     assert report["decisions"][0]["state_before"] == "candidate"
-    memory = report["memory"]  # MEMORY.md had no rule when the night started
-    assert memory["added"] == in_memory and memory["removed"] == [] and memory["changed"]
+    memory = report["memory"]  # there was no MEMORY.md when the night started: the night created it
+    assert memory["added"] == in_memory and memory["removed"] == [] and memory["changed"] and memory["created"]
     assert f"  decided before this night was resumed: rule {first}" in out.splitlines() and " tokens since the resume (" in out
     assert first in in_memory  # kept before the kill: the resumed part did not add it, the night did
-    assert f"added {', '.join(f'rule {i}' for i in in_memory)} →" in out
+    assert f"MEMORY.md v{memory['version']} created with {', '.join(f'rule {i}' for i in in_memory)} →" in out
 
 
 def test_a_resumed_night_counts_what_its_interrupted_part_collected_and_distilled(warden_home: Path,

@@ -72,6 +72,22 @@ def test_good_rule_kept_dead_rule_refuted_breaking_rule_evicted(env) -> None:
     assert "Grep for the symbol" in text and "weather" not in text and "Skip running" not in text
 
 
+def test_a_select_that_writes_the_first_memory_md_says_it_created_it(env) -> None:
+    """The decision that keeps a rule compiles MEMORY.md, so the closing compile found it there:
+    a fresh home's first select said "added rule 3" of a MEMORY.md that did not exist before it."""
+    settings, store = env
+    good = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    runner = SyntheticRunner(TASKS, savings={str(good): 0.25}, seed=3)
+    assert not memory_path(settings, "backend").exists()
+    first = _selector(settings, store, runner).run().memory
+    assert first.created and first.changed and first.added == [good]
+    second = _selector(settings, store, runner).run().memory  # it re-audits the rule: the file was there
+    assert not second.created and second.added == [] and second.rule_ids == [good]
+    memory_path(settings, "backend").unlink()  # deleted by hand: the next invocation creates it again
+    third = _selector(settings, store, runner).run().memory
+    assert third.created and third.changed and third.rule_ids == [good]
+
+
 def test_infra_abort_writes_no_receipt_and_no_strike(env) -> None:
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")

@@ -82,11 +82,22 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def memory_state(version: RulesetVersion | None) -> dict[str, Any]:
+def memory_state(version: RulesetVersion | None, exists: bool | None = None) -> dict[str, Any]:
     """What an agent's MEMORY.md held at a start (of an invocation, of a night), as JSON (a night
-    stores it): the rules of its last compile and that compile's sha256 (None: never compiled)."""
+    stores it): the rules of its last compile, that compile's sha256 (None: never compiled) and
+    whether the file was there (None: not known)."""
     return {"rule_ids": list(version.rule_ids) if version else [],
-            "memory_sha256": version.memory_sha256 if version else None}
+            "memory_sha256": version.memory_sha256 if version else None, "exists": exists}
+
+
+def memory_start(session: Session, settings: Settings, agent: str) -> dict[str, Any]:
+    """:func:`memory_state` of the agent's MEMORY.md now, the file's presence included."""
+    try:
+        memory_path(settings, agent).lstat()
+        exists = True
+    except OSError:  # missing (a path that cannot be read fails the compile, not this)
+        exists = False
+    return memory_state(latest_version(session, agent), exists)
 
 
 def change_since(memory: CompileResult, start: dict[str, Any]) -> None:
@@ -95,7 +106,14 @@ def change_since(memory: CompileResult, start: dict[str, Any]) -> None:
     start_ids = set(start.get("rule_ids") or [])
     memory.added = sorted(set(memory.rule_ids) - start_ids)
     memory.removed = sorted(start_ids - set(memory.rule_ids))
-    memory.changed = memory.changed or start.get("memory_sha256") != _sha256(memory.text.encode("utf-8"))
+    # Created: no MEMORY.md when it started. The first decision that keeps a rule compiles the
+    # file, so the closing compile alone would call a first MEMORY.md "added rule 3".
+    exists = start.get("exists")
+    if exists is None:  # not recorded (a night started before it was): there was one if warden had compiled one
+        exists = start.get("memory_sha256") is not None
+    memory.created = not exists
+    memory.changed = (memory.changed or memory.created
+                      or start.get("memory_sha256") != _sha256(memory.text.encode("utf-8")))
 
 
 def read_existing(path: Path) -> bytes | None:

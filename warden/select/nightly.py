@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.compile import change_since, latest_version, memory_state
+from warden.select.compile import change_since, memory_start, memory_state
 from warden.select.decision import ADMISSION
 from warden.select.selector import DecisionSummary, SelectReport, known_agents, select_agents
 from warden.store.db import Store
@@ -94,7 +94,7 @@ def resolve_agents(settings: Settings, agents: Sequence[str] | None) -> list[str
     return list(dict.fromkeys(agents))
 
 
-def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bool, int | None, float]:
+def _night(store: Store, settings: Settings, agents: list[str], budget: int | None) -> tuple[int, bool, int | None, float]:
     """(night id, resumed, the night's budget, bench tokens it already spent). A resumed night
     keeps its budget unless a new one is given, and is charged for what its interrupted part
     spent: every bench run stored since it started (a manual run meanwhile counts too, which
@@ -110,7 +110,7 @@ def _night(store: Store, agents: list[str], budget: int | None) -> tuple[int, bo
                                    .where(BenchRun.created_at >= open_night.started_at))
             return open_night.id, True, open_night.budget_tokens, float(spent or 0.0)
         # what each agent's MEMORY.md held when the night started: a resumed night reports its change since
-        start = {agent: memory_state(latest_version(session, agent)) for agent in agents}
+        start = {agent: memory_start(session, settings, agent) for agent in agents}
         night = NightlyRun(status="running", stage="collect", agents=agents, budget_tokens=budget,
                            summary={"memory_start": start, "night_counts": dict.fromkeys(NIGHT_COUNTS, 0)})
         session.add(night)
@@ -232,7 +232,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
     from warden.distill.service import distill_runs, queued_count
     from warden.ingest.collector import collect_paths
 
-    night_id, resumed, budget_tokens, spent_before = _night(store, chosen, budget_tokens)
+    night_id, resumed, budget_tokens, spent_before = _night(store, settings, chosen, budget_tokens)
     with store.session() as session:
         night_row = session.get(NightlyRun, night_id)
         assert night_row is not None

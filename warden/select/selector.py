@@ -29,8 +29,7 @@ from sqlalchemy.orm import Session
 
 from warden.config import Settings
 from warden.errors import UsageError
-from warden.select.compile import (IN_MEMORY_STATES, CompileResult, change_since, compile_memory, latest_version,
-                                   memory_state)
+from warden.select.compile import IN_MEMORY_STATES, CompileResult, change_since, compile_memory, memory_start
 from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort,
                                     RuleDecision, Verdict, decide_rule)
 from warden.select.memory import MemoryRule, rule_rent
@@ -361,7 +360,7 @@ class Selector:
         report = SelectReport(self.agent, self.backend, self.model)
         remaining = float("inf") if budget_tokens is None else float(budget_tokens)
         with self.store.session() as session:
-            start = memory_state(latest_version(session, self.agent))  # MEMORY.md before this invocation
+            start = memory_start(session, self.settings, self.agent)  # MEMORY.md before this invocation
             queue = [(r.id, ADMISSION) for r in pending_candidates(session, self.agent)]
             target = reaudit_target(session, self.agent, since)
             if target is not None:
