@@ -141,7 +141,7 @@ def test_rules_changed_by_hand_reach_memory_at_once(env, capsys) -> None:
         rule_id = s.query(Rule).filter_by(body=body).one().id
     assert main(["rules", "forget", str(rule_id)]) == 0
     assert body not in path.read_text()
-    assert "MEMORY.md v2 recompiled" in capsys.readouterr().out
+    assert "MEMORY.md v2 written" in capsys.readouterr().out
 
 
 def test_forgetting_a_checkpoint_recompiles_memory(env) -> None:

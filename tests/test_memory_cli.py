@@ -174,3 +174,15 @@ def test_receipt_text_says_when_it_cuts_the_paired_differences_and_shows_raw_tok
     out = " ".join(capsys.readouterr().out.split())
     assert "diffs [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, … 3 more (all in --json)]" in out
     assert "spent 123,456 weighted tokens (654,321 raw)" in out
+
+
+def test_every_compile_names_what_it_did_in_the_same_words() -> None:
+    """`memory compile`, a by-hand rule change and a select's summary say it alike: created,
+    written or unchanged (a by-hand change used to say "recompiled", `memory compile` "written")."""
+    from types import SimpleNamespace
+
+    from warden.cli.common import compile_outcome
+
+    for created, changed, word in ((True, True, "created"), (False, True, "written"), (False, False, "unchanged")):
+        assert compile_outcome(SimpleNamespace(created=created, changed=changed)) == word
+        assert compile_outcome({"created": created, "changed": changed}) == word

@@ -215,6 +215,13 @@ def say_error(message: object) -> None:
                       highlight=False, soft_wrap=True)
 
 
+def compile_outcome(memory: Any) -> str:
+    """What a compile (a CompileResult, or its JSON) did to MEMORY.md, in one word: "created"
+    (there was none), "written" (its bytes changed) or "unchanged"."""
+    get = memory.get if isinstance(memory, dict) else lambda key: getattr(memory, key)
+    return "created" if get("created") else "written" if get("changed") else "unchanged"
+
+
 def warn_if_drifted(result: Any) -> None:
     """A compile that found MEMORY.md edited by hand (or stale) says so: the edit is gone; and
     one that had to leave rules out (past the 200-line / 25 KB cap) names them."""

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import MAX_ID, console, print_json, print_measured, safe, settings, store, warn_if_drifted, wide_console
+from warden.cli.common import MAX_ID, compile_outcome, console, print_json, print_measured, safe, settings, store, warn_if_drifted, wide_console
 from warden.distill import rules_admin
 from warden.errors import UsageError, WardenError
 from warden.sanitize import counted, strip_controls
@@ -178,7 +178,7 @@ def _recompile(session: Any, agent: str) -> str:
 
     result = recompile_memory(session, settings(), agent)
     warn_if_drifted(result)
-    return f" — MEMORY.md v{result.version} {'created' if result.created else 'recompiled' if result.changed else 'unchanged'}"
+    return f" — MEMORY.md v{result.version} {compile_outcome(result)}"
 
 
 def _candidate_hint(agent: str) -> str:

@@ -8,9 +8,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, print_measured, safe,
-                               say_error, warn_if_drifted, safe_block, settings, store, token_budget_option,
-                               wide_console)
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, compile_outcome, console, err_console, print_json,
+                               print_measured, safe, say_error, warn_if_drifted, safe_block, settings, store,
+                               token_budget_option, wide_console)
 from warden.errors import UsageError, WardenError
 from warden.sanitize import count_text, counted
 
@@ -35,11 +35,12 @@ def memory_change(memory: dict[str, Any]) -> str:
     """What a compile did to MEMORY.md, in words: "created with rule 3", "added rule 4; removed
     rule 2", "unchanged" (a first compile is no "change: added none")."""
     ids = lambda xs: ", ".join(f"rule {i}" for i in xs)  # noqa: E731
-    if memory.get("created"):
+    outcome = compile_outcome(memory)
+    if outcome == "created":
         return "created " + (f"with {ids(memory['rule_ids'])}" if memory.get("rule_ids")
                              else "(no rules in it yet)")
-    if not memory["changed"]:
-        return "unchanged"
+    if outcome == "unchanged":
+        return outcome
     moves = [f"{verb} {ids(memory[key])}" for verb, key in (("added", "added"), ("removed", "removed")) if memory[key]]
     return "; ".join(moves) if moves else "rewritten (same rules)"
 
@@ -255,8 +256,7 @@ def memory_compile(agent: str = typer.Option(..., "--agent", help="The agent who
     if as_json:
         print_json(payload)
     else:
-        done = "created" if result.created else "written" if result.changed else "unchanged"
-        console.print(f"MEMORY.md v{result.version} ({done}) → {safe(result.path)}")
+        console.print(f"MEMORY.md v{result.version} ({compile_outcome(result)}) → {safe(result.path)}")
 
 
 def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose pending rules to plan."),
