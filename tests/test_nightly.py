@@ -201,6 +201,53 @@ def test_a_resumed_night_does_not_select_an_agent_it_finished_before_the_kill(wa
     assert "decided_before_resume" not in reported["sql"]
 
 
+def test_every_agent_line_of_a_resumed_night_says_it_counts_since_the_resume(warden_home: Path, monkeypatch,
+                                                                             capsys) -> None:
+    """sql was killed mid-decision (none of its decisions finished): its line said "spent …
+    weighted tokens (62 runs, 14 reused)" as if the night's, though what it spent before the kill
+    is in no agent line. Every agent line of a resumed night now says "since the resume", and the
+    stored summary marks each decision decided before it, not only the agent."""
+    import warden.select.nightly as nightly
+    import warden.select.selector as selector
+    from warden.cli.select import render_select_report
+    from warden.config import load_settings
+    from warden.select.selector import DecisionSummary, SelectReport
+    from warden.store.db import open_store
+    from warden.store.models import NightlyRun
+
+    store = open_store(load_settings())
+    calls: list[str] = []
+
+    def fake_select(store, settings, agent, **kw):  # type: ignore[no-untyped-def]
+        calls.append(agent)
+        if agent == "sql" and calls.count("sql") == 1:
+            raise KeyboardInterrupt  # killed while deciding sql's first rule
+        decision = DecisionSummary(7, "Grep for the symbol before opening any file.", "admission", "keep",
+                                   "candidate", "active", 900.0, (100.0, 1500.0), 80.0, 250_000.0, None)
+        return SelectReport(agent=agent, backend="sim", model="m", tokens_spent=250_000.0, runs_made=8,
+                            runs_reused=3, decisions=[decision] if agent == "docs" else [])
+
+    monkeypatch.setattr(selector, "select_agent", fake_select)
+    with pytest.raises(KeyboardInterrupt):
+        nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
+    summary = nightly.run_nightly(store, load_settings(), agents=["docs", "sql"], collect=False)
+    reported = {a["agent"]: a for a in summary.to_json()["agents"]}
+    assert reported["sql"]["since_resume"] is True and "since_resume" not in reported["docs"]
+    assert [d["decided_before_resume"] for d in reported["docs"]["decisions"]] == [True]
+    with store.session() as s:
+        stored = s.query(NightlyRun).one().summary
+    assert [d.get("decided_before_resume") for a in stored["agents"] if a["agent"] == "docs"
+            for d in a["decisions"]] == [True]
+    capsys.readouterr()
+    render_select_report(reported["sql"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "spent 250,000 weighted tokens since the resume (8 runs, 3 reused)" in out
+    assert "decided before this night was resumed:" not in out  # none of its decisions was
+    render_select_report(reported["docs"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "since the resume" not in out and "decided before this night was resumed" in out
+
+
 def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: Path, monkeypatch) -> None:
     import warden.select.nightly as nightly
     import warden.select.selector as selector

@@ -46,9 +46,11 @@ def memory_change(memory: dict[str, Any]) -> str:
 
 
 def render_select_report(report: dict[str, Any]) -> None:
-    # a resumed night lists the decisions its interrupted part made; what it spent on them is theirs
-    resumed = not report.get("decided_before_resume") and any(d.get("decided_before_resume")
-                                                              for d in report["decisions"])
+    # A resumed night's agent line counts what was spent since the resume (the runs of a decision
+    # the kill cut off are reused at no cost): never the whole night's. It lists the decisions its
+    # interrupted part made, their spend theirs.
+    earlier = [d["rule_id"] for d in report["decisions"] if d.get("decided_before_resume")]
+    resumed = not report.get("decided_before_resume") and bool(report.get("since_resume") or earlier)
     console.print(f"[bold]{safe(report['agent'])}[/] · backend {safe(report['backend'])} · model "
                   f"{safe(report['model'])} · spent {count_text(report['tokens_spent'])} weighted tokens "
                   + ("since the resume " if resumed else "")
@@ -64,8 +66,7 @@ def render_select_report(report: dict[str, Any]) -> None:
                           count_text(d["estimate_tokens"]), f"[{count_text(lo)}, {count_text(hi)}]", count_text(d["margin_tokens"]),
                           count_text(d["tokens_spent"]), safe(d["body"], 200))
         wide_console().print(table)
-        earlier = [d["rule_id"] for d in report["decisions"] if d.get("decided_before_resume")]
-        if resumed:
+        if resumed and earlier:
             console.print(f"  decided before this night was resumed: {', '.join(f'rule {i}' for i in earlier)}")
     elif not report["skipped"] and not report["aborted"]:
         console.print("  no pending candidates and nothing to re-audit")

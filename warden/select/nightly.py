@@ -69,7 +69,7 @@ def select_report_json(r: SelectReport) -> dict[str, Any]:
     return {
         "agent": r.agent, "backend": r.backend, "model": r.model, "tokens_spent": round(r.tokens_spent, 1),
         "raw_tokens_spent": r.raw_tokens_spent, "runs_made": r.runs_made, "runs_reused": r.runs_reused,
-        "aborted": r.aborted, "skipped": r.skipped,
+        "aborted": r.aborted, "skipped": r.skipped, **({"since_resume": True} if r.since_resume else {}),
         "decisions": [{"rule_id": d.rule_id, "body": d.body, "kind": d.kind, "verdict": d.verdict,
                        "state_before": d.state_before, "state_after": d.state_after,
                        # unrounded, as the receipt stores them: a rounded copy rendered again
@@ -140,7 +140,10 @@ def _add_counts(store: Store, night_id: int, **added: int) -> None:
 def _whole_night(store: Store, night_id: int, started_at: datetime, report: SelectReport) -> None:
     """A resumed night's report of an agent covers the whole night: the decisions its interrupted
     part made (their receipts, written since the night started, marked ``before_resume``) come
-    first, and MEMORY.md's change is counted from what the file held when the night started."""
+    first, and MEMORY.md's change is counted from what the file held when the night started.
+    What it spent and the runs it made are the resumed part's (``since_resume``): the runs of a
+    decision the kill cut off are reused at no cost, and the night's total counts them."""
+    report.since_resume = True
     with store.session() as session:
         own = {d.receipt_id for d in report.decisions}
         earlier: list[DecisionSummary] = []
@@ -182,8 +185,10 @@ def _mark_selected(store: Store, night_id: int, report: SelectReport) -> None:
         assert night is not None
         summary = dict(night.summary or {})
         summary["selected_agents"] = sorted(set(summary.get("selected_agents", [])) | {report.agent})
-        summary["reports"] = {**summary.get("reports", {}),
-                              report.agent: {**select_report_json(report), "decided_before_resume": True}}
+        # shown as decided before the resume when the night is resumed: the agent and each decision
+        stored = select_report_json(report)
+        stored["decisions"] = [{**d, "decided_before_resume": True} for d in stored["decisions"]]
+        summary["reports"] = {**summary.get("reports", {}), report.agent: {**stored, "decided_before_resume": True}}
         night.summary = summary
 
 

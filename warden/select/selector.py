@@ -79,6 +79,7 @@ class SelectReport:
     aborted: str | None = None  # infrastructure abort message
     skipped: list[str] = field(default_factory=list)  # e.g. "budget spent before rule 7"
     memory: CompileResult | None = None
+    since_resume: bool = False  # a resumed night's: its spend and runs are those since the resume
 
 
 
