@@ -28,6 +28,16 @@ def _add(store, body: str, state: str = "active", saving: float | None = 100.0) 
         return rule.id
 
 
+def _compiled_once(env) -> tuple:
+    """(settings, store, MEMORY.md's path, its bytes) after a first compile of one active rule."""
+    settings, store = env
+    _add(store, "Grep for the symbol or text you need before opening any file.")
+    with store.session() as s:
+        compile_memory(s, settings, "backend")
+    path = memory_path(settings, "backend")
+    return settings, store, path, path.read_bytes()
+
+
 def test_compile_versions_only_when_rules_change(env) -> None:
     settings, store = env
     _add(store, "Grep for the symbol or text you need before opening any file.")
@@ -75,12 +85,7 @@ def test_an_earlier_compile_left_in_place_is_called_stale_not_a_hand_edit(env, c
     version's file: the next compile must not tell the user their hand edit is gone."""
     from warden.cli.common import warn_if_drifted
 
-    settings, store = env
-    _add(store, "Grep for the symbol or text you need before opening any file.")
-    with store.session() as s:
-        compile_memory(s, settings, "backend")
-    path = memory_path(settings, "backend")
-    v1 = path.read_bytes()
+    settings, store, path, v1 = _compiled_once(env)
     _add(store, "Never re-read a file you have already read unless it changed since.")
     with store.session() as s:
         assert compile_memory(s, settings, "backend").version == 2
@@ -300,12 +305,7 @@ def test_detail_files_holding_transcript_text_are_private_and_modes_a_user_set_a
 def test_memory_md_changes_only_when_its_transaction_commits(env) -> None:
     """The file follows the database: a compile whose transaction rolls back (the decision was
     not recorded) leaves MEMORY.md as it was and no temp file behind; one that commits installs it."""
-    settings, store = env
-    _add(store, "Grep for the symbol or text you need before opening any file.")
-    with store.session() as s:
-        compile_memory(s, settings, "backend")
-    path = memory_path(settings, "backend")
-    before = path.read_bytes()
+    settings, store, path, before = _compiled_once(env)
     _add(store, "Read each file at most once per task and keep notes.")
 
     class Interrupted(Exception):
