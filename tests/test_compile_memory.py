@@ -65,11 +65,7 @@ def test_compile_versions_only_when_rules_change(env) -> None:
 
 
 def test_drift_is_detected_and_recompiled(env) -> None:
-    settings, store = env
-    _add(store, "Grep for the symbol or text you need before opening any file.")
-    with store.session() as s:
-        compile_memory(s, settings, "backend")
-    path = memory_path(settings, "backend")
+    settings, store, path, _ = _compiled_once(env)
     path.write_text(path.read_text() + "- hand-written rule\n")
     with store.session() as s:
         assert "differs" in (check_drift(s, settings, "backend") or "")
