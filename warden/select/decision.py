@@ -561,22 +561,26 @@ def paid_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidenc
     long as the runner holds a stored run of either configuration for them, at most ``limit``):
     asked of the runner's optional ``stored_runs`` (nothing for a runner without it)."""
     paid: dict[str, list[float]] = {}
-    if getattr(runner, "stored_runs", None) is None:
+    if getattr(runner, "stored_runs", None) is None or limit < 1:
         return paid
-    open_tasks = list(tasks)
-    offset = 0
-    while open_tasks and offset < limit:
-        slots = [PairRequest(t, evidence.next_round(t) + offset) for t in open_tasks]
+
+    def found_in(slots: list[PairRequest]) -> dict[tuple[str, int], float]:
         found: dict[tuple[str, int], float] = {}
         for r in stored_records(runner, configs, slots):
             found[(r.task_id, r.round_index)] = found.get((r.task_id, r.round_index), 0.0) + r.weighted_tokens
-        still = []
-        for slot in slots:
-            if (slot.task_id, slot.round_index) in found:
-                paid.setdefault(slot.task_id, []).append(found[(slot.task_id, slot.round_index)])
-                still.append(slot.task_id)
-        open_tasks = still
-        offset += 1
+        return found
+
+    # Two asks at most: each task's next pair (usually none is stored), then the rest of the
+    # look-ahead for the tasks whose next pair is.
+    found = found_in([PairRequest(t, evidence.next_round(t)) for t in tasks])
+    started = [t for t in tasks if (t, evidence.next_round(t)) in found]
+    found.update(found_in([PairRequest(t, evidence.next_round(t) + k) for t in started for k in range(1, limit)]))
+    for t in started:  # a task's paid pairs are the unbroken run from its next round
+        for k in range(limit):
+            cost = found.get((t, evidence.next_round(t) + k))
+            if cost is None:
+                break
+            paid.setdefault(t, []).append(cost)
     return paid
 
 
