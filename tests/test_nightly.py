@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -267,6 +268,15 @@ def test_a_broken_suite_is_skipped_after_every_other_agent_is_done(warden_home: 
     assert summary.exit_code == 2
 
 
+def _distilling(reports: list) -> Any:
+    """A stand-in for distill_runs that stores nothing and tells each report, as the real one does."""
+    def distill(*a: Any, on_report: Any = lambda r: None, **k: Any) -> list:
+        for r in reports:
+            on_report(r)
+        return reports
+    return distill
+
+
 def test_a_night_whose_distiller_calls_all_failed_does_not_say_it_distilled(warden_home: Path,
                                                                             monkeypatch) -> None:
     import warden.distill.service as service
@@ -277,7 +287,7 @@ def test_a_night_whose_distiller_calls_all_failed_does_not_say_it_distilled(ward
     from warden.store.db import open_store
 
     failed = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, infra_error=True) for i in range(3)]
-    monkeypatch.setattr(service, "distill_runs", lambda *a, **k: failed)
+    monkeypatch.setattr(service, "distill_runs", _distilling(failed))
     monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distilled_runs == 0 and summary.to_json()["distilled_runs"] == 0
@@ -293,7 +303,7 @@ def test_the_night_says_what_the_model_distiller_used(warden_home: Path, monkeyp
     from warden.store.db import open_store
 
     calls = [service.RunReport(source_path=f"/t/s{i}.jsonl", run_id=i, model_tokens=1000 + i) for i in range(3)]
-    monkeypatch.setattr(service, "distill_runs", lambda *a, **k: calls)
+    monkeypatch.setattr(service, "distill_runs", _distilling(calls))
     monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     summary = nightly.run_nightly(open_store(load_settings()), load_settings(), agents=["docs"], collect=False)
     assert summary.distill_model_tokens == 3003 and summary.to_json()["distill_model_tokens"] == 3003
@@ -515,11 +525,7 @@ def test_a_resumed_night_counts_what_its_interrupted_part_collected_and_distille
             on_report(report(i, 2))
         raise KeyboardInterrupt
 
-    def rest(*a, on_report=lambda r: None, **k):  # type: ignore[no-untyped-def]
-        reports = [report(3, 1), service.RunReport(source_path="/t/s4.jsonl", run_id=4, infra_error=True)]
-        for r in reports:
-            on_report(r)
-        return reports
+    rest = _distilling([report(3, 1), service.RunReport(source_path="/t/s4.jsonl", run_id=4, infra_error=True)])
 
     monkeypatch.setattr(selector, "select_agent", lambda store, settings, agent, **kw: SelectReport(agent, "sim", "m"))
     store = open_store(load_settings())

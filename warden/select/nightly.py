@@ -261,10 +261,7 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         say(f"checkpoints: pruned {pruned.by_age + pruned.by_count}, {pruned.remaining} kept")
     _set_stage(store, night_id, "distill")
     say("distill: queued expensive runs")
-    counted: list[Any] = []
-
     def distilled(r: Any) -> None:  # counted as each run is stored, so a kill keeps what was done
-        counted.append(r)
         added = {"distilled_runs": 0 if r.infra_error else 1,  # a failed call left its run queued
                  "candidates_added": len(r.admitted), "distill_model_tokens": r.model_tokens}
         for key, value in added.items():
@@ -272,15 +269,10 @@ def _run_night(store: Store, settings: Settings, chosen: list[str], *, budget_to
         _add_counts(store, night_id, **added)
 
     try:
-        reports = distill_runs(store, settings, distiller=distiller or settings.distiller,
-                               limit=settings.distill_max_runs, on_report=distilled)
+        distill_runs(store, settings, distiller=distiller or settings.distiller, limit=settings.distill_max_runs,
+                     on_report=distilled)
     except LockBusy as exc:  # the queue stays queued for the next night
         say(f"distill: skipped, {exc}")
-        reports = []
-    told = {id(r) for r in counted}
-    for r in reports:  # any it returned without telling on_report (a stand-in distiller)
-        if id(r) not in told:
-            distilled(r)
     summary.distill_left_queued = queued_count(store)
     _set_stage(store, night_id, "select")
     if not chosen:
