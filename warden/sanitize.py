@@ -222,8 +222,11 @@ class _CommandFlag:
 
     def __init__(self, command: str, flag: str, value: str) -> None:
         self._scan = re.compile(rf"(?P<command>{command})|(?P<pre>{flag})(?P<val>{value})|[\n|;&]")
+        self._command = re.compile(command)
 
     def sub(self, repl: str | Callable[[str], str], text: str) -> str:
+        if self._command.search(text) is None:  # most text names no such client: skip the per-separator scan
+            return text
         armed = False  # a command word seen since the last command separator
 
         def one(match: re.Match[str]) -> str:
