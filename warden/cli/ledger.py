@@ -21,10 +21,9 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
                   out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
-    from warden.ledger.service import ledgers_dir_here, share
+    from warden.ledger.service import share
 
     s = settings()
-    out = out if out is not None else ledgers_dir_here(s) / f"{agent}.json"  # where a bare verify-ledger looks
     with store(s).session() as session:
         path, count = share(session, s, agent, out)
     if as_json:

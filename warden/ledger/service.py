@@ -93,6 +93,7 @@ def ledger_document(session: Session, agent: str) -> dict[str, Any]:
 
 
 def share(session: Session, settings: Settings, agent: str, out: Path | None = None) -> tuple[Path, int]:
+    """Write ``agent``'s ledger to ``out`` (default: :func:`ledgers_dir_here`); (path, rules)."""
     from warden.select.selector import require_rule_agent
 
     require_rule_agent(session, settings, agent)
@@ -105,7 +106,7 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     problems = verify_bytes(data, f"{agent}.json")
     if problems:
         raise UsageError(_share_refusal(session, agent, doc, problems))
-    target = out or settings.ledgers_dir / f"{agent}.json"
+    target = out or ledgers_dir_here(settings) / f"{agent}.json"  # where a bare verify-ledger looks
     write_atomic(target, data, target.parent)
     return target, len(doc["rules"])
 
