@@ -60,11 +60,9 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     runs with the rules in memory today (one run, or the latest run of an earlier ruleset, was
     whatever noise or a derailment made it); before any such run, the latest run of a compiled
     ruleset; before that, its first run."""
-    from warden.bench.scheduler import config_key
-    from warden.select.compile import IN_MEMORY_STATES
+    from warden.bench.scheduler import active_rule_ids, config_key
 
-    in_memory = config_key(session.scalars(select(Rule.id).where(Rule.agent == agent,
-                                                                 Rule.state.in_(IN_MEMORY_STATES))))
+    in_memory = config_key(active_rule_ids(session, agent))
     baselines = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
     # One measuring setup (backend, model) per total: two models' first runs summed would double
     # the suite. The setup benched last is shown; the others are named with their own totals.
