@@ -6,6 +6,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 from warden.strict_json import MAX_EXACT_INT
 
@@ -111,6 +112,21 @@ LATIN_LOOKALIKES = str.maketrans(
     "ABCDEGHiJKLMPRSTVVWZABCDEGHiJKLMPRSTVVWZ"
     "----------")
 _LATIN_LOOKALIKE = re.compile("[" + re.escape("".join(map(chr, LATIN_LOOKALIKES))) + "]")
+
+
+@lru_cache(maxsize=4096)
+def fold_char(char: str) -> str:
+    """``char`` as the plain letters or signs it imitates, for a screen to match (never for
+    showing: it loses marks): compatibility forms (full-width, mathematical) decomposed, marks
+    dropped ("ìgnòre", "r̶m"), every dash as "-", look-alike letters as the Latin one."""
+    if char.isascii():
+        return char
+    out = []
+    for part in unicodedata.normalize("NFKD", char):
+        if unicodedata.category(part) == "Mn" or unicodedata.combining(part):
+            continue
+        out.append("-" if unicodedata.category(part) == "Pd" else part.translate(LATIN_LOOKALIKES))
+    return "".join(out)
 
 
 def count_text(value: object) -> str:

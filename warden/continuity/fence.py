@@ -29,13 +29,13 @@ from datetime import datetime
 from functools import lru_cache
 
 from warden.continuity.capture import CheckpointData, project_of, same_project
-from warden.sanitize import LATIN_LOOKALIKES, one_line, strip_controls
+from warden.sanitize import fold_char, one_line, strip_controls
 
 MARKER_WORD = "warden-recovered-data"
 DEFAULT_MAX_CHARS = 4000
 
 # Signs NFKC keeps apart, folded for the screens below only (the text shown is unchanged; letters
-# are sanitize.LATIN_LOOKALIKES'): colon look-alikes, and brackets drawn like "<"/">".
+# and dashes are sanitize.fold_char's): colon look-alikes, and brackets drawn like "<"/">".
 _EXTRA_FOLDS: dict[str, str] = {
     **dict.fromkeys("꞉˸׃∶ː⁚։፡᛬", ":"),
     **dict.fromkeys("«‹〈⟨〈❮⧼", "<"), **dict.fromkeys("»›〉⟩〉❯⧽", ">"),
@@ -46,20 +46,12 @@ _EXTRA_FOLDS: dict[str, str] = {
 del _EXTRA_FOLDS["‹"], _EXTRA_FOLDS["›"]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)  # called per character of every checkpoint shown
 def _fold_char(char: str) -> str:
-    """``char`` as the plain letters or signs it imitates: compatibility forms decomposed,
-    combining marks dropped, dashes made '-', then the look-alike tables."""
-    if char.isascii():
-        return char
-    out = []
-    for part in unicodedata.normalize("NFKD", char):
-        if unicodedata.combining(part):
-            continue
-        if unicodedata.category(part) == "Pd":
-            part = "-"
-        out.append(_EXTRA_FOLDS.get(part, part.translate(LATIN_LOOKALIKES)))
-    return "".join(out)
+    """``char`` as the plain letters or signs it imitates (:func:`warden.sanitize.fold_char`),
+    with the fence's own signs (colons, brackets) folded too."""
+    folded = fold_char(char)
+    return folded if folded.isascii() else "".join(_EXTRA_FOLDS.get(part, part) for part in folded)
 
 
 def fold_lookalikes(text: str) -> tuple[str, list[int]]:

@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from warden.errors import UsageError
-from warden.sanitize import LATIN_LOOKALIKES, first_undrawn_char, holds_key, markup_problem
+from warden.sanitize import first_undrawn_char, fold_char, holds_key, markup_problem
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -233,11 +233,9 @@ _LEET_WORD = re.compile(r"[\w@$]*[^\W\d_][\w@$]*")
 
 
 def screen_fold(text: str) -> str:
-    """``text`` as the letters it imitates, for a screen to match: compatibility forms (full-width,
-    mathematical) as their letters, accents and other combining marks ("ìgnòre", "r̶m") dropped,
-    look-alikes (Cyrillic, small capitals) as the Latin letter. Not for showing: it loses marks."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn").translate(LATIN_LOOKALIKES)
+    """``text`` as the letters it imitates (:func:`warden.sanitize.fold_char`), for a screen to
+    match: full-width, mathematical, accented, Cyrillic and small-capital forms as Latin letters."""
+    return text if text.isascii() else "".join(map(fold_char, text))
 
 
 # A long run of base64 or hex: rules are short plain-English habits, and a blob is text the agent
