@@ -237,6 +237,16 @@ def test_checkpoints_list_by_project_takes_the_directory_and_those_inside_it(sto
     assert code == 0 and out.strip() == "no checkpoints match"
 
 
+def test_checkpoints_list_reads_project_as_the_directory_it_names(store, capsys, monkeypatch) -> None:
+    """--project is read as recover's and show's --cwd are: '~/app' and '/w/x/../app' are /w/app."""
+    monkeypatch.setenv("HOME", "/w")
+    _record(store, "sess-a", "Port the exporter", cwd="/w/app")
+    _record(store, "sess-b", "Unrelated work", cwd="/w/other")
+    for project in ("~/app", "/w/x/../app", "/w/app/."):
+        code, out, _ = run_cli(capsys, "checkpoints", "list", "--project", project, "--json")
+        assert code == 0 and [r["session_id"] for r in json.loads(out)] == ["sess-a"], project
+
+
 def test_cli_runs_as_a_real_process(store) -> None:
     _record(store, "sess-a", "Make the CSV exporter stream rows")
     exe = Path(sys.executable).with_name("warden")

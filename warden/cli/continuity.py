@@ -6,7 +6,6 @@ or through :func:`safe` (listings); JSON output has controls stripped as well.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Optional
 
@@ -15,8 +14,6 @@ import typer
 from warden.cli.common import (MAX_ID, MAX_ROWS, console, keep_limit, print_json, print_uncut_table, safe, say_error,
                                settings, store)
 from warden.continuity import service
-from warden.continuity.capture import CheckpointData
-from warden.continuity.fence import fence_checkpoint
 from warden.errors import UsageError
 from warden.sanitize import strip_controls
 
@@ -69,14 +66,6 @@ def _write_block(text: str) -> None:
     sys.stdout.write(strip_controls(text) + "\n")
 
 
-def _project_dir(cwd: Optional[str]) -> Optional[str]:
-    """``--cwd`` as the absolute, normalised directory checkpoints record: '~/shop', 'shop/..',
-    'app/' and '/w/shop/../billing' scoped to the wrong project or to none."""
-    if cwd is None or not cwd.strip():  # "$PWD" a just-started session may not have: no project given
-        return None
-    return os.path.abspath(os.path.expanduser(cwd))
-
-
 def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's prompt."),
             cwd: Optional[str] = typer.Option(None, "--cwd", help="Current project; other projects' items are dropped."),
             session_id: Optional[str] = typer.Option(None, "--session-id", help="Current session (never recovered)."),
@@ -84,7 +73,7 @@ def recover(prompt: str = typer.Option(..., "--prompt", help="The new session's 
     """Recover the one earlier checkpoint relevant to a new prompt (--prompt), fenced as data."""
     s = settings()
     with store(s).session() as db:
-        outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=_project_dir(cwd))
+        outcome = service.recover(db, s, prompt=prompt, session_id=session_id, cwd=cwd)
     if as_json:
         print_json(_clean(outcome.as_json()))
     elif outcome.block is not None:
@@ -128,16 +117,13 @@ def show_cmd(checkpoint_id: int = typer.Argument(..., min=1, max=MAX_ID,
              cwd: Optional[str] = typer.Option(None, "--cwd", help="Scope to this project."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """One checkpoint, fenced as data."""
-    cwd = _project_dir(cwd)
     s = settings()
     with store(s).session() as db:
-        data = CheckpointData.from_row(service.get_checkpoint(db, checkpoint_id))
+        data, block = service.show(db, checkpoint_id, cwd)
     if as_json:
-        payload = {k: v for k, v in data.__dict__.items()}
-        payload["block"] = fence_checkpoint(data, current_project=cwd)
-        print_json(_clean(payload))
+        print_json(_clean({**data.__dict__, "block": block}))
     else:
-        _write_block(fence_checkpoint(data, current_project=cwd))
+        _write_block(block)
 
 
 @checkpoints_app.command("forget")

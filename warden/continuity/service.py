@@ -11,6 +11,7 @@ for speed; the two must give the same answer and score, which
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,9 +84,20 @@ def recall_from_store(session: Session, prompt: str, *, exclude_session: str | N
     return decide(prompt_terms=len(terms), pool_size=pool_size, scores=scores, recency=recency, threshold=threshold)
 
 
+def project_dir(cwd: str | None) -> str | None:
+    """A user's ``--cwd`` or ``--project`` as the absolute, normalised directory checkpoints
+    record: '~/shop', 'shop/..', 'app/' and '/w/shop/../billing' would otherwise scope to the
+    wrong project or to none. Blank ("$PWD" a just-started session may not have) is no project."""
+    if cwd is None or not cwd.strip():
+        return None
+    return os.path.abspath(os.path.expanduser(cwd))
+
+
 def recover(session: Session, settings: Settings, *, prompt: str, session_id: str | None, cwd: str | None,
             now: datetime | None = None) -> Recovery:
-    """Recall for a prompt and fence the winner for the current project (cwd)."""
+    """Recall for a prompt and fence the winner for the current project (cwd, as :func:`project_dir`
+    reads it)."""
+    cwd = project_dir(cwd)
     result = recall_from_store(session, prompt, exclude_session=session_id,
                                window_days=settings.recall_window_days, now=now)
     if not result.matched:
@@ -123,12 +135,19 @@ def list_checkpoints(session: Session, *, session_id: str | None = None, project
     query = select(Checkpoint).order_by(Checkpoint.captured_at.desc(), Checkpoint.id.desc()).limit(limit)
     if session_id:
         query = query.where(Checkpoint.session_id == session_id)
-    if project:  # the directory or one inside it, with or without a trailing slash; case counts
+    project = project_dir(project)
+    if project:  # the directory or one inside it; case counts
         root = project.rstrip("/") or "/"
         prefix = root.rstrip("/") + "/"
         query = query.where(or_(Checkpoint.project == root,
                                 func.substr(Checkpoint.project, 1, len(prefix)) == prefix))
     return list(session.scalars(query))
+
+
+def show(session: Session, checkpoint_id: int, cwd: str | None) -> tuple[CheckpointData, str]:
+    """A checkpoint and its text fenced for the current project (cwd, as :func:`project_dir` reads it)."""
+    data = CheckpointData.from_row(get_checkpoint(session, checkpoint_id))
+    return data, fence_checkpoint(data, current_project=project_dir(cwd))
 
 
 def get_checkpoint(session: Session, checkpoint_id: int) -> Checkpoint:
