@@ -22,7 +22,17 @@ def test_a_receipt_line_with_an_open_or_unknown_interval_prints_not_crashes() ->
     assert "saving —/run [—, ∞] margin 1,234 · Grep first." in line
 
 
-@pytest.mark.slow
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_the_demo_summary_says_whether_its_home_is_still_there(kept: bool, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The summary names paths inside the demo home: it says when that home is already gone."""
+    from warden.cli.select import _render_demo
+    _render_demo({"home": "/tmp/wd", "kept": kept, "receipts": [], "memory_path": "/tmp/wd/claude/MEMORY.md",
+                  "memory": "# Working rules\n", "night": {"collected_runs": 0, "distilled_runs": 0,
+                                                           "candidates_added": 0, "agents": []}})
+    out = capsys.readouterr().out
+    assert ("explore it: WARDEN_HOME=/tmp/wd/warden" in out) is kept
+    assert ("the demo home was temporary and is removed" in out) is not kept
 def test_demo_runs_the_whole_loop(tmp_path) -> None:
     keep = tmp_path / "demo"
     proc = subprocess.run([sys.executable, "-m", "warden", "demo", "--json", "--keep", str(keep)], cwd=REPO,

@@ -374,3 +374,6 @@ def _render_demo(result: dict) -> None:
     if result["kept"]:
         console.print(f"\nexplore it: WARDEN_HOME={safe(Path(home) / 'warden')} CLAUDE_CONFIG_DIR="
                       f"{safe(Path(home) / 'claude')} warden status", markup=False, soft_wrap=True)
+    else:  # the paths above were printed from a home that is gone now
+        console.print("\nthe demo home was temporary and is removed; `warden demo --keep DIR` keeps it to explore "
+                      "(warden receipt, status, memory show)", markup=False, soft_wrap=True)
