@@ -117,6 +117,12 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
     return None
 
 
+# What may sit between a command and its verb: flags, a flag's value given apart ("make -C site
+# publish", "npm --registry x publish", "kubectl -n prod apply") and make's variables ("make
+# PREFIX=/srv deploy"). A closing backquote, comma or pipe ends the command ("`make -n` before a
+# deploy" is prose); one value per flag ("make -C site test" and "npm -w pkg test" stay admitted).
+_OPTIONS = r"(?:-[^\s`]+\s+(?:[^\s\-`,;|&=][^\s`,;|&=]*\s+)?|[a-z_]\w*=[^\s`]*\s+)*"
+
 # What an efficiency rule never needs, but an injected one does: a rule from an untrusted source
 # (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -173,17 +179,17 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]|\bfind\b.{0,80}\s(-delete\b|-exec\s+rm\b)",
      "a destructive command"),
     # effects beyond the working tree: publishing commits, replacing git's hooks, a root container
-    (r"\bgit\s+(-\S+\s+)*push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
+    (r"\bgit\s+" + _OPTIONS + r"push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
      "a command acting beyond the working tree"),
     # publishing, releasing and deploying: as far beyond the working tree as git push ("make
     # deploy-prod" too; "just published" and "task uploads" are words; "make release" builds a
     # release configuration, "rake release" pushes a gem)
-    (r"\b(make|just|rake|task|mage)\s+(-\S+\s+)*(deploy|publish|upload)(?![a-z])|"
-     r"\b(rake|task|mage)\s+(-\S+\s+)*release(?![a-z])|"
-     r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+(-\S+\s+)*(run\s+)?"
-     r"(publish|deploy|release|upload)\b|\btwine\s+upload\b|\bgem\s+push\b|\b(docker|podman)\s+(-\S+\s+)*push\b|"
-     r"\bkubectl\s+(-\S+\s+)*(apply|create|delete|replace|patch|scale|rollout|set|edit)\b|"
-     r"\bhelm\s+(install|upgrade|uninstall|rollback)\b|\b(terraform|tofu)\s+(-\S+\s+)*(apply|destroy|import)\b|"
+    (r"\b(make|just|rake|task|mage)\s+" + _OPTIONS + r"(deploy|publish|upload)(?![a-z])|"
+     r"\b(rake|task|mage)\s+" + _OPTIONS + r"release(?![a-z])|"
+     r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+" + _OPTIONS + r"(run\s+)?"
+     r"(publish|deploy|release|upload)\b|\btwine\s+upload\b|\bgem\s+push\b|\b(docker|podman)\s+" + _OPTIONS + r"push\b|"
+     r"\bkubectl\s+" + _OPTIONS + r"(apply|create|delete|replace|patch|scale|rollout|set|edit)\b|"
+     r"\bhelm\s+(install|upgrade|uninstall|rollback)\b|\b(terraform|tofu)\s+" + _OPTIONS + r"(apply|destroy|import)\b|"
      r"\bpulumi\s+(up|destroy)\b|\bgh\s+(release\s+create|pr\s+merge)\b|"
      r"\b(fly|flyctl|vercel|netlify|firebase|serverless|sls|heroku|wrangler|eb)\s+(\S+\s+)?(deploy|publish)\b|"
      r"\bvercel\s+--prod\b|\bgcloud\b.{0,40}\bdeploy\b|\baws\s+s3\s+(cp|sync|mv|rm)\b",
@@ -213,8 +219,8 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      "a permission bypass"),
     # a package manager with only flags between it and its install verb ("go" only as go install/get:
     # "Go and add the import" is advice)
-    (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+(-\S+\s+)*"
-     r"(install|add|i)\b|\bgo\s+(install|get)\b|\bnpx\b|\buvx\b|\bbunx\b|\bpnpx\b|\bnpm\s+(-\S+\s+)*exec\b|"
+    (r"\b(pip3?|pipx|uv|npm|pnpm|yarn|gem|cargo|apt(-get)?|brew|conda|dnf|yum|apk|poetry)\s+" + _OPTIONS +
+     r"(install|add|i)\b|\bgo\s+(install|get)\b|\bnpx\b|\buvx\b|\bbunx\b|\bpnpx\b|\bnpm\s+" + _OPTIONS + r"exec\b|"
      r"\b(pnpm|yarn)\s+dlx\b|\bpipx\s+run\b|\buv\s+tool\s+(run|install)\b", "installing packages"),
     # overriding what was said before; "ignore everything under node_modules" or "forget previously read
     # contents" is about files, not instructions
