@@ -130,10 +130,12 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     # [text](target) or ![image](target): MEMORY.md renders them; reference-style too — [text][1],
     # [text][] — and the definition "[1]: target" that gives one (or a bare [text]) its target: a
     # definition starts its line (after the rule's "(when …)" scope at most), or names a label the
-    # body uses too. Not links: a regex's character classes ('[A-Z][a-z]+'), "[Errno 2]: …" and a
-    # TOML table "[tool.pytest.ini_options]: …" within a sentence (an autolink <https://…> is HTML
-    # and a URL: the validator and the pattern above refuse it)
-    (r"\]\s*\(|(^|[^\w\]])!?\[[^\]]*\]\s?\[(?!(\^[^\]\s]*|[^\]\s]*([^\W_]-[^\W_]|\\[a-z])[^\]\s]*)\])|"
+    # body uses too. Not links: a regex's character classes ('[A-Z][a-z]+': a range or escape in
+    # the second, and no three-letter word in either — "[notes][ref-id]" is a link),
+    # "[Errno 2]: …" and a TOML table "[tool.pytest.ini_options]: …" within a sentence (an
+    # autolink <https://…> is HTML and a URL: the validator and the pattern above refuse it)
+    (r"\]\s*\(|(^|[^\w\]])!?\[(?=[^\]]*[^\W\d_]{3})[^\]]*\]\s?\[(?!\^[^\]\s]*\])|"
+     r"(^|[^\w\]])!?\[[^\]]*\]\s?\[(?!(\^[^\]\s]*|(?![^\]]*[^\W\d_]{3})[^\]\s]*([^\W_]-[^\W_]|\\[a-z])[^\]\s]*)\])|"
      r"(?m:^(\(when\b[^)]*\)\s+)?\s{0,3}\[[^\]]+\]:\s*\S)|"
      r"\[(?P<used>[^\]]+)\](?!:).*\[(?P=used)\]:\s*\S|\[(?P<defined>[^\]]+)\]:\s*\S.*\[(?P=defined)\]",
      "a Markdown link"),
