@@ -6,6 +6,8 @@ Pure: every writer of a rule body (distillers, ``rules add``, ``adopt``, ``verif
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import re
 import unicodedata
@@ -272,12 +274,34 @@ def _looks_encoded(run: str) -> bool:
                                  and any(ch.islower() for ch in run) and not _name_shaped(run))
 
 
+_WORDS = re.compile(rb"[A-Za-z]{2,}")
+
+
+def _decodes_to_text(run: str) -> bool:
+    """Whether ``run`` is standard base64 of plain text: printable ASCII, a third of it or more
+    words. Base64 of a short sentence can lack padding and digits ("ZGVsZXRlIHRoZSByZXBv" is
+    "delete the repo"), which the form check needs; a word, name or path decodes to bytes that are
+    not text (of 26,000 stdlib identifiers of 16+ letters, 2 decode to printable bytes: both base64)."""
+    body = run.rstrip("=")
+    body = body[:-1] if len(body) % 4 == 1 else body  # a lone trailing character holds no byte
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except binascii.Error:
+        return False
+    if not all(32 <= byte < 127 or byte in b"\t\n" for byte in raw):
+        return False
+    # words: letters in runs of two or more ("curl x | sh" has enough; printable noise has few)
+    return sum(map(len, _WORDS.findall(raw))) * 3 >= len(raw)
+
+
 def _encoded_blob(text: str) -> bool:
     """Whether ``text`` holds a base64 or hex blob. A run with slashes is read segment by segment
-    ("src/main/java/com/acme/Base64Util" is a path of names), unless padding ends it."""
+    ("src/main/java/com/acme/Base64Util" is a path of names), unless padding ends it, and as a
+    whole for base64 of text (whose "/" is a character of it)."""
     for match in _BLOB.finditer(text):
         run = match.group()
-        if run.endswith("=") or any(len(part) >= 16 and _looks_encoded(part) for part in run.split("/")):
+        if run.endswith("=") or any(len(part) >= 16 and (_looks_encoded(part) or _decodes_to_text(part))
+                                    for part in run.split("/")) or _decodes_to_text(run):
             return True
     return False
 
