@@ -135,6 +135,10 @@ def test_projects_its_paths_touch() -> None:
     ('{"client_secret": "s3cr3t-value-123"}', "s3cr3t-value-123"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA"),
     ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
+    ("slack xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy", "pdFZKVeTuE8sk7"),
+    ("slack xoxp-1234567890-1234567890-1234567890-" + "ab12" * 8, "ab12ab12"),
+    ("slack refresh xoxe-1-" + "My0xLTEy" * 18, "My0xLTEy"),  # a rotating token's refresh token
+    ("upload pypi-AgEIcHlwaS5vcmc" + "Q7vX" * 40, "Q7vXQ7vX"),
     ("mysql -u root --password hunter2secret -h db", "hunter2secret"),
     ("deploy --api-key 'k3y-value-123'", "k3y-value-123"),
     ("cache at redis://:hunter2redispw@cache:6379", "hunter2redispw"),
@@ -257,7 +261,10 @@ def test_words_that_hold_a_key_s_prefix_are_no_key() -> None:
     for text in ("bin/task-list-manager-and-more-stuff", "bin/task-ant-colony-simulation-v2", "laughs_AndLowsOfTheMarketData",
                  "pnpm_ConfigurationDirectoryPath", "shelf_LifeValueCalculatorV2xyz", "desk_test_ReadWriteThroughput1",
                  "maya29.backup-of-the-project-files", "my_github_pat_expiry_warning_days", "SOUTHEASTASIAPACIFICREGIONS12",
-                 "getAIzaStudioConfigurationSettingsForTheUser", "MSG.abcdefghijklmnopqr.abcdefghijklmnopqr"):
+                 "getAIzaStudioConfigurationSettingsForTheUser", "MSG.abcdefghijklmnopqr.abcdefghijklmnopqr",
+                 # Slack's and PyPI's prefixes starting a word: no <digits>- after xoxb-, no AgE after pypi-
+                 "xoxo-friends-forever-2024", "see xoxb-builder-config-files", "xoxs-and-hugs-for-everyone-today",
+                 "pypi-mirror-internal-cache", "pip.conf: index-url pypi-upload-helper-2024-script"):
         assert redact_secrets(text) == text and not holds_key(text), text
 
 

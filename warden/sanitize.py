@@ -197,10 +197,11 @@ REDACTED = "[REDACTED]"
 # a secret whatever the words around it, unlike "password …" or "token=…", which can also be prose.
 # A key starts a word, or (prefix by prefix) is glued to the word before it ("/home/u/othersk-ant-
 # api03-…", "abcghp_…", "x_AKIA…") where its form is one no word or identifier has: a prefix no
-# word holds (github_pat_, glpat-, whsec_, GOCSPX-), the part after it too (sk-ant-api03-, pypi-AgE,
-# xoxb-<digits>-), a body of the provider's full length (ghp_ and 36 letters, npm_ 36, AIza 35,
-# ya29. 60 and more), AKIA/ASIA not inside a run of capitals and digits. Not: sk- ("task-list-…"),
-# the other AWS ids, sk_live_/pk_test_ ("desk_test_…"), hf_ ("shelf_…"), SG. ("MSG.…"), a JWT.
+# word holds (github_pat_, glpat-, whsec_, GOCSPX-), the part after it too (sk-ant-api03-; Slack's
+# xoxb-<digits>- and PyPI's pypi-AgE are needed at a word's start too), a body of the provider's
+# full length (ghp_ and 36 letters, npm_ 36, AIza 35, ya29. 60 and more), AKIA/ASIA not inside a
+# run of capitals and digits. Not: sk- ("task-list-…"), the other AWS ids, sk_live_/pk_test_
+# ("desk_test_…"), hf_ ("shelf_…"), SG. ("MSG.…"), a JWT.
 # Linear: a glued prefix's look-ahead reads at most ~60 characters. Each shape starts with its
 # prefix's letters (the word-start test is a look-behind after them), so a search skips to them.
 _KEY_SHAPES: list[re.Pattern[str]] = [
@@ -209,13 +210,15 @@ _KEY_SHAPES: list[re.Pattern[str]] = [
     re.compile(r"sk-(?:(?<=\bsk-)|(?=ant-[a-z]{2,8}\d\d-))(?:ant-)?[A-Za-z0-9_\-]{16,}"),
     re.compile(r"gh[pousr]_(?:(?<=\bgh._)|(?=[A-Za-z0-9]{36}))[A-Za-z0-9]{20,}"
                r"|github_pat_(?:(?<=\bgithub_pat_)|(?=[A-Za-z0-9]{20}))[A-Za-z0-9_]{20,}"),
-    re.compile(r"xox[abposr]-(?:(?<=\bxox.-)|(?=\d{1,20}-))[A-Za-z0-9\-]{10,}"),
+    # Slack: an id or two of digits, then the body (xoxb-<digits>-<digits>-<alnum>), or a rotating
+    # token's one digit and a long body (xoxe-1-…); "xoxo-friends-forever-2024" is no token
+    re.compile(r"xox[abposre]-(?:\d{1,20}-\d{1,20}-|\d{8,20}-)[A-Za-z0-9\-]{8,}|xox[abposre]-\d-[A-Za-z0-9]{24,}"),
     re.compile(r"AIza(?:(?<=\bAIza)|(?=[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])))[0-9A-Za-z_\-]{30,}"),
     re.compile(r"glpat-[A-Za-z0-9_\-]{16,}"),
     re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
     re.compile(r"npm_(?:(?<=\bnpm_)|(?=[A-Za-z0-9]{36}(?![A-Za-z0-9])))[A-Za-z0-9]{20,}|hf_(?<=\bhf_)[A-Za-z0-9]{20,}"
-               r"|pypi-(?:(?<=\bpypi-)|(?=AgE[A-Za-z0-9_\-]{50}))[A-Za-z0-9_\-]{20,}"),
+               r"|pypi-AgE[A-Za-z0-9_\-]{50,}"),  # a PyPI token's macaroon; not "pypi-mirror-internal-cache"
     re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
     re.compile(r"whsec_[A-Za-z0-9+/=_\-]{16,}"),  # Stripe webhook signing secret
     re.compile(r"GOCSPX-[A-Za-z0-9_\-]{16,}"),  # Google OAuth client secret
