@@ -190,7 +190,7 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     # release configuration, "rake release" pushes a gem)
     (r"\b(make|just|rake|task|mage)\s+" + _OPTIONS + r"(deploy|publish|upload)(?![a-z])|"
      r"\b(rake|task|mage)\s+" + _OPTIONS + r"release(?![a-z])|"
-     r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+" + _OPTIONS + r"(run\s+)?"
+     r"\b(npm|pnpm|yarn|bun|cargo|poetry|uv|pdm|hatch|flit|mvn|gradlew?|dotnet)\s+" + _OPTIONS + r"(run\s+" + _OPTIONS + r")?"
      r"(publish|deploy|release|upload)\b|\btwine\s+upload\b|\bgem\s+push\b|\b(docker|podman)\s+" + _OPTIONS + r"push\b|"
      r"\bkubectl\s+" + _OPTIONS + r"(apply|create|delete|replace|patch|scale|rollout|set|edit)\b|"
      r"\bhelm\s+(install|upgrade|uninstall|rollback)\b|\b(terraform|tofu)\s+" + _OPTIONS + r"(apply|destroy|import)\b|"
@@ -198,7 +198,7 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\b(fly|flyctl|vercel|netlify|firebase|serverless|sls|heroku|wrangler|eb)\s+(\S+\s+)?(deploy|publish)\b|"
      r"\bvercel\s+--prod\b|\bgcloud\b.{0,40}\bdeploy\b|\baws\s+s3\s+(cp|sync|mv|rm)\b",
      "a deploy, release or publish command (acting beyond the working tree)"),
-    (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(|\bpython[\d.]*\s+(-\w+\s+)*-c\b|"
+    (r"\beval\b|\bbase64\s+(-\w*d|--decode)|\bexec\s*\(|\bpython[\d.]*\s+" + _OPTIONS + r"-c\b|"
      r"\|\s*(iex|invoke-expression)\b|\binvoke-expression\b|"
      # a shell told to run a string, or a command built where it runs: command and process
      # substitution, backquotes inside a quoted or assigned string, ANSI-C quoting, byte escapes
