@@ -381,6 +381,23 @@ def test_every_bench_derived_figure_names_the_backend_that_measured_it(warden_ho
     assert learning["golden_suite"]["backends"] == ["sim"]
 
 
+def test_a_receipt_says_what_measured_it(warden_home: Path, capsys) -> None:
+    """Each decision names its measuring setup (backend/model) — `measured_on` in `receipt --json`
+    and `receipts --json`, "measured on" in the text receipt — and a sim-measured one says it is
+    the simulated agent's."""
+    from warden.cli.app import main
+
+    ids = _populate(open_store(load_settings()))
+    assert main(["receipt", str(ids["good"]), "--json"]) == 0
+    [receipt] = json.loads(capsys.readouterr().out)["receipts"]
+    assert receipt["measured_on"] == "sim/sim-naive-1"
+    assert main(["receipts", "--agent", "backend", "--json"]) == 0
+    assert [r["measured_on"] for r in json.loads(capsys.readouterr().out)] == ["sim/sim-naive-1"] * 2
+    assert main(["receipt", str(ids["good"])]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "measured on sim/sim-naive-1" in out and SIM_NOTE in out
+
+
 def test_report_labels_each_rules_figures_with_their_backend(warden_home: Path) -> None:
     """One bench run on a real backend does not lift the sim label off figures the sim measured."""
     store = open_store(load_settings())

@@ -20,6 +20,15 @@ def backends_of(backends: Iterable[str | None]) -> list[str]:
     return sorted({strip_controls(b, keep_newlines=False) for b in backends if b})
 
 
+def setup_of(backend: str | None, model: str | None) -> str | None:
+    """The measuring setup of one decision or figure as "backend/model" (``sim/sim-naive-1``): the
+    one wording of `cost`, `receipt(s)` and the report. None when nothing measured it. Plain text:
+    the caller escapes it for its medium."""
+    if not backend:
+        return None
+    return f"{backend}/{model}" if model else backend
+
+
 def measured_on(backends: Iterable[str | None]) -> str | None:
     """"on <what measured it>", or None when nothing was measured. Names are plain text: the
     caller escapes them for its medium."""

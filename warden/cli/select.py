@@ -156,7 +156,7 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
     for r in history["receipts"]:
         lo, hi = r["interval"]
         console.print(f"\n  [bold]#{r['id']}[/] {r['created_at']} {r['kind']} → {r['verdict']} (state {r['state_after']})"
-                      f" · {safe(r['backend'])}/{safe(r['model'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
+                      f" · measured on {safe(r['measured_on'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
         console.print(f"    saving {count_text(r['estimate'])}/run, interval [{count_text(lo)}, {count_text(hi)}], margin "
                       f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted "
                       f"tokens ({count_text(r['raw_tokens_spent'])} raw)")
@@ -167,6 +167,7 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
             more = f", … {len(diffs) - RECEIPT_DIFFS_SHOWN} more (all in --json)" if len(diffs) > RECEIPT_DIFFS_SHOWN else ""
             console.print(f"    {safe(task, 40)}: n={r['n_per_side'].get(task)} passes ref {passes[0]}/{passes[1]} "
                           f"rule {passes[2]}/{passes[3]} diffs [{shown}{more}]")
+    print_measured(r["backend"] for r in history["receipts"])
 
 
 def _render_claimed(claimed: Any) -> None:
@@ -209,7 +210,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["rule_id"]), safe(r["agent"]), r["state"], r["kind"], r["verdict"], count_text(r["estimate"]),
-                      count_text(r["margin"]), f"{safe(r['backend'])}/{safe(r['model'])}", count_text(r["tokens_spent"]), safe(r["body"], 200))
+                      count_text(r["margin"]), safe(r["measured_on"]), count_text(r["tokens_spent"]), safe(r["body"], 200))
     wide_console().print(table)
     print_measured(r["backend"] for r in rows)
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
-from warden.measured import backends_of
+from warden.measured import backends_of, setup_of
 from warden.store.models import Baseline, BenchRun, Receipt, Rule, RulesetVersion, SessionRun, utcnow
 
 RULE_STATES = ("candidate", "active", "probation", "protected", "evicted")
@@ -232,7 +232,7 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
             "receipt_id": latest.id if latest else None,
             "backend": latest.backend if latest else None,  # what measured the saving: sim is no model
             "model": latest.model if latest else None,
-            "measured_on": f"{latest.backend}/{latest.model}" if latest else None,
+            "measured_on": setup_of(latest.backend, latest.model) if latest else None,
             "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
             "margin_tokens": latest.margin if latest else None})
     return {"agent": agent, "model": model, "input_price_per_mtok": input_price,

@@ -158,7 +158,7 @@ def _receipt_block(r: dict[str, Any]) -> str:
             f'on {esc(r["backend"])}</summary>'
             f'<p>saving {count_text(r["estimate"])} per run, interval [{count_text(lo)}, {count_text(hi)}], margin {count_text(r["margin"])} '
             f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {count_text(r["tokens_spent"])} weighted tokens; '
-            f'{esc(r["backend"])}/{esc(r["model"])}; suite {esc(r["suite_hash"][:12])}; fixture '
+            f'measured on {esc(r["measured_on"])}; suite {esc(r["suite_hash"][:12])}; fixture '
             f'{esc(r["fixture_hash"][:12])}; warden {esc(r["warden_version"])}</p><p class="muted">{esc(r["reason"])}</p>'
             f'<table><tr><th class="t">task</th><th>n (ref, rule)</th><th>passes</th><th class="t">paired differences'
             f'</th></tr>{rows}</table></details>')

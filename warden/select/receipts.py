@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from warden import __version__
 from warden.errors import UsageError
+from warden.measured import setup_of
 from warden.store.models import Receipt, Rule, iso_utc
 
 
@@ -23,7 +24,7 @@ def receipt_dict(r: Receipt) -> dict[str, Any]:
         "interval": [r.ci_low, r.ci_high], "margin": r.margin, "rent": r.rent, "k": r.k,
         "n_per_side": r.n_per_side, "paired_diffs": r.paired_diffs, "pass_counts": r.pass_counts,
         "tokens_spent": r.tokens_spent, "raw_tokens_spent": r.raw_tokens_spent, "model": r.model,
-        "backend": r.backend, "suite_hash": r.suite_hash, "fixture_hash": r.fixture_hash,
+        "backend": r.backend, "measured_on": setup_of(r.backend, r.model), "suite_hash": r.suite_hash, "fixture_hash": r.fixture_hash,
         "warden_version": r.warden_version, "ruleset_version": r.ruleset_version, "method": r.method,
         "provenance_digest": r.provenance_digest, "created_at": iso_utc(r.created_at),
     }
