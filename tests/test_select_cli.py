@@ -70,3 +70,27 @@ def test_an_aborted_pass_still_reports_what_its_runs_spent(fake, capsys) -> None
     with open_store(load_settings()).session() as s:
         stored = s.scalar(select(func.sum(BenchRun.weighted_tokens)))
     assert report["aborted"] and stored and report["tokens_spent"] == pytest.approx(stored)
+
+
+def test_a_receipt_lists_the_bench_runs_behind_each_paired_difference(fake, capsys) -> None:
+    """`receipt --json` names, per task, the [reference, rule] bench run ids of every paired
+    difference (in their order, from the stored evidence): each pair is auditable against its runs."""
+    from warden.store.models import BenchRun
+
+    assert main(["select", "--agent", AGENT, "--json"]) == 0
+    [decision] = json.loads(capsys.readouterr().out)[0]["decisions"]
+    assert main(["receipt", str(decision["rule_id"]), "--json"]) == 0
+    [receipt] = json.loads(capsys.readouterr().out)["receipts"]
+    pairs = receipt["paired_run_ids"]
+    assert pairs.keys() == receipt["paired_diffs"].keys() and sum(map(len, pairs.values())) >= 2
+    with open_store(load_settings()).session() as s:
+        for task, task_pairs in pairs.items():
+            assert len(task_pairs) == len(receipt["paired_diffs"][task])
+            for (ref_id, rule_id), diff in zip(task_pairs, receipt["paired_diffs"][task]):
+                ref, rule = s.get(BenchRun, ref_id), s.get(BenchRun, rule_id)
+                assert ref.task_id == rule.task_id == task
+                assert ref.config_key == "" and rule.config_key == str(decision["rule_id"])
+                assert ref.weighted_tokens - rule.weighted_tokens == pytest.approx(diff, abs=0.1)
+    assert main(["receipt", str(decision["rule_id"])]) == 0
+    n = sum(map(len, pairs.values()))
+    assert f"evidence: {n} pairs of bench runs (their run ids in --json)" in " ".join(capsys.readouterr().out.split())

@@ -161,6 +161,8 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
                       f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted "
                       f"tokens ({count_text(r['raw_tokens_spent'])} raw)")
         console.print(f"    {safe(r['reason'], 400)}")
+        pairs = sum(len(p) for p in r["paired_run_ids"].values())
+        console.print(f"    evidence: {pairs} pairs of bench runs" + (" (their run ids in --json)" if pairs else ""))
         for task, diffs in sorted(r["paired_diffs"].items()):
             passes = r["pass_counts"].get(task, [0, 0, 0, 0])
             shown = ", ".join(str(round(x)) for x in diffs[:RECEIPT_DIFFS_SHOWN])

@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -275,8 +275,9 @@ def _pairs(reference: list[RunRecord], rule: list[RunRecord]) -> list[tuple[RunR
     return pairs
 
 
-def summarize(evidence: Evidence, weights: Mapping[str, float]) -> list[TaskSummary]:
-    by_task: dict[str, tuple[list[RunRecord], list[RunRecord], int]] = {t: ([], [], 0) for t in weights}
+def _runs_by_task(evidence: Evidence, tasks: Iterable[str]) -> dict[str, tuple[list[RunRecord], list[RunRecord], int]]:
+    """Per task of the suite: its non-infra reference and rule runs, and its infra errors."""
+    by_task: dict[str, tuple[list[RunRecord], list[RunRecord], int]] = {t: ([], [], 0) for t in tasks}
     for side, records in ((0, evidence.reference), (1, evidence.rule)):
         for record in records:
             if record.task_id not in by_task:
@@ -286,8 +287,18 @@ def summarize(evidence: Evidence, weights: Mapping[str, float]) -> list[TaskSumm
                 by_task[record.task_id] = (ref, rule, infra + 1)
             else:
                 (ref if side == 0 else rule).append(record)
+    return by_task
+
+
+def paired_runs(evidence: Evidence, tasks: Iterable[str]) -> dict[str, list[tuple[RunRecord, RunRecord]]]:
+    """Per task, the (reference, rule) runs of each paired difference, in
+    :attr:`Decision.paired_diffs`' order: what a receipt's figures can be audited against."""
+    return {task: _pairs(ref, rule) for task, (ref, rule, _) in _runs_by_task(evidence, tasks).items()}
+
+
+def summarize(evidence: Evidence, weights: Mapping[str, float]) -> list[TaskSummary]:
     out = []
-    for task_id, (ref, rule, infra) in by_task.items():
+    for task_id, (ref, rule, infra) in _runs_by_task(evidence, weights).items():
         pairs = _pairs(ref, rule)
         out.append(TaskSummary(
             task_id=task_id, weight=weights[task_id], n_reference=len(ref), n_rule=len(rule),

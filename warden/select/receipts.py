@@ -26,8 +26,20 @@ def receipt_dict(r: Receipt) -> dict[str, Any]:
         "tokens_spent": r.tokens_spent, "raw_tokens_spent": r.raw_tokens_spent, "model": r.model,
         "backend": r.backend, "measured_on": setup_of(r.backend, r.model), "suite_hash": r.suite_hash, "fixture_hash": r.fixture_hash,
         "warden_version": r.warden_version, "ruleset_version": r.ruleset_version, "method": r.method,
-        "provenance_digest": r.provenance_digest, "created_at": iso_utc(r.created_at),
+        "provenance_digest": r.provenance_digest, "paired_run_ids": paired_run_ids(r),
+        "created_at": iso_utc(r.created_at),
     }
+
+
+def paired_run_ids(r: Receipt) -> dict[str, list[list[int | str | None]]]:
+    """Per task, the bench run ids [reference, with the rule] behind each of the receipt's paired
+    differences, in their order — from the evidence the receipt stored (pooled across the rule's
+    earlier decisions measured the same way), not looked up again."""
+    from warden.select.decision import paired_runs
+    from warden.select.selector import evidence_from_json  # selector imports this module
+
+    pairs = paired_runs(evidence_from_json(r.evidence or [], "reference", "rule"), r.paired_diffs or {})
+    return {task: [[a.run_id, b.run_id] for a, b in task_pairs] for task, task_pairs in pairs.items()}
 
 
 # The verdicts whose estimate becomes a rule's measured_saving (selector._commit).
