@@ -104,6 +104,29 @@ def test_report_escapes_untrusted_text(warden_home: Path) -> None:
     assert "http://" not in page and "https://" not in page  # self-contained: nothing to fetch
 
 
+def test_report_shows_each_rules_provenance_and_raw_spend_escaped(warden_home: Path) -> None:
+    """Per rule, the report says what it was born of (as `warden receipt` does), escaped, and each
+    receipt's raw tokens beside its cost-weighted spend."""
+    store = open_store(load_settings())
+    with store.session() as s:
+        rule = Rule(agent="backend", body="Grep for the symbol or text you need before opening any file.",
+                    state="active", rent_tokens=17,
+                    provenance_digest={"run_key": "s9:<img src=x onerror=alert(1)>", "distiller": "heuristic",
+                                       "trace_sha256": "cd" * 32})
+        s.add(rule)
+        s.flush()
+        write_receipt(s, rule, kind="admission", verdict="keep", reason="test", state_after="active",
+                      estimate=9000.0, ci_low=4000.0, ci_high=14000.0, margin=34.0, k=2.0,
+                      n_per_side={"backend-01": [2, 2]}, paired_diffs={"backend-01": [9000.0, 9000.0]},
+                      pass_counts={"backend-01": [2, 2, 2, 2]}, tokens_spent=1_234_567.0, raw_tokens_spent=4_321_000,
+                      model="sim-naive-1", backend="sim", suite_hash="a" * 64, fixture_hash="b" * 64)
+    page = _report(store)
+    assert "<img" not in page
+    assert ("born of: run s9:&lt;img src=x onerror=alert(1)&gt; · heuristic distiller · trace cdcdcdcdcdcd"
+            in page)
+    assert "spent 1,234,567 weighted tokens (4,321,000 raw)" in page
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)

@@ -10,6 +10,7 @@ from typing import Any
 from warden import __version__
 from warden.measured import measured_on
 from warden.sanitize import compact_count, count_text, strip_controls
+from warden.select.receipts import provenance_summary
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d232b}
@@ -157,7 +158,8 @@ def _receipt_block(r: dict[str, Any]) -> str:
             f'<span class="{esc(r["verdict"])}">{esc(r["verdict"])}</span> (state {esc(r["state_after"])}) · '
             f'on {esc(r["backend"])}</summary>'
             f'<p>saving {count_text(r["estimate"])} per run, interval [{count_text(lo)}, {count_text(hi)}], margin {count_text(r["margin"])} '
-            f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {count_text(r["tokens_spent"])} weighted tokens; '
+            f'(k={esc(r["k"])} × rent {esc(r["rent"])}); spent {count_text(r["tokens_spent"])} weighted tokens '
+            f'({count_text(r["raw_tokens_spent"])} raw); '
             f'measured on {esc(r["measured_on"])}; suite {esc(r["suite_hash"][:12])}; fixture '
             f'{esc(r["fixture_hash"][:12])}; warden {esc(r["warden_version"])}</p><p class="muted">{esc(r["reason"])}</p>'
             f'<table><tr><th class="t">task</th><th>n (ref, rule)</th><th>passes</th><th class="t">paired differences'
@@ -233,6 +235,7 @@ def render_report(data: dict[str, Any]) -> str:
             body.append(f'<div class="rule" id="rule-{r["id"]}"><p><b>rule {r["id"]}</b> '
                         f'<span class="muted">{esc(r["state"])}{(" (" + esc(r["evict_reason"]) + ")") if r["evict_reason"] else ""}'
                         f'</span> — {"(when " + esc(r["scope"]) + ") " if r.get("scope") else ""}{esc(r["body"])}</p>'
+                        + f'<p class="born-of muted">born of: {esc(provenance_summary(r["provenance_digest"]))}</p>'
                         + _claimed_block(r.get("claimed_evidence"))
                         + ("".join(_receipt_block(x) for x in rule["receipts"])
                            or '<p class="muted">no local decision yet</p>') + "</div>")
