@@ -475,6 +475,7 @@ def test_status_says_once_which_backend_spent_the_bench_tokens(warden_home: Path
 
 
 def test_status_tells_an_agent_without_a_golden_suite_from_one_not_benched_yet(warden_home: Path, capsys) -> None:
+    """In text and in --json (has_golden_suite)."""
     from warden.cli.app import main
 
     with open_store(load_settings()).session() as s:
@@ -485,6 +486,10 @@ def test_status_tells_an_agent_without_a_golden_suite_from_one_not_benched_yet(w
     out = " ".join(capsys.readouterr().out.split())
     assert "Explore: cost/session by ruleset" in out and "no golden suite" in out.split("Explore:")[1].split("sql:")[0]
     assert "golden suite not benched yet" in out.split("sql:")[1]
+    # --json says the same per agent: why nothing of Explore's is measured
+    assert main(["status", "--json"]) == 0
+    learning = {a["agent"]: a for a in json.loads(capsys.readouterr().out)["learning"]}
+    assert learning["Explore"]["has_golden_suite"] is False and learning["sql"]["has_golden_suite"] is True
 
 
 def test_golden_suite_now_is_the_median_of_runs_with_todays_rules(warden_home: Path) -> None:

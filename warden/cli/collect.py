@@ -97,9 +97,11 @@ def sessions(
 
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Per agent: sessions, tokens by type, cost, cost-weighted tokens, p75, re-read rate."""
+    from warden.select.selector import known_agents
+
     with store().session() as db:
         data = collector.status(db)
-        data["learning"] = learning_overview(db)
+        data["learning"] = learning_overview(db, known_agents(settings()))
     if as_json:
         print_json(data, figures=True)
         return
@@ -114,9 +116,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
     if not data["agents"]:
         console.print("no sessions yet — run `warden collect`")
-    from warden.select.selector import known_agents
-
-    render_learning(data["learning"], set(known_agents(settings())))
+    render_learning(data["learning"])
 
 
 def _tail(text: str, limit: int) -> str:
@@ -154,16 +154,15 @@ def _report_hooks(result: dict[str, Any], as_json: bool) -> None:
         console.print(f"nothing to do: {safe(result['settings_path'])} already {result['state']}")
 
 
-def render_learning(overview: list[dict[str, Any]], suite_agents: set[str]) -> None:
-    """The learning lines under the status table (report.figures.learning_overview);
-    ``suite_agents``: the agents with a golden suite (the others have none to bench)."""
+def render_learning(overview: list[dict[str, Any]]) -> None:
+    """The learning lines under the status table (report.figures.learning_overview)."""
     for a in overview:
         curve = " → ".join(f"v{p['ruleset_version']} {p['mean_weighted_tokens']:,.0f} ({p['sessions']})"
                            for p in a["learning_curve"]) or "no real-work sessions"
         suite = a["golden_suite"]
         golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
                   + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
-            ("golden suite not benched yet" if a["agent"] in suite_agents else "no golden suite")
+            ("golden suite not benched yet" if a["has_golden_suite"] else "no golden suite")
         where = measured_on(suite["backends"]) if suite["tasks"] else None
         golden += f" measured {safe(where)}" if where else ""
         if suite["tasks"] and suite.get("other_setups"):  # one model per total: name it, count the rest

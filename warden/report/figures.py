@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from statistics import median
 from typing import Any
@@ -275,6 +276,9 @@ def agent_overview(session: Session, agent: str) -> dict[str, Any]:
             "spend_this_week": spend_this_week(session, agent)}
 
 
-def learning_overview(session: Session) -> list[dict[str, Any]]:
-    """``warden status``'s second half: per agent, the learning curve and what warden is doing."""
-    return [agent_overview(session, agent) for agent in agents_in_store(session)]
+def learning_overview(session: Session, suite_agents: Collection[str]) -> list[dict[str, Any]]:
+    """``warden status``'s second half: per agent, the learning curve and what warden is doing.
+    ``suite_agents``: the agents with a golden suite — one without has nothing to bench, so none
+    of its rules can be measured (said per agent, as ``has_golden_suite``)."""
+    return [agent_overview(session, agent) | {"has_golden_suite": agent in suite_agents}
+            for agent in agents_in_store(session)]
