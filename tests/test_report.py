@@ -421,6 +421,24 @@ def test_a_receipt_says_what_measured_it(warden_home: Path, capsys) -> None:
     assert "measured on sim/sim-naive-1" in out and SIM_NOTE in out
 
 
+def test_the_text_receipt_shows_every_field_a_receipt_holds(warden_home: Path, capsys) -> None:
+    """DESIGN.md §3's receipt, field by field, in `warden receipt RULE`."""
+    from warden import __version__
+    from warden.cli.app import main
+
+    store = open_store(load_settings())
+    ids = _populate(store)
+    with store.session() as s:
+        s.get(Rule, ids["good"]).provenance_digest = {"run_key": "s1:main", "distiller": "heuristic"}
+    assert main(["receipt", str(ids["good"])]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for shown in ("born of: run s1:main · heuristic distiller", "admission → keep", "test",  # kind, verdict, reason
+                  "saving 9,000/run, interval [4,000, 14,000], margin 34 (= 2 × rent 17)",
+                  "spent 2,000,000 weighted tokens", "backend-01: n=[4, 4] passes ref 4/4 rule 4/4 diffs [9000",
+                  "measured on sim/sim-naive-1", "suite aaaaaaaaaa", "fixture bbbbbbbbbb", f"warden {__version__}"):
+        assert shown in out, shown
+
+
 def test_report_labels_each_rules_figures_with_their_backend(warden_home: Path) -> None:
     """One bench run on a real backend does not lift the sim label off figures the sim measured."""
     store = open_store(load_settings())

@@ -156,7 +156,8 @@ def receipt_command(rule_id: int = typer.Argument(..., metavar="RULE", min=1, ma
     for r in history["receipts"]:
         lo, hi = r["interval"]
         console.print(f"\n  [bold]#{r['id']}[/] {r['created_at']} {r['kind']} → {r['verdict']} (state {r['state_after']})"
-                      f" · measured on {safe(r['measured_on'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}")
+                      f" · measured on {safe(r['measured_on'])} · suite {r['suite_hash'][:10]} · fixture {r['fixture_hash'][:10]}"
+                      f" · warden {safe(r['warden_version'], 40)}")
         console.print(f"    saving {count_text(r['estimate'])}/run, interval [{count_text(lo)}, {count_text(hi)}], margin "
                       f"{count_text(r['margin'])} (= {r['k']:g} × rent {r['rent']}), spent {count_text(r['tokens_spent'])} weighted "
                       f"tokens ({count_text(r['raw_tokens_spent'])} raw)")
