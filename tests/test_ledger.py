@@ -582,3 +582,15 @@ def test_share_writes_where_a_bare_verify_looks(tmp_path: Path, monkeypatch, cap
     capsys.readouterr()
     assert main(["verify-ledger"]) == 0
     assert "ok   " in capsys.readouterr().out
+
+
+def test_adopt_stores_the_ledger_file_name_cleaned(shared: Path, tmp_path, monkeypatch) -> None:
+    """The file name is untrusted text too (a ledger saved from a pull request or a download):
+    what adopt stores of it carries no escape, bidi or undecodable byte for a later reader."""
+    hostile = shared.with_name("evil\x1b[2J\u202egol\udcff.json")  # \udcff: a non-UTF-8 byte of the name
+    hostile.write_bytes(shared.read_bytes())
+    settings, store = _home(tmp_path, "team-names", monkeypatch)
+    assert len(adopt(store, hostile).imported) == 2
+    with store.session() as s:
+        for rule in s.query(Rule).all():
+            assert rule.claimed_evidence["ledger"] == rule.provenance_digest["adopted_from"] == "evil[2Jgol\\xff.json"

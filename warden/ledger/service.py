@@ -26,7 +26,7 @@ from warden.errors import UsageError
 from warden.files import write_atomic
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
 from warden.ledger.verify import Problem, load_verified, verify_bytes
-from warden.names import validate_agent_name
+from warden.names import clean_label, validate_agent_name
 from warden.sanitize import one_line
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.db import Store
@@ -186,14 +186,16 @@ def _import_rules(session: Session, doc: dict[str, Any], path: Path, agent: str 
     if len(new) > max_candidates:
         raise UsageError(f"ledger {path.name} would add {len(new)} candidates for {target}, over the limit of "
                          f"{max_candidates} per ledger (adopt_max_candidates); nothing was imported")
+    # the file name is untrusted too (saved from a pull request or a download): stored cleaned
+    ledger_name = clean_label(path.name, 255) or "ledger"
     for entry, body, scope in new:
-        claimed = {"ledger": path.name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
+        claimed = {"ledger": ledger_name, "ledger_rules_sha256": doc["rules_sha256"], "rule_sha256": entry["sha256"],
                    "exported_by": doc["exported_by"], "state": entry["state"], "evidence": entry["evidence"]}
         item = {"body": body, "scope": scope, "claimed_state": entry["state"]}
         if not dry_run:
             rule = Rule(agent=target, body=body, scope=scope, state="candidate", origin="adopted",
                         rent_tokens=rule_rent(MemoryRule(0, body, scope)), claimed_evidence=claimed,
-                        provenance_digest={"adopted_from": path.name, "ledger_agent": doc["agent"],
+                        provenance_digest={"adopted_from": ledger_name, "ledger_agent": doc["agent"],
                                            "foreign_provenance": entry["provenance"]})
             session.add(rule)
             session.flush()
