@@ -594,3 +594,20 @@ def test_adopt_stores_the_ledger_file_name_cleaned(shared: Path, tmp_path, monke
     with store.session() as s:
         for rule in s.query(Rule).all():
             assert rule.claimed_evidence["ledger"] == rule.provenance_digest["adopted_from"] == "evil[2Jgol\\xff.json"
+
+
+def test_the_gate_fails_a_ledger_not_named_for_its_agent(shared: Path, monkeypatch, capsys) -> None:
+    """Under ledgers/ a file is <agent>.json (what share writes): one named for another agent
+    would pass review as that agent's rules, or give one agent two ledgers. An explicit path
+    (a downloaded copy, `backend (1).json`) is checked for its content only."""
+    from warden.cli.app import main
+
+    renamed = shared.with_name("frontend.json")
+    shared.rename(renamed)
+    monkeypatch.setenv("WARDEN_LEDGERS_DIR", str(shared.parent))
+    assert main(["verify-ledger"]) == 1
+    assert capsys.readouterr().out == (f"FAIL {renamed}: holds the rules of agent 'backend': a ledger under ledgers/ "
+                                       "is named for its agent (backend.json)\n")
+    assert main(["verify-ledger", str(renamed)]) == 0
+    renamed.rename(shared)
+    assert main(["verify-ledger"]) == 0

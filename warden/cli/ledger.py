@@ -53,7 +53,7 @@ def verify_command(paths: Optional[list[Path]] = typer.Argument(
             else:
                 console.print(f"no ledgers in {safe(str(root))}: nothing to verify")
             return
-    results.update({str(f): [str(p) for p in verify_path(f)] for f in files})
+    results.update({str(f): [str(p) for p in verify_path(f, gated=not paths)] for f in files})
     if not paths:
         results = dict(sorted(results.items()))  # the directory's files and strays in one listing
     if as_json:

@@ -124,8 +124,9 @@ def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{where}/{index}")
 
 
-def verify_bytes(data: bytes, name: str) -> list[Problem]:
-    """Every problem of one ledger file's bytes (empty list = it passes)."""
+def verify_bytes(data: bytes, name: str, file_agent: str | None = None) -> list[Problem]:
+    """Every problem of one ledger file's bytes (empty list = it passes). ``file_agent``: the
+    agent the file's name says, for a ledger the gate reads under ledgers/ (``<agent>.json``)."""
     problems: list[Problem] = []
     if len(data) > MAX_FILE_BYTES:
         return [Problem(name, None, f"file is {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")]
@@ -165,6 +166,10 @@ def verify_bytes(data: bytes, name: str) -> list[Problem]:
         validate_agent_name(doc["agent"])
     except UsageError as exc:
         problems.append(Problem(name, None, str(exc)))
+    # a reviewer reads the name: frontend.json holding backend's rules would pass as frontend's
+    if file_agent is not None and doc["agent"] != file_agent:
+        problems.append(Problem(name, None, f"holds the rules of agent {doc['agent']!r}: a ledger under ledgers/ "
+                                            f"is named for its agent ({doc['agent']}.json)"))
     rules: list[dict[str, Any]] = doc["rules"]
     seen: list[tuple[str, str]] = []
     for index, rule in enumerate(rules):
@@ -240,9 +245,10 @@ def _read_ledger(path: Path) -> bytes | Problem:
             return Problem(name, None, f"cannot read: {exc.strerror}")
 
 
-def verify_path(path: Path) -> list[Problem]:
+def verify_path(path: Path, *, gated: bool = False) -> list[Problem]:
+    """``gated``: ``path`` is one of :func:`gate_files`, so its name must be ``<agent>.json``."""
     data = _read_ledger(path)
-    return [data] if isinstance(data, Problem) else verify_bytes(data, str(path))
+    return [data] if isinstance(data, Problem) else verify_bytes(data, str(path), path.stem if gated else None)
 
 
 # A team may say what its ledgers are; no other file belongs under ledgers/.
