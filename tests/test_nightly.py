@@ -44,7 +44,8 @@ def test_bad_usage_is_refused_before_the_night_starts(warden_home: Path, capsys)
 
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
     for argv, message in ((["--backend", "bogus"], "unknown backend"), (["--distiller", "bogus"], "unknown distiller"),
-                          (["--agents", ",,,"], "names no agent")):
+                          (["--agents", ",,,"], "names no agent"),
+                          (["--agent", "nobody"], "unknown agent 'nobody'")):  # --agent, as every other command
         assert main(["nightly", *argv]) == 2, argv
         assert message in capsys.readouterr().err
     proc = _warden(["nightly", "--backend", "anthropic"], env)

@@ -297,7 +297,8 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
 
 
 def nightly_command(
-    agents: Optional[list[str]] = typer.Option(None, "--agents", help="Agents to select (repeat); default: all."),
+    agents: Optional[list[str]] = typer.Option(None, "--agents", "--agent",
+                                               help="Agents to select (repeat, or comma-separated); default: all."),
     budget: Optional[int] = token_budget_option("Weighted-token budget of the whole night."),
     backend: Optional[str] = BACKEND_OPTION,
     model: Optional[str] = MODEL_OPTION,
