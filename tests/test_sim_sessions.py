@@ -113,6 +113,12 @@ def test_cli_writes_sessions_for_the_shipped_suites(tmp_path: Path, capsys: pyte
     assert session["agent"] == "backend" and Path(session["path"]).is_file()
     assert main(["sim", "sessions", "--out", str(tmp_path), "--agent", "nobody"]) == 2
     assert "unknown agent" in capsys.readouterr().err
+    # --agent a,b names two agents, as nightly's --agents does
+    assert main(["sim", "sessions", "--out", str(tmp_path / "two"), "--sessions", "2", "--agent", "backend,sql",
+                 "--json"]) == 0
+    assert {s["agent"] for s in json.loads(capsys.readouterr().out)["sessions"]} == {"backend", "sql"}
+    assert main(["sim", "sessions", "--out", str(tmp_path), "--agent", ","]) == 2
+    assert "--agent names no agent" in capsys.readouterr().err
 
 
 def test_cli_refuses_a_memory_dir_that_is_missing_or_unreadable(tmp_path: Path,

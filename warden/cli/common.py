@@ -70,6 +70,19 @@ def token_budget_option(help_text: str) -> Any:
                         help=f"{help_text} A whole number: 2000000, 2_000_000 or 2e6.")
 
 
+def agent_names(given: Sequence[str] | None, option: str = "--agent") -> list[str] | None:
+    """The agents a repeatable option names, each value also split at commas (``--agent a,b``);
+    None when the option was not given."""
+    from warden.errors import UsageError
+
+    if given is None:
+        return None
+    names = list(dict.fromkeys(a.strip() for item in given for a in item.split(",") if a.strip()))
+    if not names:
+        raise UsageError(f"{option} names no agent (give e.g. {option} backend,sql, or leave it out for all)")
+    return names
+
+
 def settings() -> Settings:
     return load_settings()
 

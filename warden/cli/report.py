@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import console, print_json, print_measured, safe, settings, store, wide_console
+from warden.cli.common import agent_names, console, print_json, print_measured, safe, settings, store, wide_console
 from warden.errors import UsageError
 from warden.sanitize import count_text
 
@@ -76,7 +76,7 @@ def cost_command(
 def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--html",
                                                  help="Write the HTML report here (default: warden-report.html in "
                                                       "the current directory)."),
-                   agent: Optional[list[str]] = typer.Option(None, "--agent", help="Only these agents (repeat; default: every agent).")) -> None:
+                   agent: Optional[list[str]] = typer.Option(None, "--agent", help="Only these agents (repeat, or comma-separated; default: every agent).")) -> None:
     """One self-contained HTML file: learning curves, savings vs margins, bench spend, every receipt."""
     from warden.ingest.pricing import PriceTable
     from warden.report.html import render_report
@@ -98,6 +98,7 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     s = settings()
     with store(s).session() as session:
         known = agents_in_store(session)
+        agent = agent_names(agent)
         unknown = [a for a in agent or [] if a not in known]
         if unknown:
             raise UsageError(f"unknown agent {unknown[0]!r}: the store knows {', '.join(known) or 'no agents'}")

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, compile_outcome, console, err_console, print_json,
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, agent_names, compile_outcome, console, err_console, print_json,
                                print_measured, safe, say_error, warn_if_drifted, safe_block, settings, store,
                                token_budget_option, wide_console)
 from warden.errors import UsageError, WardenError
@@ -310,10 +310,8 @@ def nightly_command(
     from warden.select.nightly import run_nightly
 
     s = settings()
-    names = [a.strip() for item in (agents or []) for a in item.split(",") if a.strip()]
-    if agents is not None and not names:
-        raise UsageError("--agents names no agent (give e.g. --agents backend,sql, or leave it out for all)")
-    summary = run_nightly(store(s), s, agents=names or None, budget_tokens=budget, backend=backend, model=model,
+    names = agent_names(agents, "--agents")
+    summary = run_nightly(store(s), s, agents=names, budget_tokens=budget, backend=backend, model=model,
                           concurrency=concurrency, distiller=distiller, log=None if as_json else _say)
     payload = summary.to_json()
     if as_json:

@@ -15,7 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import MAX_SEED, console, err_console, print_json, safe, settings
+from warden.cli.common import MAX_SEED, agent_names, console, err_console, print_json, safe, settings
 from warden.errors import UsageError, WardenError
 
 
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         out_dir: str = typer.Option(..., "--out", help="directory to write projects/<encoded cwd>/… into"),
         count: int = typer.Option(12, "--sessions", min=1, max=10_000, help="sessions to play"),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="session sequence seed"),
-        agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeatable)"),
+        agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeat, or comma-separated)"),
         memory_dir: Optional[Path] = typer.Option(
             None, "--memory-dir", help="read <dir>/<agent>/MEMORY.md into each agent's system prompt"),
         delegate_share: float = typer.Option(0.75, "--delegate-share", min=0.0, max=1.0,
@@ -122,6 +122,7 @@ def register(app: typer.Typer) -> None:
         out = Path(out_dir)
         s = settings()
         suites = load_all_suites(s.golden_dir, s.fixture_dir)
+        agent = agent_names(agent)
         if agent:
             unknown = sorted(set(agent) - set(suites))
             if unknown:
