@@ -51,9 +51,9 @@ def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _seed_rules(store)
     out = tmp_path / "ledgers" / "backend.json"
     with store.session() as s:
-        path, count = share(s, settings, "backend", out)
-    assert count == 2
-    return path
+        result = share(s, settings, "backend", out)
+    assert result.rules == 2 and result.gitattributes is None  # written outside the ledgers directory here
+    return result.path
 
 
 def test_share_is_canonical_stable_and_verifies(shared: Path) -> None:
@@ -376,11 +376,12 @@ def test_the_gate_fails_on_whatever_else_is_under_ledgers(shared: Path, tmp_path
     assert main(["verify-ledger"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out == [f"ok   {shared}",
-                   f"FAIL {root / 'sub' / 'deeper' / 'notes'}: not a ledger: ledgers/ holds <agent>.json files and a "
-                   "README.md, no subdirectories",
-                   f"FAIL {root / 'sub' / 'x.json'}: not a ledger: ledgers/ holds <agent>.json files and a README.md, "
-                   "no subdirectories",
-                   f"FAIL {root / 'x.json.txt'}: not a ledger: ledgers/ holds <agent>.json files and a README.md only"]
+                   f"FAIL {root / 'sub' / 'deeper' / 'notes'}: not a ledger: ledgers/ holds <agent>.json files, a "
+                   "README.md and a .gitattributes, no subdirectories",
+                   f"FAIL {root / 'sub' / 'x.json'}: not a ledger: ledgers/ holds <agent>.json files, a README.md and "
+                   "a .gitattributes, no subdirectories",
+                   f"FAIL {root / 'x.json.txt'}: not a ledger: ledgers/ holds <agent>.json files, a README.md and a "
+                   ".gitattributes only"]
     assert main(["verify-ledger", "--json"]) == 1
     assert sorted(json.loads(capsys.readouterr().out)["files"]) == sorted(
         str(p) for p in (shared, root / "sub" / "deeper" / "notes", root / "sub" / "x.json", root / "x.json.txt"))
@@ -565,18 +566,24 @@ def test_stored_times_are_shown_by_iso_utc_everywhere() -> None:
     assert rule_dict(Rule(id=2, agent="backend", body=GOOD, created_at=naive))["decided_at"] is None
 
 
+def _team_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: str) -> Path:
+    """A team's home with seeded rules, and the git checkout (its ledgers/ unconfigured) run in."""
+    _settings, store = _home(tmp_path, team, monkeypatch)
+    _seed_rules(store)
+    repo = tmp_path / f"{team}-repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.delenv("WARDEN_REPO", raising=False)
+    monkeypatch.delenv("WARDEN_LEDGERS_DIR", raising=False)
+    monkeypatch.chdir(repo)
+    return repo
+
+
 def test_share_writes_where_a_bare_verify_looks(tmp_path: Path, monkeypatch, capsys) -> None:
     """Run in a team's checkout, `share` then `verify-ledger` check the same ledgers/: share wrote
     into warden's own checkout, and the verify after it checked nothing."""
     from warden.cli.app import main
 
-    _settings, store = _home(tmp_path, "team-b", monkeypatch)
-    _seed_rules(store)
-    repo = tmp_path / "team-b-repo"
-    (repo / ".git").mkdir(parents=True)
-    monkeypatch.delenv("WARDEN_REPO", raising=False)
-    monkeypatch.delenv("WARDEN_LEDGERS_DIR", raising=False)
-    monkeypatch.chdir(repo)
+    repo = _team_checkout(tmp_path, monkeypatch, "team-b")
     assert main(["share", "--agent", "backend"]) == 0
     assert (repo / "ledgers" / "backend.json").is_file()
     capsys.readouterr()
@@ -611,3 +618,38 @@ def test_the_gate_fails_a_ledger_not_named_for_its_agent(shared: Path, monkeypat
     assert main(["verify-ledger", str(renamed)]) == 0
     renamed.rename(shared)
     assert main(["verify-ledger"]) == 0
+
+
+def test_share_keeps_checkouts_from_converting_line_endings(tmp_path: Path, monkeypatch, capsys) -> None:
+    """git core.autocrlf=true (Windows) checks a ledger out with CRLF line endings and the gate,
+    comparing bytes, fails it: share writes ledgers/.gitattributes (`*.json -text`) beside the
+    ledger, the gate allows that file (saying nothing else), and a converted file's failure says
+    what happened and how to fix it."""
+    from warden.cli.app import main
+
+    repo = _team_checkout(tmp_path, monkeypatch, "team-crlf")
+    assert main(["share", "--agent", "backend"]) == 0
+    attributes = repo / "ledgers" / ".gitattributes"
+    assert "*.json -text" in attributes.read_text().splitlines()
+    assert "commit it with the ledger" in capsys.readouterr().out
+    assert main(["verify-ledger"]) == 0
+    assert capsys.readouterr().out == f"ok   {repo / 'ledgers' / 'backend.json'}\n"
+    # git converts the attributes file too; a team's own comment may stay
+    attributes.write_bytes(b"# ours\r\n*.json   -text\r\n")
+    assert main(["share", "--agent", "backend", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gitattributes"] is None  # there already: left as it is
+    assert attributes.read_bytes() == b"# ours\r\n*.json   -text\r\n"
+    ledger = repo / "ledgers" / "backend.json"
+    ledger.write_bytes(ledger.read_bytes().replace(b"\n", b"\r\n"))  # what the checkout did
+    assert main(["verify-ledger"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"FAIL {ledger}: file has CRLF line endings (a checkout converted them: git "
+                          "core.autocrlf=true); commit a ledgers/.gitattributes holding `*.json -text`")
+    assert len(out.splitlines()) == 1
+    # another attribute could hide the diff from reviewers: the gate fails it, and share says so first
+    attributes.write_text("*.json -text\n*.json linguist-generated\n")
+    before = ledger.read_bytes()
+    assert main(["share", "--agent", "backend"]) == 2
+    assert "cannot share backend" in capsys.readouterr().err and ledger.read_bytes() == before
+    assert main(["verify-ledger"]) == 1
+    assert f"FAIL {attributes}: not a ledgers/.gitattributes the gate allows" in capsys.readouterr().out

@@ -25,16 +25,21 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
 
     s = settings()
     with store(s).session() as session:
-        path, count = share(session, s, agent, out)
+        shared = share(session, s, agent, out)
+    attributes = str(shared.gitattributes) if shared.gitattributes else None
     if as_json:
-        print_json({"path": str(path), "rules": count})
+        print_json({"path": str(shared.path), "rules": shared.rules, "gitattributes": attributes})
     else:
-        console.print(f"wrote {count} rule(s) to {safe(path)}")
+        console.print(f"wrote {shared.rules} rule(s) to {safe(shared.path)}")
+        if attributes:
+            console.print(f"wrote {safe(attributes)} (`*.json -text`: no checkout turns a ledger's line endings "
+                          "into CRLF, which the gate would fail); commit it with the ledger")
 
 
 def verify_command(paths: Optional[list[Path]] = typer.Argument(
                        None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's "
-                                "checkout's); any other file under ledgers/ but a README.md fails."),
+                                "checkout's); any other file under ledgers/ but a README.md and a .gitattributes "
+                                "(`*.json -text`) fails."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""
     from warden.ledger.service import ledgers_dir_here

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,7 +25,8 @@ from warden.distill.rule_text import RuleTextError, find_near_duplicate, validat
 from warden.errors import UsageError
 from warden.files import write_atomic
 from warden.ledger.format import MAX_FILE_BYTES, build_ledger, canonical_bytes
-from warden.ledger.verify import Problem, load_verified, verify_bytes
+from warden.ledger.verify import (GITATTRIBUTES_TEXT, LEDGERS_GITATTRIBUTES, Problem, gitattributes_problem,
+                                  load_verified, verify_bytes)
 from warden.names import clean_label, validate_agent_name
 from warden.sanitize import one_line
 from warden.select.memory import MemoryRule, rule_rent
@@ -92,8 +93,16 @@ def ledger_document(session: Session, agent: str) -> dict[str, Any]:
     return build_ledger(agent, entries, __version__)
 
 
-def share(session: Session, settings: Settings, agent: str, out: Path | None = None) -> tuple[Path, int]:
-    """Write ``agent``'s ledger to ``out`` (default: :func:`ledgers_dir_here`); (path, rules)."""
+class Shared(NamedTuple):
+    path: Path
+    rules: int
+    gitattributes: Path | None = None  # written now: commit it with the ledger
+
+
+def share(session: Session, settings: Settings, agent: str, out: Path | None = None) -> Shared:
+    """Write ``agent``'s ledger to ``out`` (default: :func:`ledgers_dir_here`). Written into
+    that directory, it comes with the ledgers/.gitattributes that keeps a checkout from turning
+    its line endings into CRLF (which the gate, comparing bytes, would fail), unless one is there."""
     from warden.select.selector import require_rule_agent
 
     require_rule_agent(session, settings, agent)
@@ -106,9 +115,21 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     problems = verify_bytes(data, f"{agent}.json")
     if problems:
         raise UsageError(_share_refusal(session, agent, doc, problems))
-    target = out or ledgers_dir_here(settings) / f"{agent}.json"  # where a bare verify-ledger looks
+    here = ledgers_dir_here(settings)
+    target = out or here / f"{agent}.json"  # where a bare verify-ledger looks
+    attributes = target.parent / LEDGERS_GITATTRIBUTES
+    add_attributes = False
+    if target.parent.absolute() == here.absolute():  # the directory the gate reads
+        if attributes.exists() or attributes.is_symlink():
+            reason = gitattributes_problem(attributes)
+            if reason:  # the gate would fail the directory: say so before writing anything
+                raise UsageError(f"cannot share {agent}: {one_line(str(attributes), 200)}: {reason}")
+        else:
+            add_attributes = True
     write_atomic(target, data, target.parent)
-    return target, len(doc["rules"])
+    if add_attributes:
+        write_atomic(attributes, GITATTRIBUTES_TEXT.encode("utf-8"), target.parent)
+    return Shared(target, len(doc["rules"]), attributes if add_attributes else None)
 
 
 def _share_refusal(session: Session, agent: str, doc: dict[str, Any], problems: list[Problem]) -> str:

@@ -220,8 +220,11 @@ def verify_bytes(data: bytes, name: str, file_agent: str | None = None) -> list[
         problems.append(Problem(name, None, "rules_sha256 does not match the rule list (a rule added, removed, "
                                             "reordered or edited)"))
     if not problems and canonical_bytes(doc) != data:
-        problems.append(Problem(name, None, "file is not in canonical form (keys, order or whitespace changed); "
-                                            "re-export it with `warden share`"))
+        if b"\r\n" in data and data.replace(b"\r\n", b"\n") == canonical_bytes(doc):
+            problems.append(Problem(name, None, CRLF_PROBLEM))
+        else:
+            problems.append(Problem(name, None, "file is not in canonical form (keys, order or whitespace changed); "
+                                                "re-export it with `warden share`"))
     return problems
 
 
@@ -251,8 +254,36 @@ def verify_path(path: Path, *, gated: bool = False) -> list[Problem]:
     return [data] if isinstance(data, Problem) else verify_bytes(data, str(path), path.stem if gated else None)
 
 
-# A team may say what its ledgers are; no other file belongs under ledgers/.
+# A team may say what its ledgers are; no other file belongs under ledgers/ but the attributes
+# that keep git from converting a ledger's line endings at checkout (core.autocrlf=true on
+# Windows turns LF into CRLF, and the gate compares bytes). `share` writes them.
 LEDGERS_README = "README.md"
+LEDGERS_GITATTRIBUTES = ".gitattributes"
+GITATTRIBUTES_LINE = "*.json -text"
+GITATTRIBUTES_TEXT = ("# written by `warden share`: git keeps ledgers byte for byte (no CRLF at checkout)\n"
+                      f"{GITATTRIBUTES_LINE}\n")
+CRLF_PROBLEM = ("file has CRLF line endings (a checkout converted them: git core.autocrlf=true); commit a "
+                f"ledgers/{LEDGERS_GITATTRIBUTES} holding `{GITATTRIBUTES_LINE}` (`warden share` writes it), "
+                "then delete the file and check it out again (`git checkout -- ledgers`)")
+
+
+def gitattributes_problem(path: Path) -> str | None:
+    """Why ``path`` is not a ledgers/.gitattributes the gate allows, or None. It may say
+    ``*.json -text`` only (comments and blank lines aside): another attribute could change what
+    reviewers see (``-diff``, ``linguist-generated`` folds the diff away) or what the gate reads
+    (a ``filter``)."""
+    data = _read_ledger(path)  # a regular file, not a symlink, within the size limit
+    if isinstance(data, Problem):
+        return data.reason
+    try:
+        lines = data.decode("utf-8").splitlines()  # CRLF too: git converts this file at checkout
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    said = {" ".join(line.split()) for line in lines if line.strip() and not line.lstrip().startswith("#")}
+    if said != {GITATTRIBUTES_LINE}:
+        return (f"not a ledgers/{LEDGERS_GITATTRIBUTES} the gate allows: it says `{GITATTRIBUTES_LINE}` only "
+                "(another attribute could change what reviewers see or what the gate reads)")
+    return None
 
 
 def gate_files(root: Path) -> tuple[list[Path], list[Problem]]:
@@ -274,15 +305,20 @@ def gate_files(root: Path) -> tuple[list[Path], list[Problem]]:
             files.append(entry)  # verify_path refuses a directory or symlink by that name
         elif entry.name == LEDGERS_README and entry.is_file() and not entry.is_symlink():
             continue
+        elif entry.name == LEDGERS_GITATTRIBUTES:
+            reason = gitattributes_problem(entry)
+            if reason:
+                problems.append(Problem(str(entry), None, reason))
         elif entry.is_dir() and not entry.is_symlink():
             inside = sorted(Path(top, name) for top, dirs, names in os.walk(entry)  # links not followed
                             for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(top, d)))])
             for path in inside or [entry]:
-                problems.append(Problem(str(path), None, "not a ledger: ledgers/ holds <agent>.json files "
-                                                         f"and a {LEDGERS_README}, no subdirectories"))
+                problems.append(Problem(str(path), None, "not a ledger: ledgers/ holds <agent>.json files, "
+                                                         f"a {LEDGERS_README} and a {LEDGERS_GITATTRIBUTES}, "
+                                                         "no subdirectories"))
         else:
-            problems.append(Problem(str(entry), None, "not a ledger: ledgers/ holds <agent>.json files "
-                                                      f"and a {LEDGERS_README} only"))
+            problems.append(Problem(str(entry), None, "not a ledger: ledgers/ holds <agent>.json files, "
+                                                      f"a {LEDGERS_README} and a {LEDGERS_GITATTRIBUTES} only"))
     return files, problems
 
 
