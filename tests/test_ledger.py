@@ -653,3 +653,30 @@ def test_share_keeps_checkouts_from_converting_line_endings(tmp_path: Path, monk
     assert "cannot share backend" in capsys.readouterr().err and ledger.read_bytes() == before
     assert main(["verify-ledger"]) == 1
     assert f"FAIL {attributes}: not a ledgers/.gitattributes the gate allows" in capsys.readouterr().out
+
+
+def test_share_refuses_an_agent_with_nothing_to_share(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A known agent whose rules are all local (candidates, probation, evicted) gets one line and
+    exit 2, not an empty ledger; one whose last shared rule went says the old export remains."""
+    from warden.cli.app import main
+
+    repo = _team_checkout(tmp_path, monkeypatch, "team-empty")
+    store = open_store(load_settings())
+    with store.session() as s:
+        s.add_all([Rule(agent="frontend", body="Read the component's test before editing it.", state="probation"),
+                   Rule(agent="frontend", body="Grep the story file before the component itself.", state="evicted",
+                        evict_reason="refuted")])
+    assert main(["share", "--agent", "frontend"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["warden: nothing to share: agent frontend has no active or protected rule (candidates, rules on "
+                   "probation and evicted ones stay local)"]
+    assert not (repo / "ledgers").exists()
+    assert main(["share", "--agent", "backend"]) == 0
+    with store.session() as s:
+        for rule in s.query(Rule).filter(Rule.agent == "backend"):
+            rule.state = "evicted"
+    capsys.readouterr()
+    assert main(["share", "--agent", "backend"]) == 2
+    ledger = repo / "ledgers" / "backend.json"
+    assert capsys.readouterr().err.strip().endswith(f"; {ledger} holds an earlier export: delete it to stop sharing")
+    assert ledger.is_file()  # left as it was: removing it is the user's call, by pull request

@@ -106,7 +106,14 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     from warden.select.selector import require_rule_agent
 
     require_rule_agent(session, settings, agent)
+    here = ledgers_dir_here(settings)
+    target = out or here / f"{agent}.json"  # where a bare verify-ledger looks
     doc = ledger_document(session, agent)
+    if not doc["rules"]:  # a ledger of nothing would pass review and teach the adopters nothing
+        earlier = (f"; {one_line(str(target), 200)} holds an earlier export: delete it to stop sharing"
+                   if target.exists() else "")
+        raise UsageError(f"nothing to share: agent {agent} has no active or protected rule (candidates, rules on "
+                         f"probation and evicted ones stay local){earlier}")
     data = canonical_bytes(doc)
     if len(data) > MAX_FILE_BYTES:
         raise UsageError(f"ledger for {agent} would be {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
@@ -115,8 +122,6 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     problems = verify_bytes(data, f"{agent}.json")
     if problems:
         raise UsageError(_share_refusal(session, agent, doc, problems))
-    here = ledgers_dir_here(settings)
-    target = out or here / f"{agent}.json"  # where a bare verify-ledger looks
     attributes = target.parent / LEDGERS_GITATTRIBUTES
     add_attributes = False
     if target.parent.absolute() == here.absolute():  # the directory the gate reads
