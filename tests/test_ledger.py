@@ -680,3 +680,35 @@ def test_share_refuses_an_agent_with_nothing_to_share(tmp_path: Path, monkeypatc
     ledger = repo / "ledgers" / "backend.json"
     assert capsys.readouterr().err.strip().endswith(f"; {ledger} holds an earlier export: delete it to stop sharing")
     assert ledger.is_file()  # left as it was: removing it is the user's call, by pull request
+
+
+def test_share_refuses_a_bad_out_as_a_usage_error_and_never_writes_through_a_link(tmp_path: Path, monkeypatch,
+                                                                                  capsys) -> None:
+    """`--out` naming a directory, a symlink or a file in no directory is bad usage: one line and
+    exit 2, as `report --html` does. Without --out, a symlinked ledgers/ or ledger file is refused
+    too, and nothing is written where the link leads (outside the repository)."""
+    from warden.cli.app import main
+
+    repo = _team_checkout(tmp_path, monkeypatch, "team-out")
+    victim = tmp_path / "victim.json"
+    victim.write_text("mine")
+    (repo / "victim-link.json").symlink_to(victim)
+    for out, why in ((tmp_path, "is a directory: name the ledger file to write"),
+                     (repo / "victim-link.json", "is a symlink: warden never writes through one"),
+                     (repo / "typo" / "backend.json", f"no directory {repo / 'typo'}")):
+        assert main(["share", "--agent", "backend", "--out", str(out)]) == 2, out
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and why in err[0], err
+    assert victim.read_text() == "mine" and not (repo / "typo").exists()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "ledgers").symlink_to(outside, target_is_directory=True)
+    assert main(["share", "--agent", "backend"]) == 1
+    link = repo / "ledgers"
+    assert capsys.readouterr().err.strip() == f"warden: refusing to write {link}: {link} is a symlink"
+    (repo / "ledgers").unlink()
+    (repo / "ledgers").mkdir()
+    (repo / "ledgers" / "backend.json").symlink_to(outside / "backend.json")
+    assert main(["share", "--agent", "backend"]) == 1
+    assert "is a symlink" in capsys.readouterr().err
+    assert list(outside.iterdir()) == []

@@ -8,6 +8,7 @@ import math
 import re
 import sys
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.cells import cell_len
@@ -195,6 +196,20 @@ def safe(text: object, limit: int | None = None) -> str:
     if limit is not None and len(clean) > limit:
         clean = clean[: limit - 1] + "…"
     return escape(clean)
+
+
+def refuse_output_path(flag: str, given: Path, target: Path, what: str) -> None:
+    """A usage error (exit 2, one line naming ``flag`` as ``given``) unless ``target`` can be the
+    file an output option writes: never through a symlink, not over a directory, and into a
+    directory that exists (a mistyped path is not a reason to make directories)."""
+    from warden.errors import UsageError
+
+    if target.is_symlink():
+        raise UsageError(f"{flag} {safe(given)} is a symlink: warden never writes through one")
+    if target.is_dir():
+        raise UsageError(f"{flag} {safe(given)} is a directory: name the {what} to write")
+    if not target.parent.is_dir():
+        raise UsageError(f"{flag} {safe(given)}: no directory {safe(target.parent)}")
 
 
 def safe_block(text: object) -> str:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from warden.cli.common import console, print_json, safe, settings, store
+from warden.cli.common import console, print_json, refuse_output_path, safe, settings, store
 from warden.sanitize import strip_controls
 
 
@@ -23,9 +23,11 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
     from warden.ledger.service import share
 
+    if out is not None:  # the path as given, links unresolved: share refuses to write through any
+        refuse_output_path("--out", out, out.expanduser().absolute(), "ledger file")
     s = settings()
     with store(s).session() as session:
-        shared = share(session, s, agent, out)
+        shared = share(session, s, agent, out.expanduser() if out is not None else None)
     attributes = str(shared.gitattributes) if shared.gitattributes else None
     if as_json:
         print_json({"path": str(shared.path), "rules": shared.rules, "gitattributes": attributes})

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import agent_names, console, print_json, print_measured, safe, settings, store, wide_console
+from warden.cli.common import (agent_names, console, print_json, print_measured, refuse_output_path, safe, settings,
+                               store, wide_console)
 from warden.errors import UsageError
 from warden.sanitize import count_text
 
@@ -89,12 +90,7 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     # (a ./warden-report.html symlink shipped in a cloned repository).
     given = html_out.expanduser().absolute()
     target = given.parent.resolve() / given.name
-    if target.is_symlink():
-        raise UsageError(f"--html {safe(html_out)} is a symlink: warden never writes through one")
-    if target.is_dir():
-        raise UsageError(f"--html {safe(html_out)} is a directory: name the HTML file to write")
-    if not target.parent.is_dir():  # a mistyped path is not a reason to make directories
-        raise UsageError(f"--html {safe(html_out)}: no directory {safe(target.parent)}")
+    refuse_output_path("--html", html_out, target, "HTML file")
     s = settings()
     with store(s).session() as session:
         known = agents_in_store(session)
