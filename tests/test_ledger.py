@@ -712,3 +712,21 @@ def test_share_refuses_a_bad_out_as_a_usage_error_and_never_writes_through_a_lin
     assert main(["share", "--agent", "backend"]) == 1
     assert "is a symlink" in capsys.readouterr().err
     assert list(outside.iterdir()) == []
+
+
+def test_a_huge_integer_is_named_by_its_field_not_by_python_s_digit_limit(shared: Path, capsys) -> None:
+    """An integer of more digits than Python converts (4300) is one line naming the field, not
+    Python's hint about sys.set_int_max_str_digits(); so in any file read as strict JSON."""
+    from warden.cli.app import main
+    from warden.strict_json import loads_strict
+
+    huge = shared.with_name("huge.json")
+    huge.write_bytes(shared.read_bytes().replace(b'"k": 2', b'"k": 1' + b"0" * 5000, 1))
+    expected = (f"{huge}: invalid JSON: /rules/0/evidence/0/k: integer 10000000000000000000… (5001 digits) is out "
+                "of range (past 2⁵³)")
+    assert [str(p) for p in verify_path(huge)] == [expected]
+    assert main(["adopt", "--dry-run", str(huge)]) == 2
+    assert capsys.readouterr().err == f"warden: ledger rejected: {expected}\n"
+    with pytest.raises(ValueError) as refused:  # Claude Code's settings.json is read so too
+        loads_strict('{"hooks": {"x": [-' + "9" * 5000 + "]}}")
+    assert str(refused.value) == "/hooks/x/0: integer -9999999999999999999… (5000 digits) is out of range"
