@@ -730,3 +730,17 @@ def test_a_huge_integer_is_named_by_its_field_not_by_python_s_digit_limit(shared
     with pytest.raises(ValueError) as refused:  # Claude Code's settings.json is read so too
         loads_strict('{"hooks": {"x": [-' + "9" * 5000 + "]}}")
     assert str(refused.value) == "/hooks/x/0: integer -9999999999999999999… (5000 digits) is out of range"
+
+
+def test_a_string_over_its_limit_is_named_with_the_limit_not_repeated(shared: Path) -> None:
+    """An over-long string's problem names the field, its length and the limit; a string the
+    schema refuses for another reason is shown by a short prefix, controls stripped."""
+    long_body = "Grep for the symbol " + "x" * 600 + "."
+    problems = verify_bytes(_tamper(shared, lambda d: (_active(d).update(body=long_body), _reseal(d))), "b.json")
+    assert [str(p) for p in problems] == [
+        f"b.json: rule 1 {long_body[:50]!r}: schema: body: 621 characters, over the limit of 200"]
+    problems = verify_bytes(_tamper(shared, lambda d: (_active(d)["provenance"].update(
+        digest_sha256="\x1b[2J" + "f" * 5000), _reseal(d))), "b.json")
+    assert [str(p) for p in problems] == [
+        f"b.json: rule 1 {GOOD[:50]!r}: schema: provenance/digest_sha256: '[2J{'f' * 36}…' is not valid under any "
+        "of the given schemas"]

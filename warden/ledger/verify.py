@@ -24,7 +24,7 @@ from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.ledger.format import MAX_FILE_BYTES, MAX_RULES, canonical_bytes, rule_hash, rules_hash, rule_order
 from warden.names import validate_agent_name
-from warden.sanitize import first_undrawn_char, holds_surrogate, strip_controls
+from warden.sanitize import first_undrawn_char, holds_surrogate, one_line, strip_controls
 from warden.select.memory import MemoryRule, rule_rent
 from warden.strict_json import loads_strict
 
@@ -111,6 +111,22 @@ def evidence_supports_keeping(rule: dict[str, Any]) -> str | None:
     return None
 
 
+SHOWN_CHARS = 40  # of a string the schema refuses: a reviewer needs to know which, not to read it
+
+
+def _schema_reason(error: jsonschema.ValidationError) -> str:
+    """What the schema says, without repeating the offending string (up to a 1 MiB body): a
+    string over its limit as its length and the limit, any other as a short prefix."""
+    instance = error.instance
+    if isinstance(instance, str) and error.validator in ("maxLength", "minLength"):
+        bound = "over the limit" if error.validator == "maxLength" else "under the minimum"
+        return f"{len(instance):,} characters, {bound} of {error.validator_value}"
+    message = error.message
+    if isinstance(instance, str) and len(instance) > SHOWN_CHARS:
+        message = message.replace(repr(instance), repr(one_line(instance, SHOWN_CHARS)))
+    return message[:200]
+
+
 def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
     """Every string of a parsed ledger (keys too) with its JSON path; validated where it is read."""
     if isinstance(value, str):
@@ -151,7 +167,7 @@ def verify_bytes(data: bytes, name: str, file_agent: str | None = None) -> list[
         path = list(error.absolute_path)
         rule = _label(path[1], doc["rules"][path[1]]) if len(path) >= 2 and path[0] == "rules" else None
         where = "/".join(str(p) for p in path[2:] if rule) if rule else "/".join(str(p) for p in path)
-        problems.append(Problem(name, rule, f"schema: {where + ': ' if where else ''}{error.message[:200]}"))
+        problems.append(Problem(name, rule, f"schema: {where + ': ' if where else ''}{_schema_reason(error)}"))
     if problems:
         return problems
     for where, value in _strings(doc):
