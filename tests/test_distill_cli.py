@@ -127,3 +127,21 @@ def test_a_run_is_labelled_main_session_or_subagent_with_its_type(tmp_path: Path
                              "run 2 (subagent coder) — 12 tool calls, 120,000 weighted tokens"]
     assert main(["distill", "--dry-run", str(main_path)]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith(f"{main_path} (main session) — 12 tool calls, ")
+
+
+def test_the_run_id_distill_takes_is_the_one_sessions_lists(tmp_path: Path, capsys) -> None:
+    """`warden distill --run ID` needs a run's id: `warden sessions` (text and --json) shows it."""
+    transcripts = tmp_path / "projects"
+    transcripts.mkdir()
+    write_transcript(transcripts, naive_session(), session_id="naive")
+    assert main(["collect", str(transcripts)]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert isinstance(row["id"], int)
+    assert main(["sessions"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[0] == "id" and table[1].split()[0] == str(row["id"])
+    assert main(["distill", "--run", str(row["id"]), "--dry-run", "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["runs"]
+    assert report["run_id"] == row["id"] and report["run_key"] == row["run_key"]

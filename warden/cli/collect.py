@@ -80,9 +80,9 @@ def sessions(
     if as_json:
         print_json(rows, figures=True)
         return
-    headers = ("run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
+    headers = ("id", "run", "agent", "project", "started UTC", "in", "out", "cache w", "cache r", "cost $",
                "weighted", "tools", "rereads", "done")
-    cells = [[safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
+    cells = [[str(r["id"]), safe(r["session_id"][:8] + (f":{r['agent_id'][:7]}" if r["agent_id"] else "")),
               safe(r["agent"], 14), safe(_tail(r["project"] or "", 18)),
               (r["started_at"] or "")[:16].replace("T", " "),
               compact_count(r["input_tokens"]), compact_count(r["output_tokens"]), compact_count(r["cache_creation_tokens"]),

@@ -34,7 +34,7 @@ def distill_command(
     paths: list[Path] = typer.Argument(None, help="Transcript files or directories (implies --dry-run)."),
     agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's queued runs."),
     run: Optional[int] = typer.Option(None, "--run", min=1, max=MAX_ID,
-                                      help="Distill this session run id (queued or not)."),
+                                      help="Distill this session run (its id in `warden sessions`; queued or not)."),
     distiller: Optional[str] = typer.Option(None, "--distiller", help="heuristic (offline) or anthropic."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show findings and proposals; write nothing."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, max=10**6,

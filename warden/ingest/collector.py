@@ -884,6 +884,7 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
 def session_row_json(row: SessionRun) -> dict[str, Any]:
     """The ``sessions --json`` element (issue 2 lists the required fields)."""
     return {
+        "id": row.id,  # what `warden distill --run` takes
         "session_id": row.session_id, "agent_id": row.agent_id, "agent": row.agent, "project": row.project,
         "models": list(row.models or []), "input_tokens": row.input_tokens, "output_tokens": row.output_tokens,
         "cache_creation_tokens": row.cache_write_5m_tokens + row.cache_write_1h_tokens,
