@@ -83,7 +83,7 @@ def render_select_report(report: dict[str, Any]) -> None:
 
 # The bench options select and nightly share (one declaration each; typer reads them as metadata).
 BACKEND_OPTION = typer.Option(None, "--backend", help="sim (default), anthropic or claude-code.")
-MODEL_OPTION = typer.Option(None, "--model", help="Model the bench runs (default: the agent's agent.md).")
+MODEL_OPTION = typer.Option(None, "--model", help="Model the bench runs (default: settings, agent.md, the backend's).")
 CONCURRENCY_OPTION = typer.Option(None, "--concurrency", min=1, max=MAX_CONCURRENCY,
                                   help="Bench runs at a time (default: concurrency setting).")
 
