@@ -138,3 +138,18 @@ def test_cli_refuses_a_memory_dir_that_is_missing_or_unreadable(tmp_path: Path,
     memory.write_text("# memory\n- Grep before reading.\n", encoding="utf-8")
     assert main(["sim", "sessions", "--out", str(out), "--sessions", "1", "--agent", "backend",
                  "--memory-dir", str(tmp_path / "mem"), "--json"]) == 0
+
+
+def test_a_namespace_keeps_session_ids_apart_from_the_default_ones(played, tmp_path: Path) -> None:
+    """The demo plays its sessions in a namespace of its own: `warden sim sessions --seed 0`
+    collected into a kept demo home must not reuse the demo's session and message ids (the
+    collector would take them for copies of one session and merge unrelated work)."""
+    out, fixture, suites, sessions = played
+    again = play_sessions(tmp_path / "demo", suites, fixture, sessions=1, seed=0, delegate_share=1.0,
+                          namespace="demo")
+    assert again[0].session_id != sessions[0].session_id
+    same = play_sessions(tmp_path / "plain", suites, fixture, sessions=1, seed=0, delegate_share=1.0)
+    assert same[0].session_id == sessions[0].session_id  # without one, ids are as before
+    ids = lambda path: {json.loads(line)["message"]["id"] for line in Path(path).read_text().splitlines()  # noqa: E731
+                        if json.loads(line).get("type") == "assistant"}
+    assert ids(again[0].path).isdisjoint(ids(sessions[0].path))

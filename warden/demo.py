@@ -59,7 +59,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
         # the transcripts identical within a day).
         start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
         play_sessions(settings.claude_home, {agent: suite}, settings.fixture_dir, sessions=sessions, seed=seed,
-                      delegate_share=1.0, start=start)
+                      delegate_share=1.0, start=start, namespace="demo")
         store = open_store(settings)
         summary = run_nightly(store, settings, agents=[agent], log=say, base_seed=seed)
         with store.session() as session:

@@ -87,11 +87,15 @@ def encode_project_dir(cwd: str) -> str:
 def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Path, *, sessions: int,
                   seed: int = 0, memory_by_agent: dict[str, str] | None = None,
                   delegate_share: float = 0.75, persona: str = "naive",
-                  start: datetime = DEFAULT_START, caps: RunCaps | None = None) -> list[PlayedSession]:
+                  start: datetime = DEFAULT_START, caps: RunCaps | None = None,
+                  namespace: str = "") -> list[PlayedSession]:
     """Play ``sessions`` simulated sessions over the agents of ``suites`` and write transcripts.
 
     Session ``i`` works for agent ``sorted(suites)[i % n]`` on a task drawn from its suite, in a
-    fresh copy of the fixture at ``<out>/workspace/<fixture name>`` (the sessions' ``cwd``)."""
+    fresh copy of the fixture at ``<out>/workspace/<fixture name>`` (the sessions' ``cwd``).
+    Session ids (and the message ids derived from them) follow ``namespace``, ``seed`` and ``i``:
+    a caller whose sessions must never share ids with ``warden sim sessions``' (the demo's, which
+    a user may collect beside them into one home) passes a namespace of its own."""
     if sessions < 0:
         raise ValueError("sessions must be >= 0")
     agents = sorted(a for a, s in suites.items() if any(t.sim for t in s.tasks))
@@ -119,7 +123,7 @@ def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Pat
         system = (suite.system_prompt + "\n\n" + memory) if delegated else MAIN_SYSTEM
         result = backend.run(task, workspace, system, run_seed, caps or RunCaps())
         assert backend.last_transport is not None
-        session_id = str(uuid.uuid5(_NS, f"{seed}:{index}"))
+        session_id = str(uuid.uuid5(_NS, f"{namespace}:{seed}:{index}" if namespace else f"{seed}:{index}"))
         writer = _Writer(session_id=session_id, cwd=str(workspace), clock=clock,
                          model=backend.model)
         agent_id = None
