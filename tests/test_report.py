@@ -375,6 +375,17 @@ def test_cost_knows_the_agents_every_other_command_knows(warden_home: Path, caps
     assert main(["cost", "--agent", "bakcend"]) == 2
 
 
+@pytest.mark.parametrize(("value", "said"), [("nan", "'nan' is not a number"), ("inf", "'inf' is not a number"),
+                                             ("-1", "'-1' is outside 0 to 1,000,000"), ("x", "'x' is not a number")])
+def test_a_sessions_per_week_that_is_no_count_is_named_so(warden_home: Path, capsys, value: str, said: str) -> None:
+    from warden.cli.app import main
+
+    assert main(["cost", "--project", "--sessions-per-week", value]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert main(["cost", "--project", "--sessions-per-week", "12.5"]) == 0
+
+
 SIM_NOTE = "measured on warden's simulated agent (sim backend), not a real model"
 
 

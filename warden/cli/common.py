@@ -71,6 +71,29 @@ def token_budget_option(help_text: str) -> Any:
                         help=f"{help_text} A whole number: 2000000, 2_000_000 or 2e6.")
 
 
+def bounded_float_option(default: float, flag: str, low: float, high: float, help_text: str) -> Any:
+    """A float option within [low, high]; ``nan`` and ``inf`` are named as not numbers (a range
+    check alone answers "nan" with a misleading "should be less than or equal to …")."""
+    import typer
+
+    span = "{:,.0f} to {:,.0f}" if low == int(low) and high == int(high) else "{:g} to {:g}"
+    span = span.format(low, high)
+
+    def parse(text: str) -> float:
+        raw = str(text).strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{raw[:40]!r} is not a number")
+        if not low <= value <= high:
+            raise typer.BadParameter(f"{raw[:40]!r} is outside {span}")
+        return value
+
+    return typer.Option(default, flag, parser=parse, metavar="NUMBER", help=f"{help_text} ({span})")
+
+
 def agent_names(given: Sequence[str] | None, option: str = "--agent") -> list[str] | None:
     """The agents a repeatable option names, each value also split at commas (``--agent a,b``);
     None when the option was not given."""

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from warden.cli.common import (agent_names, console, print_json, print_measured, refuse_output_path, safe, settings,
+from warden.cli.common import (agent_names, bounded_float_option, console, print_json, print_measured, refuse_output_path, safe, settings,
                                store, wide_console)
 from warden.errors import UsageError
 from warden.sanitize import count_text
@@ -23,8 +23,8 @@ def cost_command(
     agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent (default: every agent)."),
     project: bool = typer.Option(False, "--project", help="Scale over a horizon, bench spend included."),
     weeks: int = typer.Option(12, "--weeks", min=1, max=520, help="Horizon of the projection (with --project)."),
-    sessions_per_week: float = typer.Option(50.0, "--sessions-per-week", min=0.0, max=1_000_000.0,
-                                            help="Sessions a week to scale by (with --project)."),
+    sessions_per_week: float = bounded_float_option(50.0, "--sessions-per-week", 0.0, 1_000_000.0,
+                                                    "Sessions a week to scale by (with --project)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Price each active rule from its receipts: saving per session, rent, bench spend, break-even."""

@@ -15,7 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import MAX_SEED, agent_names, console, err_console, print_json, safe, settings
+from warden.cli.common import MAX_SEED, agent_names, bounded_float_option, console, err_console, print_json, safe, settings
 from warden.errors import UsageError, WardenError
 
 
@@ -104,8 +104,8 @@ def register(app: typer.Typer) -> None:
         agent: Optional[list[str]] = typer.Option(None, "--agent", help="only these agents (repeat, or comma-separated)"),
         memory_dir: Optional[Path] = typer.Option(
             None, "--memory-dir", help="read <dir>/<agent>/MEMORY.md into each agent's system prompt"),
-        delegate_share: float = typer.Option(0.75, "--delegate-share", min=0.0, max=1.0,
-                                             help="share of sessions delegated to a subagent"),
+        delegate_share: float = bounded_float_option(0.75, "--delegate-share", 0.0, 1.0,
+                                                     "share of sessions delegated to a subagent"),
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
         start_date: Optional[str] = typer.Option(
             None, "--start", metavar="YYYY-MM-DD",
