@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import Engine
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = (REPO.parent / "shared" / "corpus" / "claude-home").resolve()
+# The shared corpus sits beside the checkout; a clone elsewhere names it in WARDEN_TEST_CORPUS.
+CORPUS = Path(os.environ.get("WARDEN_TEST_CORPUS") or REPO.parent / "shared" / "corpus" / "claude-home").resolve()
 
 _REAL_DIRS = [Path("~/.warden").expanduser(), Path("~/.claude").expanduser()]
 

@@ -4,16 +4,16 @@ transcript lines mutated (truncated, bytes flipped, values swapped for odd types
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import CORPUS as CORPUS_HOME
 from collect_support import assistant, progress, tool_result, tool_use, usage
 from warden.ingest.parser import TranscriptParser, parse_bytes
 from warden.ingest.pricing import Usage
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "claude-home" / "projects"
+CORPUS = CORPUS_HOME / "projects"
 
 
 def _seed_lines() -> list[bytes]:
