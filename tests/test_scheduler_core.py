@@ -381,6 +381,29 @@ def test_a_candidate_sets_runs_stay_reusable_when_a_compile_bumps_the_version_it
     assert after.sha256 == before.sha256  # the same rules, rendered the same way: reusable
 
 
+def test_a_kept_rule_that_measured_least_keeps_its_measured_memory(store):
+    """The memory a candidate was measured with is the new active set's when its keep leaves the
+    order as it was: it measured least (a candidate sits after the measured rules, before the
+    protected ones). Its runs then serve as the new reference's, with nothing bought again."""
+    measured = add_rule(store, "Grep for the symbol before opening any file.", state="active")
+    protected = add_rule(store, "Never push to main without review.", state="protected")
+    candidate = add_rule(store, "Never re-read a file you have already read.", state="candidate")
+    with store.session() as s:
+        s.get(Rule, measured).measured_saving = 900.0
+        s.flush()
+        on_the_bench = memory_for(s, AGENT, [measured, protected, candidate])
+        lines = [line for line in on_the_bench.text.splitlines() if line.startswith("- ")]
+        assert lines == ["- Grep for the symbol before opening any file.",
+                         "- Never re-read a file you have already read.", "- Never push to main without review."]
+        kept = s.get(Rule, candidate)
+        kept.state, kept.measured_saving = "active", 300.0  # kept, measuring least
+        s.flush()
+        assert memory_for(s, AGENT, [measured, protected, candidate]).sha256 == on_the_bench.sha256
+        kept.measured_saving = 1200.0  # kept, measuring best: it moves up, a new memory
+        s.flush()
+        assert memory_for(s, AGENT, [measured, protected, candidate]).sha256 != on_the_bench.sha256
+
+
 def test_unknown_or_foreign_rules_and_tasks_are_refused(store, tmp_path):
     foreign = add_rule(store, "Grep first.", agent="someone-else")
     bench = make_workbench(tmp_path, FakeBackend)

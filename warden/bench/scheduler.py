@@ -220,8 +220,7 @@ def memory_for(session: Session, agent: str, rule_ids: Iterable[int]) -> RunMemo
     foreign = [i for i in ids if found[i].agent != agent]
     if foreign:
         raise UsageError(f"rule(s) {', '.join(map(str, foreign))} belong to another agent, not {agent!r}")
-    rules = [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
-             for r in (found[i] for i in ids)]
+    rules = [MemoryRule.of(found[i]) for i in ids]
     version: int | None = None
     latest = session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
                              .order_by(RulesetVersion.version.desc()).limit(1)).first()

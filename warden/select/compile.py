@@ -55,8 +55,7 @@ def memory_path(settings: Settings, agent: str) -> Path:
 def memory_rules(session: Session, agent: str) -> list[MemoryRule]:
     rows = session.scalars(select(Rule).where(Rule.agent == agent, Rule.state.in_(IN_MEMORY_STATES))
                            .order_by(Rule.id)).all()
-    return [MemoryRule(r.id, r.body, r.scope, None if r.state == "protected" else r.measured_saving)
-            for r in rows]
+    return [MemoryRule.of(r) for r in rows]
 
 
 def measured_backends(session: Session, rule_ids: list[int], keeping: dict[int, str] | None = None) -> list[str]:

@@ -7,9 +7,9 @@ Writing the file (atomic, symlink-refusing, drift detection) lives in ``select/c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from warden.measured import measured_on
 from warden.sanitize import inline_markdown, strip_controls
@@ -26,6 +26,14 @@ class MemoryRule:
     body: str
     scope: str | None = None
     saving: float | None = None  # measured saving (weighted tokens/run); None = unmeasured/protected
+    protected: bool = False
+
+    @classmethod
+    def of(cls, rule: Any) -> "MemoryRule":
+        """A stored rule (``id``, ``body``, ``scope``, ``state``, ``measured_saving``) as the
+        memory renders it: a protected rule's measurement never orders it."""
+        protected = rule.state == "protected"
+        return cls(rule.id, rule.body, rule.scope, None if protected else rule.measured_saving, protected)
 
 
 def rule_line(rule: MemoryRule) -> str:
@@ -43,8 +51,10 @@ def rule_rent(rule: MemoryRule) -> int:
 
 
 def order_rules(rules: list[MemoryRule]) -> list[MemoryRule]:
-    """Best measured first; unmeasured (protected) rules after, oldest id first."""
-    return sorted(rules, key=lambda r: (r.saving is None, -(r.saving or 0.0), r.id))
+    """Best measured first, then rules not measured yet (a candidate on the bench), then
+    protected rules, oldest id first. A candidate sits where a kept rule that measured least
+    will sit, so the bench runs of its memory stay the runs of the memory its keep compiles."""
+    return sorted(rules, key=lambda r: (r.protected, r.saving is None, -(r.saving or 0.0), r.id))
 
 
 def intro_line(measured_backends: Iterable[str] | None = None) -> str:
