@@ -35,10 +35,10 @@ def _verdicts(calibration, saving: float, seeds: range, budget: float | None = N
 
 
 def test_aa_false_keep_stays_low(calibration) -> None:
-    verdicts = _verdicts(calibration, 0.0, range(100, 140), budget=16e6)
+    verdicts = _verdicts(calibration, 0.0, range(100, 140), budget=60e6)
     assert verdicts.count(Verdict.KEEP) <= 2  # α = 5% of 40
-    # With this small budget (≈ 6 paired passes) the rest end inconclusive — never kept.
-    assert verdicts.count(Verdict.REFUTE) >= 12
+    # Within ≈ 20 paired passes most dead rules are refuted; the rest end inconclusive — never kept.
+    assert verdicts.count(Verdict.REFUTE) >= 25
     assert set(verdicts) <= {Verdict.KEEP, Verdict.REFUTE, Verdict.INCONCLUSIVE}
 
 
@@ -99,7 +99,8 @@ def test_planner_uses_the_effect_a_rules_evidence_shows(calibration) -> None:
     strong = decide_rule(calibration.make_runner(tasks, 0.20, False, 11), calibration.REFERENCE,
                          calibration.RULE, ids, rent, budget_tokens=8e6)
     plan = plan_from_evidence(strong.evidence, ids, rent, 8e6, kind=REAUDIT)
-    assert plan.shown_saving is not None and 0.12 < plan.shown_saving < 0.28
+    # a sequential test stops as its estimate crosses a bound: the estimate it stops on runs high
+    assert plan.shown_saving is not None and 0.12 < plan.shown_saving < 0.35
     assert plan.tokens_if_as_shown is not None
     assert plan.paired_pass_tokens <= plan.tokens_if_as_shown < plan.tokens_worst
     replicates: dict[str, list[float]] = {t: [] for t in ids}

@@ -51,11 +51,16 @@ def test_a_strong_rule_is_kept_with_its_evidence() -> None:
 
 
 def test_a_harmful_rule_is_refuted_quickly() -> None:
-    runner = _runner(-0.15, seed=5)
-    result = decide_rule(runner, REF, RULE, _ids(runner), rent_tokens=40)
-    assert result.decision.verdict is Verdict.REFUTE
-    assert result.decision.interval[1] < result.decision.margin + 0.10
-    assert result.rounds <= 4
+    passes = []
+    for seed in range(5, 13):
+        runner = _runner(-0.15, seed=seed)
+        result = decide_rule(runner, REF, RULE, _ids(runner), rent_tokens=40)
+        assert result.decision.verdict is Verdict.REFUTE
+        assert result.decision.interval[1] < result.decision.margin + 0.10
+        passes.append(result.tokens_spent / (2 * sum(t.mean_cost for t in runner.tasks)))
+    # about five paired passes of the suite (β = 1% asks LLR ≤ log 0.01): a fraction of what a
+    # rule near the test's midpoint takes, and of the calibration's evidence budget (~36)
+    assert sum(passes) / len(passes) <= 6
 
 
 def test_a_rule_that_breaks_a_task_is_a_regression_at_once() -> None:
@@ -333,6 +338,39 @@ def test_stored_runs_are_priced_at_nothing_when_a_round_is_planned(answer_stored
     again = decide_rule(runner, REF, RULE, tasks, 40, budget_tokens=left, cost_hints=hints)
     if answer_stored:  # the stored rounds again (at no cost), then what the rest of the budget buys
         assert again.decision.n_pairs > first.decision.n_pairs
-        assert 0 < again.tokens_spent <= left * 1.35
+        # a round is priced at the tasks' mean costs; its runs cost their noise (CV 25%, ×1.8
+        # derailments) — a few pairs can cost half again their price, never a fresh budget
+        assert 0 < again.tokens_spent <= left * 1.6
     else:
         assert again.rounds == 0 and again.tokens_spent == 0
+
+
+# ------------------------------------------------------------------ the shared reference pool
+
+
+def test_evidence_takes_each_round_once_and_its_next_round_follows_the_rule() -> None:
+    ev = Evidence().extend([RunRecord("a", REF, r, 100.0, 100, True) for r in range(5)],
+                           [RunRecord("a", RULE, 0, 90.0, 90, True)])
+    again = ev.extend([RunRecord("a", REF, 1, 100.0, 100, True, reused=True)], [RunRecord("a", RULE, 1, 90.0, 90, True)])
+    assert len(again.reference) == 5 and len(again.rule) == 2  # the pool's round 1 served again: not twice
+    assert again.next_round("a") == 2  # the rule's next round, partnered by the pool's round 2
+    paired = again.paired_only()
+    assert {r.round_index for r in paired.reference} == {0, 1} == {r.round_index for r in paired.rule}
+
+
+def test_a_decision_against_a_stocked_pool_pays_about_one_run_per_pair() -> None:
+    """Other decisions left reference runs in the pool: a new decision takes them as evidence at
+    once (counted in its receipt's n per side, not in its spend) and pays its rule's runs."""
+    inner = _runner(0.0, seed=31)
+    reusing = ReusingRunner(inner, [REF])
+    ids = _ids(inner)
+    reusing.run([REF], [PairRequest(t, r) for t in ids for r in range(12)])  # the pool
+    pooled = decide_rule(reusing, REF, RULE, ids, 40, budget_tokens=40e6)
+    assert pooled.decision.method["unpaired_reference_runs"] > 0 or pooled.decision.n_pairs >= 12 * len(ids)
+    assert all(t.n_reference >= 12 for t in pooled.decision.tasks)
+    fresh_runs = [r for r in pooled.new_runs if not r.reused]
+    assert sum(config_key(r.config) == config_key(RULE) for r in fresh_runs) > 2 * sum(
+        config_key(r.config) == config_key(REF) for r in fresh_runs)
+    alone = decide_rule(_runner(0.0, seed=31), REF, RULE, ids, 40, budget_tokens=40e6)
+    assert pooled.decision.final and alone.decision.final
+    assert pooled.tokens_spent < alone.tokens_spent

@@ -104,7 +104,8 @@ def test_inconclusive_keeps_candidate_and_pools_evidence_next_night(env) -> None
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
-    settings = replace(settings, evidence_budget_tokens=4_000_000)  # the rule's own budget is spent
+    # below what a verdict needs (two pairs of every task, ~3M): the rule's own budget is spent
+    settings = replace(settings, evidence_budget_tokens=2_500_000)
     first = _selector(settings, store, runner).run()
     assert first.decisions[0].verdict == "inconclusive"
     with store.session() as s:
@@ -121,7 +122,7 @@ def test_evidence_pools_only_across_decisions_on_the_same_model(env) -> None:
     keep (or evict) the rule on evidence the receipt then labels with the new model."""
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
-    settings = replace(settings, evidence_budget_tokens=4_000_000)  # undecided: evidence to pool
+    settings = replace(settings, evidence_budget_tokens=2_500_000)  # undecided: evidence to pool
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
     _selector(settings, store, runner).run()
     with store.session() as s:
@@ -247,7 +248,7 @@ def test_an_invocation_budget_that_runs_out_writes_no_inconclusive(env) -> None:
     round or after a few pairs — the rule waits, skipped. Its evidence budget still decides."""
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
-    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.05}, seed=5)
     for budget in (4_000_000, 1_000, 1_000, 2_000_000):
         report = _selector(settings, store, runner).run(budget_tokens=budget)
         assert report.decisions == [] and f"rule {rid}: the invocation budget ran out" in report.skipped[0]
@@ -288,7 +289,7 @@ def test_nights_smaller_than_the_evidence_budget_still_decide_every_rule(env) ->
     settings = replace(settings, evidence_budget_tokens=8_000_000)
     hard = _rule(store, "Mention the weather in every reply you write today.")
     good = _rule(store, "Grep for the symbol or text you need before opening any file.")
-    runner = ReusingRunner(SyntheticRunner(TASKS, savings={str(hard): 0.03, str(good): 0.30}, seed=5), [])
+    runner = ReusingRunner(SyntheticRunner(TASKS, savings={str(hard): 0.05, str(good): 0.30}, seed=5), [])
     runner.reusable = _Everything()  # the bench runner reuses every stored run within its window
     first_receipt_night = None
     for night in range(12):
@@ -308,7 +309,7 @@ def test_after_a_full_inconclusive_small_nights_start_counting_afresh(env) -> No
     settings, store = env
     settings = replace(settings, evidence_budget_tokens=8_000_000)
     rid = _rule(store, "Mention the weather in every reply you write today.")
-    runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
+    runner = SyntheticRunner(TASKS, savings={str(rid): 0.05}, seed=5)
     assert _selector(settings, store, runner).run().decisions[0].verdict == "inconclusive"
     report = _selector(settings, store, runner).run(budget_tokens=1_500_000)
     assert report.decisions == [] and "spent undecided" in report.skipped[0]

@@ -34,7 +34,7 @@ class Settings:
     # selector
     keep_margin_k: float = 2.0
     alpha: float = 0.05  # false keep
-    beta: float = 0.10  # false evict at `design_effect` above the margin
+    beta: float = 0.01  # false evict at `design_effect` above the margin (power 0.99 at a 10% saving)
     design_effect: float = 0.10  # relative saving (fraction of a run) the power is stated at
     evidence_budget_tokens: int = 6_000_000  # per rule per decision
     reference_freshness_days: float = 7.0

@@ -8,33 +8,45 @@ Method
 ======
 
 **Data.** Every round runs the reference configuration (the active rule set) and the measured
-configuration (active set + the rule) on the same task, interleaved. For each task *t* and
-paired round *r* the observation is the paired log cost ratio
-``d = log(reference weighted tokens) - log(rule weighted tokens)``. Logs make a relative effect
-additive and remove the task's own size (task means differ tenfold), so pairs of all tasks share
-one scale; pairing removes drift and cache warmth common to both arms. Runs that died of an
-infrastructure error are dropped with their partner.
+configuration (active set + the rule) on the same task and round — the same seed — interleaved.
+Besides these pairs the reference has runs of its own at later rounds: the *shared pool* that
+other decisions against the same active set made (the runner reuses stored runs of the same
+configuration, model, suite and fixture within the freshness window), and runs bought ahead for
+them. Costs are analysed as logs (``log weighted tokens``): a relative effect becomes additive and
+the task's own size (task means differ tenfold) drops out. Runs that died of an infrastructure
+error are dropped; a round whose partner died leaves its run unpaired.
 
-**Estimand and estimator.** θ = the task-weighted location of *d*; relative saving = 1 - e^-θ.
-θ is estimated with a weighted Huber M-estimator (Huber 1964, c = 1.345, MAD scale), each pair
-weighted ``w_t / n_t`` so every task counts with its golden-task weight whatever its number of
-pairs; its variance is the sandwich (M-estimator) variance. Why Huber: a derailed run (×1.5–2 in
-10–15% of runs) shifts *d* by ~0.6, three times the spread of ordinary noise; the mean lets a
-few such pairs decide a verdict, a median throws away a third of the information on clean data,
-Huber's ψ keeps ~95% efficiency on clean data and bounds each run's influence. Trimmed means need
-a trimming fraction tuned to the unknown derail rate; median-of-means needs many blocks. The
-calibration benchmark shows the false-keep rate stays under α with derailments (2.7–4.5% at α = 5%
-with 12% of runs ×1.8), and its ablation with heavier derailments (×3) that Huber keeps more
-power than the plain mean (35% vs 29% of 10%-rules kept) at a false-keep rate still under α.
-With mild derailments (×1.8, about one noise SD) Huber and the mean are about equally
-efficient: the guard matters when a run blows up.
+**Estimand.** θ = Σ_t w_t θ_t / Σ_t w_t, θ_t = μ_reference,t − μ_rule,t (golden-task weights w_t;
+relative saving = 1 - e^-θ). Effects may differ across tasks: each task counts with its weight
+whatever its number of runs.
+
+**Estimator** (``stats.pooled_effect``). (1) *Robustness*: each run's log cost is replaced by a
+Huber pseudo-value (Huber 1964, c = 1.345; a pooled MAD scale; Huber's 1981 small-sample factor),
+centred on its task-and-arm Huber centre, so a derailed run (×1.5–2 in 10–15% of runs) has bounded
+influence; a task with few runs keeps its plain values, whose spread is honest where an
+M-estimate's sandwich variance would be too small, and turns robust gradually (between
+``stats.ROBUST_FROM`` and ``stats.ROBUST_FULL`` runs per arm: no jump). Runs are robustified
+one by one, where a derailment stands out (a run's residual, not a pair's difference of two noisy
+runs). (2) *Pairing*: σ² (one run) is pooled within task and arm, the pair differences give
+``Var(x − y) = 2σ²(1 − ρ)``, and the ρ used is the lower end of its confidence interval, never
+below 0 (a smaller ρ only overstates the variance). (3) *Per task*, the generalized least squares
+estimate from pairs and unpaired runs (``stats.pair_variance``): with ρ ≈ 1 — pairs that share a
+seed on a deterministic backend, or drift that hits both arms — it is the paired difference;
+with ρ ≈ 0 — independent runs of a real model — it uses every pool run as fully as its own, so a
+decision against a well-stocked pool pays about one run per observation instead of two. (4) The
+tasks combine with their weights; the variance comes from within-task spread only. Efficient
+estimates over growing data have the canonical joint distribution of group-sequential theory
+(Jennison & Turnbull 2000, ch. 11), which is what the sequential test below assumes. The
+calibration benchmark shows the false-keep rate stays under α with derailments (12% of runs
+×1.8), and its ablation with heavier derailments (×3) that the robust estimate keeps more power
+for fewer tokens than the plain mean at a false-keep rate still under α.
 
 **Margin.** ``k × rent`` weighted tokens per run (k = 2 by default) is a *safety margin*: the
 measured saving already includes the rule's rent. It is converted to the log scale with the
 reference cost per run (task-weighted mean of the reference means): m = -log(1 - margin/cost).
 
 **Sequential test.** A truncated sequential probability ratio test (Wald 1945, "Sequential
-tests of statistical hypotheses") on the robust estimate, looked at after every round:
+tests of statistical hypotheses") on the estimate, looked at after every round:
 ``LLR = δ/v · (θ̂ - m - δ/2)`` compares θ = m + δ (the rule saves the design effect δ above its
 margin) with θ = m (it saves no more than its margin). Keep when LLR ≥ log(1/α), refute when
 LLR ≤ log β. The thresholds are Ville's (1939) inequality rather than Wald's approximations, so
@@ -43,34 +55,38 @@ looks* are taken, and across nights when evidence is pooled. Equivalently, keep 
 anytime-valid lower confidence bound ``θ̂ - δ/2 - v·log(1/α)/δ`` clears the margin, refute iff the
 upper bound ``θ̂ + δ/2 + v·log(1/β)/δ`` falls below margin + δ; these bounds are the interval the
 receipt shows. Discrete looks only make the errors smaller (the statistic overshoots). The
-variance is replaced by the upper limit ``v·df/χ²_df(q)``, and no keep or refute is taken
-before ``min_pairs_per_task`` pairs per task, so the first looks do not trust a spread estimated
-from a handful of heavy-tailed pairs (the calibration showed that first-look keeps on 8–10 pairs
-were most of the excess false keeps of a plug-in variance). A test that reaches the evidence budget undecided is
-*inconclusive* — not refuted.
+variance is widened for the degrees of freedom it rests on — by the χ² limit ``df/χ²_df(q)`` and
+by Student's ``(t_df/z)²`` at α, both fading to 1 as runs accumulate — and no keep or refute is
+taken before ``min_pairs_per_task`` pairs per task. A test that reaches the evidence budget
+undecided is *inconclusive* — not refuted.
 
 **Re-audits** ask a different question of an active rule: is it still above its margin? The same
 SPRT runs between θ = m - δr and θ = m + δr (δr = ``reaudit_effect``): a *miss* (verdict refute)
 when the evidence favours below-the-margin at level β, a pass (keep) when above at level α.
 Pooled across nights, the chance that a rule truly saving m + δr is ever missed stays ≤ β, and
-a two-strike eviction needs two consecutive misses.
+a two-strike eviction needs two consecutive misses. Evidence carried to a later decision counts
+by its pairs only (it may stand for another reference configuration); the pool's runs are asked
+for afresh.
 
 **Completion.** Compared per task before any statistics: a task whose every reference run passed
 and that failed at least once with the rule is a *regression* — verdict at once, whatever the
 tokens say. Any other drop of a task's pass rate under the rule is flagged in the reasons.
 
-**Allocation.** A round plans paired runs to buy the most variance reduction per token:
-greedily the task maximising ``w_t² σ_t² / (n_t (n_t + 1) c_t)`` (Neyman allocation with costs;
-σ_t shrunk toward the pooled scale, c_t the task's mean pair cost), every task covered once first,
-until the round costs about ``round_size`` full paired passes and fits the remaining budget.
+**Allocation.** A round buys the most variance reduction per token (Neyman allocation with
+costs, greedy over ``stats.pair_variance``): a pair on a task, priced at what it still costs —
+the rule's run alone where the pool holds the round's reference run — every task covered once
+first, until the round costs about ``round_size`` full paired passes and fits the remaining
+budget. (Buying reference runs ahead of the pairs for later decisions to share was tried: on the
+calibration benchmark it cost more than it saved, since a keep changes the reference.)
 
-**Budget.** Tuned on the calibration suite (8–16 tasks, 30k–300k tokens per run) at about ten
-paired passes of the suite per admission; with less, more rules end inconclusive (never kept).
+**Budget.** Tuned on the calibration suite (8–16 tasks, 30k–300k tokens per run); with less,
+more rules end inconclusive (never kept).
 
-**Assumptions.** Runs are independent given the task and configuration (separate seeds and
-copies); the effect is multiplicative per task (the log scale); the estimate is approximately
-normal at each look (pairs ≥ number of tasks). Heterogeneous effects across tasks are allowed:
-the estimand is their weighted location, and the pooled variance then errs on the safe side.
+**Assumptions.** Runs are independent given the task, configuration and seed; the effect is
+multiplicative per task (the log scale) and equal in the pairs and the pool (same configuration,
+model, suite and fixture within the freshness window); the estimate is approximately normal at
+each look. The pool's unpaired runs are exposed to drift within the window that pairs cancel;
+drift shared by a pair's two runs shows as pair correlation and shifts the weight to the pairs.
 """
 
 from __future__ import annotations
@@ -82,7 +98,6 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-import numpy as np
 
 from warden.errors import WardenError
 from warden.select import stats
@@ -105,12 +120,12 @@ class DecisionParams:
     """Error rates and design of the test (defaults = :class:`warden.config.Settings`)."""
 
     alpha: float = 0.05  # false keep
-    beta: float = 0.10  # false evict of a rule saving `design_effect` above its margin
+    beta: float = 0.01  # false evict of a rule saving `design_effect` above its margin
     design_effect: float = 0.10  # relative saving (fraction of a run) above the margin
     reaudit_effect: float = 0.05  # re-audit: relative distance from the margin tested
     keep_margin_k: float = 2.0
-    variance_quantile: float = 0.25  # χ² quantile of the conservative variance
-    round_size: float = 0.5  # a round costs about this many full paired passes of the suite
+    variance_quantile: float = 0.5  # χ² quantile of the conservative variance
+    round_size: float = 0.25  # a round costs about this many full paired passes of the suite
     huber_c: float = stats.HUBER_C  # math.inf = the plain weighted mean (calibration ablation)
     min_pairs_per_task: float = 2.0  # no keep/refute on fewer pairs (× tasks): a spread needs replicates
     shrink_pairs: float = 4.0  # pseudo-pairs of pooled spread in a task's own spread
@@ -162,11 +177,34 @@ class Evidence:
     rule: tuple[RunRecord, ...] = ()
 
     def extend(self, reference: Sequence[RunRecord] = (), rule: Sequence[RunRecord] = ()) -> "Evidence":
-        return Evidence(self.reference + tuple(reference), self.rule + tuple(rule))
+        """Add runs; a result for a (task, round) the side already holds a result for is the same
+        run served again (a stored reference run, then its round asked for) and is not added."""
+        def fresh(held: tuple[RunRecord, ...], new: Sequence[RunRecord]) -> tuple[RunRecord, ...]:
+            seen = {(r.task_id, r.round_index) for r in held if not r.is_infra}
+            out = []
+            for r in new:
+                if r.is_infra or (r.task_id, r.round_index) not in seen:
+                    out.append(r)
+                    if not r.is_infra:
+                        seen.add((r.task_id, r.round_index))
+            return tuple(out)
+        return Evidence(self.reference + fresh(self.reference, reference), self.rule + fresh(self.rule, rule))
 
     def next_round(self, task_id: str) -> int:
-        rounds = [r.round_index for r in self.reference + self.rule if r.task_id == task_id]
+        """The next paired round of ``task_id``: after the measured configuration's last run.
+        Reference runs at later rounds (the shared pool) are the partners its next runs get."""
+        rounds = [r.round_index for r in self.rule if r.task_id == task_id]
         return max(rounds) + 1 if rounds else 0
+
+    def paired_only(self) -> "Evidence":
+        """The runs of paired rounds only. Carried to a later decision, the evidence may stand for
+        another reference configuration (a re-audit's is the active set without the rule): a pair
+        still measures the rule against what ran beside it, an unpaired run measures nothing."""
+        def rounds(records: tuple[RunRecord, ...]) -> set[tuple[str, int]]:
+            return {(r.task_id, r.round_index) for r in records if not r.is_infra}
+        both = rounds(self.reference) & rounds(self.rule)
+        keep = lambda records: tuple(r for r in records if r.is_infra or (r.task_id, r.round_index) in both)  # noqa: E731
+        return Evidence(keep(self.reference), keep(self.rule))
 
 
 @dataclass(frozen=True)
@@ -182,6 +220,12 @@ class TaskSummary:
     mean_rule: float
     log_ratios: tuple[float, ...]  # paired d = log(ref) - log(rule)
     token_diffs: tuple[float, ...]  # paired ref - rule, weighted tokens
+    paired_logs: tuple[tuple[float, float], ...] = ()  # (log ref, log rule) per paired round
+    reference_only: tuple[float, ...] = ()  # log costs of reference runs without a partner (the pool)
+    rule_only: tuple[float, ...] = ()  # log costs of rule runs without a partner
+
+    def runs(self) -> stats.TaskRuns:
+        return stats.TaskRuns(self.weight, self.paired_logs, self.reference_only, self.rule_only)
 
 
 @dataclass(frozen=True)
@@ -262,17 +306,21 @@ def _task_weights(tasks: Mapping[str, float] | Sequence[str]) -> dict[str, float
     return weights
 
 
-def _pairs(reference: list[RunRecord], rule: list[RunRecord]) -> list[tuple[RunRecord, RunRecord]]:
-    """Pair by paired-round index; leftovers (e.g. runs recorded without a shared index) pair
-    in round order."""
+def _pairs(reference: list[RunRecord], rule: list[RunRecord]) -> tuple[list[tuple[RunRecord, RunRecord]],
+                                                                     list[RunRecord], list[RunRecord]]:
+    """(pairs by paired-round index, reference runs without a partner, rule runs without one).
+    Runs of different rounds never pair: they met different seeds and times."""
     ref_by_round = {r.round_index: r for r in reference}
     rule_by_round = {r.round_index: r for r in rule}
     common = sorted(set(ref_by_round) & set(rule_by_round))
     pairs = [(ref_by_round[i], rule_by_round[i]) for i in common]
     left_ref = sorted((r for r in reference if r.round_index not in rule_by_round), key=lambda r: r.round_index)
     left_rule = sorted((r for r in rule if r.round_index not in ref_by_round), key=lambda r: r.round_index)
-    pairs.extend(zip(left_ref, left_rule))
-    return pairs
+    return pairs, left_ref, left_rule
+
+
+def _log_cost(record: RunRecord) -> float:
+    return math.log(max(record.weighted_tokens, 1.0))
 
 
 def _runs_by_task(evidence: Evidence, tasks: Iterable[str]) -> dict[str, tuple[list[RunRecord], list[RunRecord], int]]:
@@ -293,22 +341,24 @@ def _runs_by_task(evidence: Evidence, tasks: Iterable[str]) -> dict[str, tuple[l
 def paired_runs(evidence: Evidence, tasks: Iterable[str]) -> dict[str, list[tuple[RunRecord, RunRecord]]]:
     """Per task, the (reference, rule) runs of each paired difference, in
     :attr:`Decision.paired_diffs`' order: what a receipt's figures can be audited against."""
-    return {task: _pairs(ref, rule) for task, (ref, rule, _) in _runs_by_task(evidence, tasks).items()}
+    return {task: _pairs(ref, rule)[0] for task, (ref, rule, _) in _runs_by_task(evidence, tasks).items()}
 
 
 def summarize(evidence: Evidence, weights: Mapping[str, float]) -> list[TaskSummary]:
     out = []
     for task_id, (ref, rule, infra) in _runs_by_task(evidence, weights).items():
-        pairs = _pairs(ref, rule)
+        pairs, ref_only, rule_only = _pairs(ref, rule)
+        logs = tuple((_log_cost(a), _log_cost(b)) for a, b in pairs)
         out.append(TaskSummary(
             task_id=task_id, weight=weights[task_id], n_reference=len(ref), n_rule=len(rule),
             pass_reference=sum(r.completed for r in ref), pass_rule=sum(r.completed for r in rule),
             infra=infra,
             mean_reference=sum(r.weighted_tokens for r in ref) / len(ref) if ref else math.nan,
             mean_rule=sum(r.weighted_tokens for r in rule) / len(rule) if rule else math.nan,
-            log_ratios=tuple(math.log(max(a.weighted_tokens, 1.0)) - math.log(max(b.weighted_tokens, 1.0))
-                             for a, b in pairs),
-            token_diffs=tuple(a.weighted_tokens - b.weighted_tokens for a, b in pairs)))
+            log_ratios=tuple(x - y for x, y in logs),
+            token_diffs=tuple(a.weighted_tokens - b.weighted_tokens for a, b in pairs),
+            paired_logs=logs, reference_only=tuple(_log_cost(r) for r in ref_only),
+            rule_only=tuple(_log_cost(r) for r in rule_only)))
     return out
 
 
@@ -319,19 +369,39 @@ def _pair_cost(t: TaskSummary, fallback: float) -> float:
     return 2.0 * sum(sides) / len(sides)
 
 
-def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, params: DecisionParams,
+def _task_run_variances(summaries: Sequence[TaskSummary], pooled: float, shrink: float) -> dict[str, float]:
+    """Each task's spread of one run's log cost (within arm), shrunk toward the pooled one with
+    ``shrink`` pseudo-runs: tasks differ in noise, but a handful of runs says little about it."""
+    out: dict[str, float] = {}
+    for t in summaries:
+        ss, df = 0.0, 0
+        for arm in ([x for x, _ in t.paired_logs] + list(t.reference_only),
+                    [y for _, y in t.paired_logs] + list(t.rule_only)):
+            if len(arm) >= 2:
+                ss += stats.sum_of_squares(arm)
+                df += len(arm) - 1
+        out[t.task_id] = (ss + shrink * pooled) / (df + shrink)
+    return out
+
+
+def plan_round(summaries: Sequence[TaskSummary], estimate: stats.PoolEstimate | None, params: DecisionParams,
                budget_remaining: float, cost_hints: Mapping[str, float] | None = None,
                paid: Mapping[str, Sequence[float]] | None = None) -> tuple[list[tuple[str, int]], float]:
     """Next round: cover tasks without pairs, then greedy variance reduction per token.
+
+    ``estimate`` (the pooled estimate so far) gives the spread of a run and the pair correlation
+    the variance reduction is computed with (:func:`stats.pair_variance`).
     ``cost_hints`` (task → expected weighted tokens per run, e.g. its frozen baseline) prices
     tasks not yet run; without them the first round is one pair per task, unpriced.
     ``paid`` (task → weighted tokens already paid for its next pairs, in round order: stored runs
-    the runner reuses, see :func:`paid_ahead`) lowers what those pairs cost against the budget;
-    the round's size and its choice of tasks stay those of an unpaid round. Returns the plan and
-    what it is expected to spend."""
+    the runner reuses, see :func:`paid_ahead`) lowers what those pairs cost against the budget —
+    a pair whose reference run the shared pool holds costs the rule's run alone, and buys less
+    variance reduction (the pool's run already counted). The round's size counts full prices.
+    Returns the plan and what it is expected to spend."""
     if budget_remaining <= 0:
         return [], 0.0
     prepaid = paid or {}
+    added: dict[str, int] = {}
 
     def due(task_id: str, cost: float) -> float:
         """What the next pair of ``task_id`` in this round costs beyond what is already paid."""
@@ -346,7 +416,6 @@ def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, par
     full_pass = sum(costs.values())
     # Without any cost yet (first round) a round is one pair per task.
     target = params.round_size * full_pass if full_pass > 0 else 0.0
-    added: dict[str, int] = {}
     spent = 0.0  # the round's size (full costs)
     owed = 0.0  # what it will cost (paid pairs excluded): what the budget must hold
     for t in summaries:  # coverage first: a verdict needs every task
@@ -358,27 +427,29 @@ def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, par
             added[t.task_id] = 1
             spent += cost
             owed += charge
-    pooled_var = scale ** 2 if scale > 0 else 1.0
-    heap: list[tuple[float, str]] = []
-    sigma2: dict[str, float] = {}
-    for t in summaries:
-        n = len(t.log_ratios)
-        if n:
-            resid = np.clip((np.asarray(t.log_ratios) - theta) / max(scale, 1e-9), -params.huber_c,
-                            params.huber_c) * max(scale, 1e-9)
-            own = float(np.sum(resid ** 2))
-            sigma2[t.task_id] = (own + params.shrink_pairs * pooled_var) / (n + params.shrink_pairs)
-        else:
-            sigma2[t.task_id] = pooled_var
+    usable = estimate is not None and math.isfinite(estimate.run_variance) and estimate.run_variance > 0
+    pooled = estimate.run_variance if usable else 1.0
+    rho = estimate.correlation if usable else 0.0
+    sigma2 = _task_run_variances(summaries, pooled, params.shrink_pairs)
+    by_id = {t.task_id: t for t in summaries}
     weights = {t.task_id: t.weight for t in summaries}
-    counts = {t.task_id: len(t.log_ratios) + added.get(t.task_id, 0) for t in summaries}
+
+    def variance(task_id: str, pairs_added: int) -> float:
+        """The task's variance after this round's pairs; a pair whose reference the pool holds (a
+        reference run without a partner, ahead) turns that run into a pair."""
+        t = by_id[task_id]
+        pool = min(len(t.reference_only), len(prepaid.get(task_id, ())))
+        converted = min(pairs_added, pool)
+        return stats.pair_variance(max(len(t.log_ratios) + pairs_added, 1), len(t.reference_only) - converted,
+                                   len(t.rule_only), sigma2[task_id], rho)
 
     def gain(task_id: str) -> float:
-        n = max(counts[task_id], 1)
-        return weights[task_id] ** 2 * sigma2[task_id] / (n * (n + 1) * max(costs[task_id], 1.0))
+        k = added.get(task_id, 0)
+        price = max(due(task_id, costs[task_id]), 0.01 * costs[task_id], 1.0)
+        return weights[task_id] ** 2 * (variance(task_id, k) - variance(task_id, k + 1)) / price
 
-    for task_id in counts:
-        heapq.heappush(heap, (-gain(task_id), task_id))
+    heap: list[tuple[float, str]] = [(-gain(t), t) for t in costs]
+    heapq.heapify(heap)
     while heap and spent < target:
         _, task_id = heapq.heappop(heap)
         cost = costs[task_id]
@@ -386,7 +457,6 @@ def plan_round(summaries: Sequence[TaskSummary], theta: float, scale: float, par
         if owed + charge > budget_remaining:
             continue  # does not fit; cheaper tasks still may
         added[task_id] = added.get(task_id, 0) + 1
-        counts[task_id] += 1
         spent += cost
         owed += charge
         heapq.heappush(heap, (-gain(task_id), task_id))
@@ -435,7 +505,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
     margin_log = stats.log_ratio_of_saving(margin_rel) if not math.isnan(margin_rel) else 0.0
     low, high = params.hypotheses(kind, margin_log)
     thresholds = (math.log(params.beta), math.log(1.0 / params.alpha))
-    method = {"estimator": "weighted Huber M-estimate of paired log cost ratios",
+    method = {"estimator": "Huber pseudo-values of log costs; per-task GLS of pairs and the shared reference pool",
               "huber_c": params.huber_c, "test": "SPRT (Wald 1945) with Ville thresholds",
               "alpha": params.alpha, "beta": params.beta, "design_effect": params.design_effect,
               "reaudit_effect": params.reaudit_effect, "k": params.keep_margin_k,
@@ -475,14 +545,16 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
         llr = stats.sprt_llr(theta, variance, low, high) if n_pairs >= 2 else 0.0
         return build(Verdict.REGRESSION, theta, variance, llr, n_pairs)
 
-    theta, variance, scale_llr, n_pairs = pooled_estimate(summaries, params)
+    estimate = pool_estimate(summaries, params)
+    theta, variance, n_pairs = estimate.estimate, conservative_variance(estimate, params), estimate.n_pairs
+    method["pair_correlation"] = round(estimate.correlation, 4)
+    method["unpaired_reference_runs"] = sum(len(t.reference_only) for t in summaries)
     covered = all(t.log_ratios for t in summaries)
     enough = covered and n_pairs >= max(2.0, params.min_pairs_per_task * len(summaries))
     if covered and n_pairs >= 2 and math.isfinite(variance):
         llr = stats.sprt_llr(theta, variance, low, high)
     else:
         llr = 0.0
-    scale = scale_llr if math.isfinite(scale_llr) else 0.0
     if enough and llr >= thresholds[1]:
         if kind == REAUDIT:
             reasons.append(f"still above the margin: saving {_fmt_pct(stats.relative_saving(theta))} "
@@ -501,8 +573,7 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
                            f"= {thresholds[0]:.2f}")
         return build(Verdict.REFUTE, theta, variance, llr, n_pairs)
 
-    plan, cost = plan_round(summaries, theta if math.isfinite(theta) else 0.0, scale, params,
-                            budget_remaining, cost_hints, paid)
+    plan, cost = plan_round(summaries, estimate, params, budget_remaining, cost_hints, paid)
     missing = [t.task_id for t in summaries if not t.log_ratios]
     if not plan or (missing and not all(any(p[0] == m for p in plan) for m in missing)):
         reasons.append(f"evidence budget spent after {n_pairs} pairs: LLR {_fmt_llr(llr)} between "
@@ -521,23 +592,24 @@ def decide(evidence: Evidence, tasks: Mapping[str, float] | Sequence[str], rent_
     return build(Verdict.NEED_MORE, theta, variance, llr, n_pairs, tuple(plan), cost)
 
 
+def pool_estimate(summaries: Sequence[TaskSummary], params: DecisionParams) -> stats.PoolEstimate:
+    """The robust, pool-aware estimate of θ (:func:`stats.pooled_effect`) from every task's runs."""
+    return stats.pooled_effect([t.runs() for t in summaries if t.paired_logs or t.reference_only or t.rule_only],
+                               c=params.huber_c)
+
+
+def conservative_variance(estimate: stats.PoolEstimate, params: DecisionParams) -> float:
+    """The estimate's variance scaled to its upper confidence limit for the degrees of freedom."""
+    if estimate.df < 1 or not math.isfinite(estimate.variance):
+        return math.inf
+    return (estimate.variance * stats.variance_inflation(estimate.df, params.variance_quantile)
+            * stats.student_inflation(estimate.df, params.alpha))
+
+
 def pooled_estimate(summaries: Sequence[TaskSummary], params: DecisionParams) -> tuple[float, float, float, int]:
-    """(θ̂, conservative variance, robust scale, pairs) from all tasks' paired log ratios."""
-    values: list[float] = []
-    weights: list[float] = []
-    for t in summaries:
-        n = len(t.log_ratios)
-        if not n:
-            continue
-        values.extend(t.log_ratios)
-        weights.extend([t.weight / n] * n)
-    if not values:
-        return math.nan, math.inf, math.nan, 0
-    if len(values) == 1:
-        return values[0], math.inf, math.nan, 1
-    robust = stats.huber_location(values, weights, c=params.huber_c)
-    variance = robust.variance * stats.variance_inflation(robust.n - 1, params.variance_quantile)
-    return robust.estimate, variance, robust.scale, robust.n
+    """(θ̂, conservative variance, robust scale of a run, pairs) from all tasks' runs."""
+    estimate = pool_estimate(summaries, params)
+    return estimate.estimate, conservative_variance(estimate, params), estimate.scale, estimate.n_pairs
 
 
 def _usable_pairs(records: Sequence[RunRecord]) -> int:
@@ -560,39 +632,50 @@ def infra_abort_reason(records: Sequence[RunRecord], unpaired_infra: int, params
     return None
 
 
-# Stored pairs looked up ahead per task for a round's price: each look is a query of the runner,
-# and a long shared reference would make every round ask for all of it; pairs past this are
-# priced in full (a budget can only be spent more slowly than it is charged).
-PAID_AHEAD_PAIRS = 16
+# Stored rounds looked up ahead per task: each look is a query of the runner per (slot,
+# configuration); rounds past this are priced in full (a budget can only be spent more slowly
+# than it is charged) and join the pool's evidence as the decision gets to them.
+PAID_AHEAD_PAIRS = 48
+
+
+def stored_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidence, tasks: Sequence[str],
+                 limit: int) -> dict[str, list[list[RunRecord]]]:
+    """Task → the stored runs of its next rounds (``next_round``, +1, … as long as the runner holds
+    a stored run of either configuration for them, at most ``limit``), one list per round: asked
+    of the runner's optional ``stored_runs`` (nothing for a runner without it)."""
+    ahead: dict[str, list[list[RunRecord]]] = {}
+    if getattr(runner, "stored_runs", None) is None or limit < 1:
+        return ahead
+
+    def found_in(slots: list[PairRequest]) -> dict[tuple[str, int], list[RunRecord]]:
+        found: dict[tuple[str, int], list[RunRecord]] = {}
+        for r in stored_records(runner, configs, slots):
+            found.setdefault((r.task_id, r.round_index), []).append(r)
+        return found
+
+    # Two asks at most: each task's next round (often none is stored), then the rest of the
+    # look-ahead for the tasks whose next round is.
+    nexts = {t: evidence.next_round(t) for t in tasks}
+    found = found_in([PairRequest(t, nexts[t]) for t in tasks])
+    started = [t for t in tasks if (t, nexts[t]) in found]
+    found.update(found_in([PairRequest(t, nexts[t] + k) for t in started for k in range(1, limit)]))
+    for t in started:  # a task's stored rounds are the unbroken run from its next round
+        for k in range(limit):
+            records = found.get((t, nexts[t] + k))
+            if records is None:
+                break
+            ahead.setdefault(t, []).append(records)
+    return ahead
 
 
 def paid_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidence, tasks: Sequence[str],
                limit: int) -> dict[str, list[float]]:
-    """Task → weighted tokens already paid for its next pairs (rounds ``next_round``, +1, …, as
-    long as the runner holds a stored run of either configuration for them, at most ``limit``):
-    asked of the runner's optional ``stored_runs`` (nothing for a runner without it)."""
-    paid: dict[str, list[float]] = {}
-    if getattr(runner, "stored_runs", None) is None or limit < 1:
-        return paid
+    """Task → weighted tokens already paid for its next pairs (see :func:`stored_ahead`)."""
+    return _paid(stored_ahead(runner, configs, evidence, tasks, limit))
 
-    def found_in(slots: list[PairRequest]) -> dict[tuple[str, int], float]:
-        found: dict[tuple[str, int], float] = {}
-        for r in stored_records(runner, configs, slots):
-            found[(r.task_id, r.round_index)] = found.get((r.task_id, r.round_index), 0.0) + r.weighted_tokens
-        return found
 
-    # Two asks at most: each task's next pair (usually none is stored), then the rest of the
-    # look-ahead for the tasks whose next pair is.
-    found = found_in([PairRequest(t, evidence.next_round(t)) for t in tasks])
-    started = [t for t in tasks if (t, evidence.next_round(t)) in found]
-    found.update(found_in([PairRequest(t, evidence.next_round(t) + k) for t in started for k in range(1, limit)]))
-    for t in started:  # a task's paid pairs are the unbroken run from its next round
-        for k in range(limit):
-            cost = found.get((t, evidence.next_round(t) + k))
-            if cost is None:
-                break
-            paid.setdefault(t, []).append(cost)
-    return paid
+def _paid(ahead: Mapping[str, list[list[RunRecord]]]) -> dict[str, list[float]]:
+    return {t: [sum(r.weighted_tokens for r in records) for records in rounds] for t, rounds in ahead.items()}
 
 
 def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Config,
@@ -613,7 +696,8 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     budget too; without them the first round is one pair per task whatever it costs. Runs the
     runner already holds (its optional ``stored_runs``: e.g. the rounds a killed invocation made)
     are priced at nothing when a round is planned, so a budget already charged for them (a
-    resumed night's) still buys the rounds they belong to.
+    resumed night's) still buys the rounds they belong to. The reference runs it holds at the
+    rule's next rounds (made by other decisions: the shared pool) join the evidence as they are.
 
     Raises :class:`InfraAbort` when a round is mostly infrastructure errors, or when infra errors
     leave rounds without a usable pair (see :func:`infra_abort_reason`; no verdict).
@@ -623,7 +707,8 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     if config_key(reference_config) == config_key(rule_config):
         raise ValueError("the measured configuration equals the reference")
     budget = math.inf if budget_tokens is None else float(budget_tokens)
-    evidence = prior_evidence or Evidence()
+    # Carried evidence counts by its pairs; the pool's unpaired runs are asked for afresh below.
+    evidence = prior_evidence.paired_only() if prior_evidence is not None else Evidence()
     new_runs: list[RunRecord] = []
     spent = 0.0
     raw = 0
@@ -632,7 +717,16 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     unpaired_infra = 0  # infra errors in the rounds in a row that gave no usable pair
     configs = (reference_config, rule_config)
     while True:
-        paid = paid_ahead(runner, configs, evidence, list(weights), PAID_AHEAD_PAIRS)
+        ahead = stored_ahead(runner, configs, evidence, list(weights), PAID_AHEAD_PAIRS)
+        # Reference runs other decisions made at this rule's next rounds (the shared pool, same
+        # configuration, seeds and freshness window) count now, as the reference's evidence.
+        # A round whose rule run is stored too is this rule's own (a killed invocation's): it is
+        # replayed as the pair it was, so the re-asked decision sees what the first one saw.
+        ref_key, rule_key = config_key(reference_config), config_key(rule_config)
+        evidence = evidence.extend([r for rounds in ahead.values() for records in rounds for r in records
+                                    if config_key(r.config) == ref_key
+                                    and not any(config_key(o.config) == rule_key for o in records)])
+        paid = _paid(ahead)
         decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints, paid)
         looks.append((decision.n_pairs, decision.llr))
         must_measure = kind == REAUDIT and rounds == 0 and decision.verdict is not Verdict.INCONCLUSIVE
@@ -644,7 +738,7 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
             break
         plan = list(decision.next_tasks)
         if not plan:  # a final verdict on prior evidence: re-audits still measure one round
-            plan, _ = plan_round(decision.tasks, 0.0, 0.0, params, budget - spent, cost_hints, paid)
+            plan, _ = plan_round(decision.tasks, None, params, budget - spent, cost_hints, paid)
             if not plan:  # ... and without one the old evidence alone clears no probation
                 decision = replace(decision, verdict=Verdict.INCONCLUSIVE, reasons=decision.reasons + (
                     "the budget does not buy the re-audit's fresh round: the earlier evidence alone decides "
@@ -655,7 +749,6 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
             first = evidence.next_round(task_id)
             slots.extend(PairRequest(task_id, first + i) for i in range(count))
         records = runner.run([reference_config, rule_config], slots)
-        ref_key, rule_key = config_key(reference_config), config_key(rule_config)
         ref_new = [r for r in records if config_key(r.config) == ref_key]
         rule_new = [r for r in records if config_key(r.config) == rule_key]
         evidence = evidence.extend(ref_new, rule_new)

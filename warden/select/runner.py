@@ -214,8 +214,20 @@ class ReusingRunner:
     def __init__(self, inner: SuiteRunner, reusable: Iterable[Config]) -> None:
         self.inner = inner
         self.reusable = {config_key(c) for c in reusable}
-        self._stored: dict[tuple[str, str, int], RunRecord] = {}
+        self._stored: dict[tuple[str, str, int], RunRecord] = {}  # as served again: reused=True
         self.runs_reused = 0
+
+    def stored_runs(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
+        """The records :meth:`run` would serve from stored runs (the protocol's optional part)."""
+        out = []
+        for config in configs:
+            key = config_key(config)
+            if key in self.reusable:
+                for slot in slots:
+                    stored = self._stored.get((key, slot.task_id, slot.round_index))
+                    if stored is not None:
+                        out.append(stored)
+        return out
 
     def run(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
         out: list[RunRecord] = []
@@ -232,7 +244,7 @@ class ReusingRunner:
                     if stored is None:
                         fresh.append(slot)
                     else:
-                        out.append(replace(stored, reused=True))
+                        out.append(stored)
                         self.runs_reused += 1
             if fresh:
                 to_run.setdefault(tuple(fresh), []).append(config)
@@ -240,7 +252,7 @@ class ReusingRunner:
             records = self.inner.run(group, fresh)
             for r in records:  # infra errors are never reused (as in the bench runner)
                 if config_key(r.config) in self.reusable and not r.is_infra:
-                    self._stored[(config_key(r.config), r.task_id, r.round_index)] = r
+                    self._stored[(config_key(r.config), r.task_id, r.round_index)] = replace(r, reused=True)
             out.extend(records)
         return out
 
