@@ -7,11 +7,17 @@ noise with CV 25%, 12% of runs derailed ×1.8, a rule rent of 30–60 tokens (ma
 0.05–0.2% of a run). True relative savings 0, 2, 5, 10, 20%, a harmful −5% rule, and a rule that
 saves 5% but breaks one task (its check fails with the rule).
 
-Decisions come in invocations of ``--per-night`` candidates (default 3, what the demo's naive
+Decisions come in freshness windows: ``--nights`` nights (default 7, the default
+``reference_freshness_days``) of ``--per-night`` candidates (default 3, what the demo's naive
 agent yields) with the same true effect on one suite. Ours decides them one after another through
-``ReusingRunner``, as the shipped selector does over the bench runner: a reference run bought by
-one decision is reused by the next (charged once), until a keep changes the active set and with it
-the reference. ``--per-night 1`` charges every decision for its whole reference.
+one ``ReusingRunner`` per window, as the shipped selector does over the bench runner, which reuses
+a stored run of the same configuration, model, suite, fixture and seed within the freshness
+window: a reference run bought by one decision is reused by every later one (charged once) —
+as a partner of their pairs and, where they have not reached its round, as the shared pool the
+estimate uses beside the pairs. A keep changes the active set and with it the reference; the kept
+rule's own runs are the new reference's when MEMORY.md's order is unchanged by the keep (the rule
+measured least of those kept so far, see ``order_rules``), otherwise the new reference starts
+empty. ``--nights 1`` reuses within a night only; ``--per-night 1 --nights 1`` not at all.
 
 In the same run, on the same draws (the k-th run of a task under a configuration is the same
 number for both policies), a faithful re-implementation of the anchor's fixed policy
@@ -22,14 +28,14 @@ Neyman top-up (another 3 runs per task per side, allocated across tasks ∝ thei
 SD), then keep iff saving ≥ margin + 2·SE, else evict ("evict when still uncertain"). Reading
 "within 2·SE" as only the band just under the keep line [margin, margin + 2·SE) would evict
 uncertain rules before any top-up, against "evict when *still* uncertain"; it would also make
-the anchor cheaper (fewer top-ups): 0.88× / 0.79× tokens instead of 0.70× / 0.53× (seed 1).
+the anchor cheaper (fewer top-ups).
 
 Re-audits: a rule truly saving 5% starts active and is re-audited on 12 nights. Two strikes:
 a miss puts it on probation, a second consecutive miss evicts, a pass clears probation. Ours
 pools the rule's evidence across nights; the anchor re-decides from scratch every night (a miss
 = not kept).
 
-Usage: python benchmarks/selector_calibration.py [--decisions N] [--seed S] [--json PATH]
+Usage: python benchmarks/selector_calibration.py [--decisions N] [--seed S] [--nights N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ SCENARIOS: list[tuple[str, float, bool]] = [
 ]
 DEAD = ("0%", "-5% (harmful)")
 # The design tuned with this benchmark (DecisionParams defaults + these budgets).
-ADMISSION_BUDGET = 28_000_000  # weighted tokens per admission decision (~10 paired suite passes)
+ADMISSION_BUDGET = 100_000_000  # weighted tokens per admission decision (~36 paired suite passes)
 REAUDIT_BUDGET = 5_000_000  # weighted tokens per nightly re-audit (~2 paired suite passes)
 NIGHTS = 12
 HEAVY_DERAIL = 3.0  # robustness section: derailed runs cost ×3
@@ -71,6 +77,7 @@ ROBUST_SAVINGS = (0.0, 0.10)
 
 TASKS_PER_SUITE = (8, 16)
 PER_NIGHT = 3  # candidates per selector invocation (the demo's naive agent yields 3)
+NIGHTS_PER_WINDOW = 7  # nights of one freshness window: Settings.reference_freshness_days
 
 
 def make_suite(seed: int) -> tuple[list[SyntheticTask], float]:
@@ -149,27 +156,41 @@ def anchor_decide(runner: SyntheticRunner, task_ids: list[str], rent: float, rul
 
 
 # ------------------------------------------------------------------------------------- one trial
-def admission_trial(args: tuple[int, int, DecisionParams, float, int]) -> list[dict]:
-    """One invocation deciding ``per_night`` candidates with the same true effect on one suite.
+def admission_trial(args: tuple[int, int, DecisionParams, float, int, int]) -> list[dict]:
+    """One freshness window of ``nights`` × ``per_night`` candidates with the same true effect on
+    one suite, decided one after another as the shipped selector decides them.
 
-    Ours decides them one after another through a :class:`ReusingRunner`, as the selector does
-    over the bench runner: reference runs bought by one decision are reused by the next, and a
-    decision is charged only for the runs it made. The anchor re-runs its baseline every time."""
-    scenario, seed, params, budget, per_night = args
+    Ours decides through one :class:`ReusingRunner` for the whole window: a reference run bought
+    by one decision is reused by every later one (charged once), as BenchSuiteRunner reuses stored
+    runs within ``reference_freshness_days``. A keep changes the active set and so the reference:
+    the kept rule's own runs are the new reference's runs when its keep leaves MEMORY.md's order
+    as it was (it measured least of the rules kept so far: ``order_rules``), otherwise the new
+    reference starts empty. The anchor re-runs its baseline every time (it had no reuse:
+    DESIGN.md §4)."""
+    scenario, seed, params, budget, per_night, nights = args
     label, saving, breaks = SCENARIOS[scenario]
     tasks, rent = make_suite(seed)
     ids = [t.task_id for t in tasks]
-    rules = night_rules(seed, per_night, rent)
+    rules = night_rules(seed, per_night * nights, rent)
     names = tuple(name for name, _ in rules)
-    ours_runner = ReusingRunner(make_runner(tasks, saving, breaks, seed, rules=names),
-                                [f"{REFERENCE}@v{v}" for v in range(len(rules))])
+    fresh_references = [f"{REFERENCE}@v{v}" for v in range(len(rules) + 1)]
+    inner = make_runner(tasks, saving, breaks, seed, rules=names)
+    ours_runner = ReusingRunner(inner, fresh_references + list(names))
     anchor_runner = make_runner(tasks, saving, breaks, seed, rules=names)
     rows = []
-    version = 0  # a keep changes the active set: later decisions need a new reference
+    reference, fresh = fresh_references[0], 1
+    kept: list[float] = []  # the measured savings of the rules kept so far
     for name, rule_rent in rules:
-        result = decide_rule(ours_runner, f"{REFERENCE}@v{version}", name, ids, rule_rent, params,
-                             budget_tokens=budget)
-        version += result.decision.verdict is Verdict.KEEP
+        # the candidate's configuration = the reference + the rule: savings compound
+        inner.savings[name] = 1.0 - (1.0 - saving) * (1.0 - inner.savings.get(reference, 0.0))
+        result = decide_rule(ours_runner, reference, name, ids, rule_rent, params, budget_tokens=budget)
+        if result.decision.verdict is Verdict.KEEP:
+            measured = result.decision.estimate_tokens
+            if all(measured <= other for other in kept):
+                reference = name  # same memory bytes: its runs are the new reference's
+            else:
+                reference, fresh = fresh_references[fresh], fresh + 1
+            kept.append(measured)
         before = anchor_runner.tokens_spent
         anchor = anchor_decide(anchor_runner, ids, rule_rent, name)
         rows.append({"scenario": label, "ours": result.decision.verdict.value, "ours_tokens": result.tokens_spent,
@@ -321,10 +342,10 @@ def render(table: dict) -> str:
 
 
 def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget: float,
-        reaudit_budget: float, workers: int, robust: int = 0, per_night: int = 1) -> dict:
-    nights = math.ceil(decisions / per_night)
-    admission_jobs = [(s, seed * 1_000_000 + i, params, budget, per_night)
-                      for s in range(len(SCENARIOS)) for i in range(nights)]
+        reaudit_budget: float, workers: int, robust: int = 0, per_night: int = 1, nights: int = 1) -> dict:
+    windows = math.ceil(decisions / (per_night * nights))
+    admission_jobs = [(s, seed * 1_000_000 + i, params, budget, per_night, nights)
+                      for s in range(len(SCENARIOS)) for i in range(windows)]
     reaudit_jobs = [(seed * 1_000_000 + 500_000 + i, params, reaudit_budget) for i in range(reaudits)]
     robust_jobs = [(saving, seed * 1_000_000 + 700_000 + i, params, budget)
                    for saving in ROBUST_SAVINGS for i in range(robust)]
@@ -342,7 +363,7 @@ def run(decisions: int, seed: int, reaudits: int, params: DecisionParams, budget
                        "admission_budget_tokens": budget, "reaudit_budget_tokens": reaudit_budget,
                        "params": asdict(params), "tasks_per_suite": "%d-%d" % TASKS_PER_SUITE,
                        "task_cost_range": [30_000, 300_000], "cv": 0.25, "derail": [0.12, 1.8],
-                       "rent": [30, 60], "k": K, "candidates_per_night": per_night}
+                       "rent": [30, 60], "k": K, "candidates_per_night": per_night, "nights_per_window": nights}
     return table
 
 
@@ -360,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="%d-%d" % TASKS_PER_SUITE, metavar="MIN-MAX",
                         help="tasks per synthetic suite (warden's golden suites have 5-6)")
     parser.add_argument("--per-night", type=int, default=PER_NIGHT, metavar="C",
-                        help="candidates decided per invocation, sharing ours' reference runs (1 = no reuse)")
+                        help="candidates decided per invocation (night)")
+    parser.add_argument("--nights", type=int, default=NIGHTS_PER_WINDOW, metavar="N",
+                        help="nights of one freshness window, across which ours reuses reference runs "
+                             "(1 = reuse within a night only; --per-night 1 --nights 1 = no reuse)")
     parser.add_argument("--json", metavar="PATH", help="also write the table as JSON")
     args = parser.parse_args(argv)
     try:
@@ -370,11 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--tasks {args.tasks!r}: expected MIN-MAX with 1 ≤ MIN ≤ MAX, e.g. 5-6")
     TASKS_PER_SUITE = (low, high)
-    if args.per_night < 1:
-        parser.error("--per-night must be ≥ 1")
+    if args.per_night < 1 or args.nights < 1:
+        parser.error("--per-night and --nights must be ≥ 1")
     started = time.perf_counter()
     table = run(args.decisions, args.seed, args.reaudits, DecisionParams(), args.budget,
-                args.reaudit_budget, args.workers, args.robust, args.per_night)
+                args.reaudit_budget, args.workers, args.robust, args.per_night, args.nights)
     table["config"]["seconds"] = round(time.perf_counter() - started, 1)
     print(render(table))
     print(f"({len(SCENARIOS) * args.decisions} admission decisions per policy, {args.reaudits} re-audit "
