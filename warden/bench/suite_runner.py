@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -99,15 +99,10 @@ class BenchSuiteRunner:
         with self.store.session() as session:
             memories = {config_key(c): memory_for(session, self.agent, _rule_ids(c)) for c in configs}
             by_key = {config_key(c): c for c in configs}
-            cutoff = utcnow() - self.freshness
-            out = []
-            for slot in dict.fromkeys(slots):
-                seed = self.seed_for(slot.task_id, slot.round_index)
-                for key, memory in memories.items():
-                    row = self._reusable(session, slot.task_id, key, memory, seed, cutoff)
-                    if row is not None:
-                        out.append(self._record(row, by_key[key], slot.round_index, reused=True))
-            return out
+            unique_slots = list(dict.fromkeys(slots))
+            found = self._reusable(session, memories, unique_slots)
+            return [self._record(found[(key, slot)], by_key[key], slot.round_index, reused=True)
+                    for slot in unique_slots for key in memories if (key, slot) in found]
 
     def run(self, configs: Sequence[Config], slots: Sequence[PairRequest]) -> list[RunRecord]:
         """One record per (configuration, slot): reused when fresh, otherwise run now."""
@@ -118,18 +113,18 @@ class BenchSuiteRunner:
         by_key = {config_key(c): c for c in configs}
         records: dict[tuple[str, str, int], RunRecord] = {}
         missing: list[JobSpec] = []
-        cutoff = utcnow() - self.freshness
+        unique_slots = list(dict.fromkeys(slots))
         with self.store.session() as session:
-            for slot in dict.fromkeys(slots):
-                seed = self.seed_for(slot.task_id, slot.round_index)
-                for key, memory in memories.items():
-                    row = self._reusable(session, slot.task_id, key, memory, seed, cutoff)
-                    if row is not None:
-                        records[(key, slot.task_id, slot.round_index)] = self._record(
-                            row, by_key[key], slot.round_index, reused=True)
-                        self.runs_reused += 1
-                    else:
-                        missing.append(JobSpec(slot.task_id, memory.rule_ids, slot.round_index))
+            found = self._reusable(session, memories, unique_slots)
+        for slot in unique_slots:
+            for key, memory in memories.items():
+                row = found.get((key, slot))
+                if row is not None:
+                    records[(key, slot.task_id, slot.round_index)] = self._record(
+                        row, by_key[key], slot.round_index, reused=True)
+                    self.runs_reused += 1
+                else:
+                    missing.append(JobSpec(slot.task_id, memory.rule_ids, slot.round_index))
         if missing:
             jobs = shuffle_blocks(missing, self.base_seed)
             request = BenchRequest(self.agent, tuple(jobs), self.base_seed, self.backend, self.model,
@@ -162,16 +157,28 @@ class BenchSuiteRunner:
 
     # ------------------------------------------------------------ internals
 
-    def _reusable(self, session: Any, task_id: str, key: str, memory: RunMemory, seed: int,
-                  cutoff: Any) -> BenchRun | None:
-        return session.scalars(select(BenchRun).where(
-            BenchRun.agent == self.agent, BenchRun.task_id == task_id, BenchRun.config_key == key,
-            BenchRun.memory_sha256.in_([memory.sha256, memory.labelled_sha256 or memory.sha256]),
-            BenchRun.backend == self.backend,
-            BenchRun.model == self.model, BenchRun.suite_hash == self.suite_hash,
-            BenchRun.fixture_hash == self.fixture_hash, BenchRun.seed == seed,
-            BenchRun.outcome != Outcome.INFRA_ERROR.value, BenchRun.created_at >= cutoff)
-            .order_by(BenchRun.id.desc()).limit(1)).first()
+    def _reusable(self, session: Any, memories: Mapping[str, RunMemory],
+                  slots: Sequence[PairRequest]) -> dict[tuple[str, PairRequest], BenchRun]:
+        """(configuration key, slot) → the newest fresh stored run for it: one query per
+        configuration (a decision's look-ahead asks for dozens of slots at a time)."""
+        cutoff = utcnow() - self.freshness
+        slot_of = {(s.task_id, self.seed_for(s.task_id, s.round_index)): s for s in slots}
+        found: dict[tuple[str, PairRequest], BenchRun] = {}
+        for key, memory in memories.items():
+            rows = session.scalars(select(BenchRun).where(
+                BenchRun.agent == self.agent, BenchRun.task_id.in_({t for t, _ in slot_of}),
+                BenchRun.config_key == key,
+                BenchRun.memory_sha256.in_([memory.sha256, memory.labelled_sha256 or memory.sha256]),
+                BenchRun.backend == self.backend,
+                BenchRun.model == self.model, BenchRun.suite_hash == self.suite_hash,
+                BenchRun.fixture_hash == self.fixture_hash, BenchRun.seed.in_({seed for _, seed in slot_of}),
+                BenchRun.outcome != Outcome.INFRA_ERROR.value, BenchRun.created_at >= cutoff)
+                .order_by(BenchRun.id))
+            for row in rows:  # ascending id: the newest run of a slot is the one left
+                slot = slot_of.get((row.task_id, int(row.seed)))
+                if slot is not None:
+                    found[(key, slot)] = row
+        return found
 
     @staticmethod
     def _record(row: BenchRun, config: Config, round_index: int, reused: bool = False) -> RunRecord:
