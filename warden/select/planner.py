@@ -10,6 +10,8 @@ otherwise it may end *inconclusive*.
 
 The estimates ignore the looks' overshoot and the conservative first-look variance, so they are
 slightly optimistic for tiny suites; ``benchmarks/selector_calibration.py`` shows real spend.
+They price every observation as a fresh pair: reference runs already in the shared pool (other
+decisions' within the freshness window) make a real decision cheaper than planned.
 """
 
 from __future__ import annotations
