@@ -226,12 +226,12 @@ def test_ctrl_c_ends_the_runs_in_flight_and_leaves_no_copy_or_temp_dir(store, tm
         time.sleep(0.3)  # the run is inside its command
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=30)
         took = time.monotonic() - started
     finally:
         if child.poll() is None:
             child.kill()
-    assert b"KeyboardInterrupt" in err
+    assert b"KeyboardInterrupt" in err, f"exit {child.returncode}; stdout {out!r}; stderr {err!r}"
     assert took < 1.0 + command_s / 2, f"exited {took:.1f}s after the interrupt"
     time.sleep(command_s + 0.5)  # past the end an abandoned command would have had
     assert not [p for p in (tmp_path / "runs").rglob("*")], "a run copy was left behind"
