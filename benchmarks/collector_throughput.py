@@ -16,6 +16,11 @@ map really grows — in a temp dir, then measures, each in its own process:
   ``benchmarks/.work/ccusage`` (gitignored). If npm/bun cannot be installed, that is reported.
 
     .venv/bin/python benchmarks/collector_throughput.py [--size-mb 200] [--jobs 2] [--keep]
+        [--corpus benchmarks/.work/corpus-1gb]
+
+``--corpus DIR`` builds the corpus into DIR once and reuses it on later runs (building 1 GB takes
+longer than measuring it); DIR is kept, so delete it when done (under benchmarks/.work/ it is
+git-ignored).
 
 Targets (issue 2): parse ≥ 250 MB/s on a 2-core machine; full ingest no slower than ccusage;
 memory flat in corpus size.
@@ -223,11 +228,35 @@ def measure_ccusage(root: Path, bun: Path, entry: Path) -> dict:
 # ----------------------------------------------------------------------------- main
 
 
+CORPUS_MARK = "corpus.json"  # in a --corpus DIR: what was built there, so a reuse can check it
+
+
+def corpus_in(root: Path, size_mb: float) -> tuple[int, int, int, int]:
+    """(full bytes, full files, half bytes, half files) of the corpus kept in ``root``, built
+    there first when it holds none (or one of another size)."""
+    mark = root / CORPUS_MARK
+    if mark.is_file():
+        kept = json.loads(mark.read_text())
+        if kept.get("size_mb") == size_mb:
+            return kept["full_bytes"], kept["full_files"], kept["half_bytes"], kept["half_files"]
+        print(f"{root} holds a {kept.get('size_mb')} MB corpus, not {size_mb} MB: building it again")
+    for part in ("full", "half"):
+        shutil.rmtree(root / part, ignore_errors=True)
+    mark.unlink(missing_ok=True)
+    full_bytes, full_files = build_corpus(root / "full", size_mb)
+    half_bytes, half_files = link_half(root / "full", root / "half")
+    mark.write_text(json.dumps({"size_mb": size_mb, "full_bytes": full_bytes, "full_files": full_files,
+                                "half_bytes": half_bytes, "half_files": half_files}) + "\n")
+    return full_bytes, full_files, half_bytes, half_files
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=float, default=200.0)
     ap.add_argument("--jobs", type=int, default=max(1, min(4, len(os.sched_getaffinity(0)))))
     ap.add_argument("--keep", action="store_true", help="keep the generated corpus")
+    ap.add_argument("--corpus", type=Path, metavar="DIR",
+                    help="build the corpus into DIR once and reuse it on later runs (DIR is kept)")
     ap.add_argument("--no-ccusage", action="store_true")
     ap.add_argument("--ledger-only", action="store_true", help="skip the run with post-ingest steps")
     args = ap.parse_args()
@@ -238,11 +267,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="collector-bench-", dir=WORK))
     try:
         t = time.perf_counter()
-        half_root, full_root = tmp / "half", tmp / "full"
-        full_bytes, full_files = build_corpus(full_root, args.size_mb)
-        half_bytes, half_files = link_half(full_root, half_root)
+        corpus_root = args.corpus.resolve() if args.corpus else tmp
+        corpus_root.mkdir(parents=True, exist_ok=True)
+        half_root, full_root = corpus_root / "half", corpus_root / "full"
+        full_bytes, full_files, half_bytes, half_files = corpus_in(corpus_root, args.size_mb)
         print(f"corpus: {full_bytes / 1e6:.0f} MB in {full_files} files (and a half-size copy, "
-              f"{half_bytes / 1e6:.0f} MB), built in {time.perf_counter() - t:.1f}s; "
+              f"{half_bytes / 1e6:.0f} MB), {'ready' if args.corpus else 'built'} in {time.perf_counter() - t:.1f}s"
+              f"{f' ({corpus_root})' if args.corpus else ''}; "
               f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}")
         results: dict = {"corpus_mb": full_bytes / 1e6, "files": full_files, "cpus": len(os.sched_getaffinity(0)),
                          "load_average_1m": os.getloadavg()[0]}
