@@ -325,6 +325,43 @@ def test_a_collect_that_loses_a_race_to_another_collect_takes_its_files_again(
            {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in want.items()}
 
 
+def test_a_failed_transaction_takes_every_uncommitted_batch_again(
+        tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk collect commits several batches together; when its transaction fails on a later
+    batch (the unique keys another writer took first), the batches stored since the last commit
+    roll back with it and are taken again one by one: every file counted once, the ledger equal
+    to a clean collect's."""
+    from sqlalchemy.exc import IntegrityError
+
+    import warden.ingest.collector as collector
+
+    monkeypatch.setattr(collector, "BATCH_FILES", 5)
+    monkeypatch.setattr(collector, "COMMIT_SECONDS", 3600.0)  # nothing committed before the failure
+    plain_store = collector.Collector._store_files
+    calls: list[int] = []
+
+    def fail_third_batch(self, session, items, summary):  # type: ignore[no-untyped-def]
+        calls.append(len(items))
+        if len(calls) == 3:
+            raise IntegrityError("INSERT", {}, Exception("UNIQUE constraint failed"))
+        return plain_store(self, session, items, summary)
+
+    monkeypatch.setattr(collector.Collector, "_store_files", fail_third_batch)
+    summary = collect_paths(load_settings(), [corpus], jobs=2)
+    assert len(calls) > 3 and calls[:3] == [5, 5, 5]  # then one file at a time
+    assert summary.files_skipped == 0 and summary.files_unchanged == 0
+    assert summary.files_ingested == summary.files_seen == 22
+    got = {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in _runs().items()}
+    monkeypatch.undo()
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(clean))
+    clean_summary = collect_paths(load_settings(), [corpus], jobs=1)
+    assert (summary.lines, summary.bytes_read, sorted(summary.run_keys)) == \
+           (clean_summary.lines, clean_summary.bytes_read, sorted(clean_summary.run_keys))  # each counted once
+    assert got == {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in _runs().items()}
+
+
 def test_symlinked_project_directories_are_followed_once_and_loops_end(tmp_path: Path) -> None:
     from warden.ingest.collector import discover_transcripts
 

@@ -58,3 +58,32 @@ def test_repeated_values_are_converted_once_but_never_confused(any_store: Any) -
     stored = _store_both_ways(any_store, moments)
     for i in range(len(moments)):
         assert stored[f"bulk-{i}"] == stored[f"orm-{i}"]
+
+
+def test_row_values_insert_what_a_flush_of_the_same_object_inserts(any_store: Any) -> None:
+    """A new run built with the model's constructor and inserted through row_values and
+    execute_many (the collector's bulk path, JSON by orjson on SQLite) reads back like the same
+    object added and flushed: set values, Python-side defaults, JSON columns, NULLs."""
+    from warden.ingest.collector import _ledger_json
+    from warden.store.bulk import row_values
+    from warden.store.models import SessionRun
+
+    def build(key: str) -> SessionRun:
+        return SessionRun(run_key=key, session_id="s", agent_id=None, agent="main", distill_state=None,
+                          models=["claude-sonnet-4-6"], trace_digest={"v": 1, "steps": [["read", "é/ü", 3, 0, 0]]},
+                          started_at=datetime(2026, 1, 2, 3, 4, 5, 600000), input_tokens=9)
+
+    table = SessionRun.__table__
+    with any_store.session() as session:
+        session.add(build("orm"))
+        session.flush()
+        execute_many(session, table.insert(), table, [row_values(table, build("bulk"))], json_dumps=_ledger_json)
+        session.commit()
+    skip = {"id", "run_key", "created_at", "updated_at"}
+    with any_store.session() as session:
+        rows = {r.run_key: r for r in session.query(SessionRun)}
+        values = {key: {c.key: getattr(row, c.key) for c in table.columns if c.key not in skip}
+                  for key, row in rows.items()}
+    assert values["bulk"] == values["orm"]
+    assert values["bulk"]["line_stats"] == {} and values["bulk"]["origin"] == "claude-code"
+    assert rows["bulk"].created_at is not None and rows["bulk"].id is not None

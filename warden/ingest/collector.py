@@ -17,10 +17,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,7 +40,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
-from warden.store.bulk import execute_many
+from warden.store.bulk import execute_many, row_values
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
@@ -69,6 +71,14 @@ class CollectSummary:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def absorb(self, other: "CollectSummary") -> None:
+        """Add ``other``'s counts and lists to these (a transaction's, once it is committed)."""
+        for key, value in other.__dict__.items():
+            if isinstance(value, list):
+                getattr(self, key).extend(value)
+            else:
+                setattr(self, key, getattr(self, key) + value)
 
     def snapshot(self) -> dict[str, int]:
         """The counts and list lengths now (lists only ever grow)."""
@@ -239,11 +249,12 @@ def run_key_for(session_id: str, agent_id: str | None) -> str:
     return f"{session_id}:{agent_id or MAIN_AGENT}"
 
 
-def _usage_row(key: str, run_key: str, model: str, usage: Usage, timestamp: Any) -> dict[str, Any]:
+def _usage_row(run_key: str, key: str, model: str, input_tokens: int, output_tokens: int, write_5m: int,
+               write_1h: int, read: int, timestamp: Any) -> dict[str, Any]:
     return {"message_key": key[:400], "run_key": run_key, "model": model[:120],
-            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-            "cache_write_5m_tokens": usage.cache_write_5m, "cache_write_1h_tokens": usage.cache_write_1h,
-            "cache_read_tokens": usage.cache_read, "timestamp": timestamp}
+            "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_write_5m_tokens": write_5m, "cache_write_1h_tokens": write_1h,
+            "cache_read_tokens": read, "timestamp": timestamp}
 
 
 def _row_rank(row: dict[str, Any]) -> tuple[int, int]:
@@ -253,39 +264,78 @@ def _row_rank(row: dict[str, Any]) -> tuple[int, int]:
 
 
 _UPSERT_CACHE: dict[str, Any] = {}  # dialect -> the max-wins upsert statement (built once)
+_USAGE_INSERT = UsageMessage.__table__.insert()
+_RUN_INSERT = SessionRun.__table__.insert()
+_OFFSET_INSERT = IngestOffset.__table__.insert()
 
 
-def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
-    """Max-wins upsert into the global dedupe; returns the run keys owning these messages."""
-    if not rows:
-        return set()
+def _ledger_json(value: Any) -> str:
+    """A ledger JSON column's text (SQLite), by orjson: the values are the parser's ints, strings,
+    lists and dicts, which read back the same; what orjson refuses (a non-string key, an integer
+    past 64 bits) the standard library encodes."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(value)
+
+
+def _max_wins_upsert(session: Session) -> Any:
     dialect = session.get_bind().dialect.name
+    stmt = _UPSERT_CACHE.get(dialect)
+    if stmt is not None:
+        return stmt
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
     table = UsageMessage.__table__
-    stmt = _UPSERT_CACHE.get(dialect)
-    if stmt is None:
-        stmt = insert(table)
-        excluded = stmt.excluded
-        new_total = (excluded.input_tokens + excluded.output_tokens + excluded.cache_write_5m_tokens
-                     + excluded.cache_write_1h_tokens + excluded.cache_read_tokens)
-        old_total = (table.c.input_tokens + table.c.output_tokens + table.c.cache_write_5m_tokens
-                     + table.c.cache_write_1h_tokens + table.c.cache_read_tokens)
-        stmt = _UPSERT_CACHE[dialect] = stmt.on_conflict_do_update(
-            index_elements=[table.c.message_key],
-            set_={name: excluded[name] for name in ("model", "input_tokens", "output_tokens",
-                                                     "cache_write_5m_tokens", "cache_write_1h_tokens",
-                                                     "cache_read_tokens", "timestamp")},
-            where=(new_total > old_total) | ((new_total == old_total) & (excluded.output_tokens > table.c.output_tokens)),
-        )
+    stmt = insert(table)
+    excluded = stmt.excluded
+    new_total = (excluded.input_tokens + excluded.output_tokens + excluded.cache_write_5m_tokens
+                 + excluded.cache_write_1h_tokens + excluded.cache_read_tokens)
+    old_total = (table.c.input_tokens + table.c.output_tokens + table.c.cache_write_5m_tokens
+                 + table.c.cache_write_1h_tokens + table.c.cache_read_tokens)
+    stmt = _UPSERT_CACHE[dialect] = stmt.on_conflict_do_update(
+        index_elements=[table.c.message_key],
+        set_={name: excluded[name] for name in ("model", "input_tokens", "output_tokens",
+                                                 "cache_write_5m_tokens", "cache_write_1h_tokens",
+                                                 "cache_read_tokens", "timestamp")},
+        where=(new_total > old_total) | ((new_total == old_total) & (excluded.output_tokens > table.c.output_tokens)),
+    )
+    return stmt
+
+
+def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
+    """Max-wins upsert into the global dedupe; returns the run keys owning these messages.
+
+    Insert if new: the stored rows of a chunk are looked up first, so new messages (nearly all,
+    in a first collect) go in by a plain INSERT and only a larger copy of a stored one takes the
+    upsert, whose condition still lets the largest win. A row another writer stored after the
+    look-up fails the INSERT (IntegrityError), which the callers take as "ingest again"."""
+    if not rows:
+        return set()
+    table = UsageMessage.__table__
+    c = table.c
+    stored_total = c.input_tokens + c.output_tokens + c.cache_write_5m_tokens + c.cache_write_1h_tokens + c.cache_read_tokens
     owners: set[str] = set()
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
-        execute_many(session, stmt, table, chunk)
-        keys = [r["message_key"] for r in chunk]
-        owners.update(session.scalars(select(UsageMessage.run_key).where(UsageMessage.message_key.in_(keys)).distinct()))
+        stored = {key: (run_key, (total, output)) for key, run_key, total, output in session.execute(
+            select(c.message_key, c.run_key, stored_total, c.output_tokens)
+            .where(c.message_key.in_([r["message_key"] for r in chunk])))}
+        new: list[dict[str, Any]] = []
+        larger: list[dict[str, Any]] = []
+        for row in chunk:
+            found = stored.get(row["message_key"])
+            if found is None:
+                new.append(row)
+                owners.add(row["run_key"])
+            else:  # the stored row keeps its owner (the upsert never sets run_key)
+                owners.add(found[0])
+                if _row_rank(row) > found[1]:
+                    larger.append(row)
+        execute_many(session, _USAGE_INSERT, table, new)
+        execute_many(session, _max_wins_upsert(session), table, larger)
     return owners
 
 
@@ -373,9 +423,15 @@ class Collector:
                 # (path, stat, start, parse result, checkpoints its parser process captured or None)
                 batch: list[tuple[str, os.stat_result, int, Any, Any]] = []
                 batch_bytes = 0
+                # Batches are committed together for COMMIT_SECONDS (fewer WAL syncs and page
+                # rewrites); the paths stored since the last commit are taken again one by one if
+                # the transaction fails, and what they added to the summary is dropped.
+                uncommitted: list[str] = []
+                pending = CollectSummary()  # the counts of the stores not committed yet
+                last_commit = time.monotonic()
 
-                def store_batch() -> None:
-                    nonlocal batch_bytes
+                def store_batch(final: bool = False) -> None:
+                    nonlocal batch_bytes, pending, last_commit
                     offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
                     fresh, stale = [], []
                     for path, st, start, result, precaptured in batch:
@@ -384,18 +440,24 @@ class Collector:
                             fresh.append((path, st, offset_row, start, result, precaptured))
                         else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                             stale.append(path)
-                    before = summary.snapshot()
                     try:
+                        uncommitted.extend(item[0] for item in fresh)
                         if fresh:
-                            self._store_files(session, fresh, summary)
-                        session.commit()  # a batch of files per transaction: fewer statements and syncs
+                            self._store_files(session, fresh, pending)
+                        # stale files are ingested in transactions of their own: ours must not hold the lock
+                        if final or stale or time.monotonic() - last_commit >= COMMIT_SECONDS:
+                            session.commit()
+                            summary.absorb(pending)
+                            uncommitted.clear()
+                            pending, last_commit = CollectSummary(), time.monotonic()
                     except IntegrityError:
                         # Another collect (or a hook) stored some of these files after we read their
                         # offsets: its transaction won and ours rolled back whole. Take them one by one
                         # from what it stored.
                         session.rollback()
-                        summary.restore(before)
-                        stale.extend(item[0] for item in fresh)
+                        stale.extend(uncommitted)
+                        uncommitted.clear()
+                        pending = CollectSummary()
                     batch.clear()
                     batch_bytes = 0
                     for path in stale:
@@ -433,7 +495,7 @@ class Collector:
                         drain_one()
                 while window:
                     drain_one()
-                store_batch()
+                store_batch(final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
                 _stop_pool(pool)
                 raise
@@ -537,21 +599,22 @@ class Collector:
         with session.no_autoflush:
             rows_by_key = self._store_runs(session, [r[:3] for r in runs if r is not None], summary)
         keys: list[str | None] = []
+        new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
         for (path, st, offset_row, start, (parsed, parser_state, end), _), run in zip(items, runs):
-            if offset_row is None:
-                offset_row = IngestOffset(path=path)
-                session.add(offset_row)
             consumed = parsed.bytes_consumed
             head_len = tail_len = min(consumed, HEAD_BYTES)
-            offset_row.run_key = run[2] if run else None
-            offset_row.offset = consumed
-            offset_row.size = end
-            offset_row.mtime_ns = st.st_mtime_ns
-            offset_row.head_sha256, tail_sha256 = _span_hashes(path, (0, head_len), (consumed - tail_len, tail_len))
-            offset_row.parser_state = {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
-                                       "parser": parser_state}
-            offset_row.parser_version = PARSER_VERSION
+            head_sha256, tail_sha256 = _span_hashes(path, (0, head_len), (consumed - tail_len, tail_len))
+            values = {"run_key": run[2] if run else None, "offset": consumed, "size": end, "mtime_ns": st.st_mtime_ns,
+                      "head_sha256": head_sha256, "parser_version": PARSER_VERSION,
+                      "parser_state": {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
+                                       "parser": parser_state}}
+            if offset_row is None:
+                new_offsets.append(row_values(IngestOffset.__table__, IngestOffset(path=path, **values)))
+            else:
+                for name, value in values.items():
+                    setattr(offset_row, name, value)
             keys.append(run[2] if run else None)
+        execute_many(session, _OFFSET_INSERT, IngestOffset.__table__, new_offsets, json_dumps=_ledger_json)
         session.flush()
         if self.post_ingest and any(runs):  # summary-only files have no run to capture from
             from warden.continuity.capture import load_stored_captures
@@ -575,11 +638,13 @@ class Collector:
         embedded_owners: dict[str, tuple[str, str | None, str, ParsedRun]] = {}  # key -> (session, agent, path, parent)
         for path, parsed, run_key in runs:
             session_id = run_key.rsplit(":", 1)[0]
-            for turn in parsed.turns:
-                _offer(usage_rows, _usage_row(turn.message_key, run_key, turn.model, turn.usage, turn.timestamp))
+            for turn_usage in parsed.usage_of_turns():
+                _offer(usage_rows, _usage_row(run_key, *turn_usage))
             for emb in parsed.embedded_usage:
                 owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
-                _offer(usage_rows, _usage_row(emb.message_key, owner, emb.model, emb.usage, emb.timestamp))
+                u = emb.usage
+                _offer(usage_rows, _usage_row(owner, emb.message_key, emb.model, u.input_tokens, u.output_tokens,
+                                              u.cache_write_5m, u.cache_write_1h, u.cache_read, emb.timestamp))
                 if owner != run_key:
                     embedded_owners.setdefault(owner, (session_id, emb.agent_id, path, parsed))
         rows = list(usage_rows.values())
@@ -595,13 +660,16 @@ class Collector:
         rows_by_key = _load_runs(session, affected | named_subagents
                                  | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
 
+        # New rows are built as SessionRun objects, filled like stored ones, but never added to the
+        # session: they are inserted in one statement at the end (a flush costs more per row).
+        new_rows: list[SessionRun] = []
         for path, parsed, run_key in runs:
             row = rows_by_key.get(run_key)
             if row is None:
                 row = SessionRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
                                  agent=MAIN_AGENT if parsed.agent_id is None else UNKNOWN_SUBAGENT,
                                  distill_state=None)
-                session.add(row)
+                new_rows.append(row)
                 rows_by_key[run_key] = row
             if not _a_fuller_copy_holds(row, parsed, path):
                 self._fill_run(row, parsed, path, rows_by_key)
@@ -622,7 +690,7 @@ class Collector:
                                  project=parent.cwd, source_path=path, models=[], trace_digest={}, line_stats={},
                                  parser_version=PARSER_VERSION, distill_state=None,
                                  started_at=min(times) if times else None, ended_at=max(times) if times else None)
-                session.add(row)
+                new_rows.append(row)
                 rows_by_key[key] = row
         for key in affected:
             row = rows_by_key.get(key)
@@ -633,6 +701,10 @@ class Collector:
             models = list(row.models or [])
             models += sorted(m for m in by_model if m not in models and m != "<synthetic>")
             row.models = models
+        table = SessionRun.__table__
+        execute_many(session, _RUN_INSERT, table, [row_values(table, row) for row in new_rows], json_dumps=_ledger_json)
+        if self.post_ingest and new_rows:  # the later stages' steps take stored rows (with their ids)
+            rows_by_key.update(_load_runs(session, [row.run_key for row in new_rows]))
         return rows_by_key
 
     def _fill_run(self, row: SessionRun, parsed: ParsedRun, path: str, rows_by_key: dict[str, SessionRun]) -> None:
@@ -788,6 +860,7 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
 PARALLEL_MIN_BYTES = 32 << 20
 BATCH_BYTES = 64 << 20  # transcript bytes per transaction in a bulk collect
 BATCH_FILES = 100
+COMMIT_SECONDS = 2.0  # a bulk collect commits its batches together for this long
 
 
 def _total_size(files: list[str]) -> int:

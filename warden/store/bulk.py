@@ -11,17 +11,18 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import Table
+from sqlalchemy import JSON, Table
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
 
-_COMPILED: dict[tuple[int, str, tuple[str, ...]], tuple[str, tuple[str, ...], bool, dict[str, Callable[[Any], Any]]]] = {}
+_Compiled = tuple[str, tuple[str, ...], bool, dict[str, Callable[[Any], Any]]]
+_COMPILED: dict[tuple[int, str, tuple[str, ...], Any], _Compiled] = {}
 
 
-def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...]) -> tuple[
-        str, tuple[str, ...], bool, dict[str, Callable[[Any], Any]]]:
+def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...],
+              json_dumps: Callable[[Any], str] | None) -> _Compiled:
     dialect = session.get_bind().dialect
-    key = (id(stmt), dialect.name, keys)
+    key = (id(stmt), dialect.name, keys, json_dumps)
     found = _COMPILED.get(key)
     if found is None:
         compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
@@ -30,18 +31,50 @@ def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...
         for name in set(names):
             column = table.c.get(name)
             processor = column.type.dialect_impl(dialect).bind_processor(dialect) if column is not None else None
+            if processor is not None and json_dumps is not None and isinstance(column.type, JSON) \
+                    and dialect.name == "sqlite":  # SQLite stores JSON as text: any encoder's text will do
+                processor = _json_text(json_dumps, processor)
             if processor is not None:
                 processors[name] = processor
         found = _COMPILED[key] = (compiled.string, names, compiled.positional, processors)
     return found
 
 
-def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+def _json_text(json_dumps: Callable[[Any], str], processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A JSON column's bind processor encoding with ``json_dumps`` (None stays the dialect's)."""
+    def convert(value: Any) -> Any:
+        return processor(value) if value is None else json_dumps(value)
+    return convert
+
+
+def row_values(table: Table, obj: Any) -> dict[str, Any]:
+    """The column values of a new, never-added ORM object of ``table``, as the ORM would insert
+    them: what was set, else the column's Python-side default (the autoincrement key left out).
+    So rows built with the models' constructors go through :func:`execute_many` instead of a flush."""
+    state = obj.__dict__
+    values: dict[str, Any] = {}
+    for column in table.columns:
+        if column.key in state:
+            values[column.key] = state[column.key]
+        elif column is table.autoincrement_column:
+            continue
+        elif column.default is None:
+            values[column.key] = None
+        else:
+            default = column.default
+            values[column.key] = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
+    return values
+
+
+def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[dict[str, Any]], *,
+                 json_dumps: Callable[[Any], str] | None = None) -> None:
     """Execute ``stmt`` (an INSERT or upsert on ``table``) once per row; every row has the first
-    row's keys, which are column keys. ``stmt`` must be long-lived (it is cached by identity)."""
+    row's keys, which are column keys. ``stmt`` must be long-lived (it is cached by identity).
+    ``json_dumps`` (long-lived too) encodes JSON columns on SQLite instead of the standard
+    library's encoder (the same values read back; the caller vouches its values suit it)."""
     if not rows:
         return
-    sql, names, positional, processors = _compiled(stmt, table, session, tuple(rows[0]))
+    sql, names, positional, processors = _compiled(stmt, table, session, tuple(rows[0]), json_dumps)
     if positional:
         pick = itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
         params: list[Any] = list(map(pick, rows))
