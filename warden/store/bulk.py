@@ -11,7 +11,10 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import JSON, Table
+from datetime import datetime
+
+from sqlalchemy import JSON, DateTime, Table
+from sqlalchemy.dialects.sqlite.base import DATETIME as SQLITE_DATETIME
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
 
@@ -34,6 +37,9 @@ def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...
             if processor is not None and json_dumps is not None and isinstance(column.type, JSON) \
                     and dialect.name == "sqlite":  # SQLite stores JSON as text: any encoder's text will do
                 processor = _json_text(json_dumps, processor)
+            elif processor is not None and isinstance(column.type, DateTime) and dialect.name == "sqlite" and \
+                    getattr(column.type.dialect_impl(dialect), "_storage_format", None) == SQLITE_DATETIME._storage_format:
+                processor = _FastDateTime(processor)
             if processor is not None:
                 processors[name] = processor
         found = _COMPILED[key] = (compiled.string, names, compiled.positional, processors)
@@ -45,6 +51,25 @@ def _json_text(json_dumps: Callable[[Any], str], processor: Callable[[Any], Any]
     def convert(value: Any) -> Any:
         return processor(value) if value is None else json_dumps(value)
     return convert
+
+
+class _FastDateTime:
+    """SQLite's DateTime bind processor for its default storage format: a naive datetime by
+    ``isoformat`` (the same text, "2026-01-02 03:04:05.000000", at a fraction of the cost; one
+    per usage row, each a distinct moment), anything else by SQLAlchemy's own processor."""
+
+    def __init__(self, processor: Callable[[Any], Any]) -> None:
+        self.processor = processor
+
+    def __call__(self, value: Any) -> Any:
+        if value.__class__ is datetime and value.tzinfo is None:
+            return value.isoformat(" ", "microseconds")
+        return self.processor(value)
+
+
+def _converter(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A batch's converter for a column: memoized unless it is cheaper than a memo look-up."""
+    return processor if isinstance(processor, _FastDateTime) else _memoized(processor)
 
 
 def row_values(table: Table, obj: Any) -> dict[str, Any]:
@@ -78,7 +103,7 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
     if positional:
         pick = itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
         params: list[Any] = list(map(pick, rows))
-        converted = [(index, _memoized(processors[name])) for index, name in enumerate(names) if name in processors]
+        converted = [(index, _converter(processors[name])) for index, name in enumerate(names) if name in processors]
         if converted:  # column by column: transpose, convert, transpose back (the driver wants tuples)
             columns: list[Any] = list(zip(*params))
             for index, convert in converted:
@@ -87,7 +112,7 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
     elif processors:
         params = [dict(row) for row in rows]
         for name, processor in processors.items():
-            convert = _memoized(processor)
+            convert = _converter(processor)
             for row in params:
                 row[name] = convert(row[name])
     else:
