@@ -142,10 +142,39 @@ def _ingest_order(path: Path) -> tuple[int, str]:
     return (1 if path.name.startswith("agent-") else 0, str(path))
 
 
-def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes | None, int, bool]]:
-    """(line without newline | None if oversized, end offset, complete) from ``start`` to EOF.
+def _split_lines_py(data: bytes, upto: int, offset: int, max_line: int) -> tuple[list[bytes | None], list[int]]:
+    """The complete lines of ``data[:upto]`` (``upto``: the index of its last newline), each
+    without its newline (None when longer than ``max_line``), and their end offsets from
+    ``offset``. The reference for the C fast path's ``split_lines``."""
+    lines: list[bytes | None] = []
+    ends: list[int] = []
+    for line in data[:upto].split(b"\n"):
+        offset += len(line) + 1
+        lines.append(line if len(line) <= max_line else None)
+        ends.append(offset)
+    return lines, ends
 
-    Reads in large blocks; a line longer than ``max_line`` is skipped without being buffered."""
+
+def _fast_split_lines() -> Callable[[bytes, int, int, int], tuple[list[bytes | None], list[int]]] | None:
+    """The C extension's framing, unless it was not built or WARDEN_PURE_PYTHON is set."""
+    if os.environ.get("WARDEN_PURE_PYTHON"):
+        return None
+    try:
+        from warden.ingest._skim import split_lines
+    except ImportError:  # no compiler at install time: the pure-Python path
+        return None
+    return split_lines
+
+
+def iter_line_batches(fd: int, start: int, max_line: int = MAX_LINE_BYTES, *, pure: bool = False) -> Iterator[
+        tuple[list[bytes | None], list[int], bool]]:
+    """(lines without newline, None where oversized; their end offsets; whether the last one is
+    complete) from ``start`` to EOF, a read block's lines at a time.
+
+    Reads in large blocks; a line longer than ``max_line`` is skipped without being buffered.
+    ``pure``: frame lines in Python even when the C fast path is there."""
+    split = None if pure else _fast_split_lines()
+    split = split or _split_lines_py
     os.lseek(fd, start, os.SEEK_SET)
     offset = start
     carry = b""
@@ -160,7 +189,7 @@ def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[
                 offset += len(block)
                 continue
             offset += nl + 1
-            yield None, offset, True
+            yield [None], [offset], True
             block = block[nl + 1:]
             skipping = False
         data = carry + block if carry else block
@@ -168,26 +197,36 @@ def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[
         if last_nl < 0:
             carry = data
         else:
-            lines = data[:last_nl].split(b"\n")
+            # a line that ends in this block may still be over the limit (carry + block)
+            lines, ends = split(data, last_nl, offset, max_line)
+            offset = ends[-1]
             carry = data[last_nl + 1:]
-            for line in lines:
-                offset += len(line) + 1
-                # a line that ends in this block may still be over the limit (carry + block)
-                yield (line if len(line) <= max_line else None), offset, True
+            yield lines, ends, True
         if len(carry) > max_line:
             offset += len(carry)
             carry = b""
             skipping = True
     if skipping:
-        yield None, offset, True
+        yield [None], [offset], True
     elif carry:
-        yield carry, offset + len(carry), False
+        yield [carry], [offset + len(carry)], False
+
+
+def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes | None, int, bool]]:
+    """(line without newline | None if oversized, end offset, complete) from ``start`` to EOF:
+    :func:`iter_line_batches` line by line."""
+    for lines, ends, complete in iter_line_batches(fd, start, max_line):
+        last = len(lines) - 1
+        for i, line in enumerate(lines):
+            yield line, ends[i], complete or i < last
 
 
 def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None,
-               agent_type: str | None = None, max_line: int = MAX_LINE_BYTES) -> tuple[ParsedRun, dict[str, Any], int]:
+               agent_type: str | None = None, max_line: int = MAX_LINE_BYTES,
+               pure: bool = False) -> tuple[ParsedRun, dict[str, Any], int]:
     """Read ``path`` from ``start`` into a ParsedRun; returns (run, resumable state, bytes scanned
-    up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang."""
+    up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang.
+    ``pure``: without the C fast path (the reference it is tested against)."""
     session_hint, agent_hint = ids_from_path(path)
     parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
                               source_path=path, start_offset=start, state=state)
@@ -196,11 +235,9 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        for line, end, complete in iter_lines(fd, start, max_line):
-            if line is None:
-                parser.feed_oversized(end)
-            else:
-                parser.feed_line(line, complete=complete, end_offset=end)
+        for lines, ends, complete in iter_line_batches(fd, start, max_line, pure=pure):
+            parser.feed_lines(lines, ends, complete=complete)
+            end = ends[-1]
     finally:
         os.close(fd)
     return parser.result(), parser.state(), end

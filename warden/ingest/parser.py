@@ -446,6 +446,28 @@ class TranscriptParser:
         self.stats.oversized += 1
         self.offset = end_offset
 
+    def feed_lines(self, lines: list[bytes | None], ends: list[int], *, complete: bool = True) -> bool:
+        """A batch of lines as the reader frames them: each without its newline (None: a line
+        longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
+        when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
+        per batch; returns what it returns for the last line."""
+        feed = self._feed
+        last = len(lines) - 1
+        consumed = True
+        for i, line in enumerate(lines):
+            end = ends[i]
+            if line is None:
+                self.feed_oversized(end)
+                consumed = True
+                continue
+            try:
+                consumed = feed(line, complete or i < last, end)
+            except Exception:  # never raise on content: count it and move on (as feed_line)
+                self.stats.malformed += 1
+                self.offset = end
+                consumed = True
+        return consumed
+
     def feed_line(self, line: bytes, *, complete: bool = True, end_offset: int | None = None) -> bool:
         """One line without its newline; ``complete`` is False for an unterminated last line."""
         try:

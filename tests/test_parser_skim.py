@@ -1,0 +1,104 @@
+"""The C fast path (warden/ingest/_skim.c) against the pure-Python reference: the same lines
+framed, the same parse of every transcript — odd lines (BOM, CRLF, blank, truncated, non-UTF-8,
+malformed, oversized) included — whichever path reads it."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warden.ingest.collector as collector
+from warden.ingest.collector import _split_lines_py, discover_transcripts, parse_file
+
+skim = pytest.importorskip("warden.ingest._skim", reason="the C fast path is not built (no compiler at install)")
+
+
+def _parse(path: Path, *, pure: bool, start: int = 0, state: dict[str, Any] | None = None,
+           max_line: int = collector.MAX_LINE_BYTES) -> tuple[dict[str, Any], dict[str, Any], int]:
+    # a parser resumes on (and updates) the very state it is given: each parse gets its own copy
+    run, parser_state, end = parse_file(str(path), start=start, state=copy.deepcopy(state), max_line=max_line,
+                                        pure=pure)
+    return dataclasses.asdict(run), parser_state, end
+
+
+def test_the_fast_path_is_built_where_there_is_a_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install with a compiler builds it (setup.py); the collector then uses it."""
+    monkeypatch.delenv("WARDEN_PURE_PYTHON", raising=False)
+    assert collector._fast_split_lines() is skim.split_lines
+
+
+def test_warden_pure_python_turns_the_fast_path_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WARDEN_PURE_PYTHON", "1")
+    assert collector._fast_split_lines() is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.lists(st.sampled_from([b"\n", b"\r", b"{", b"}", b"x", b"\xef\xbb\xbf", b"\xff", b"  "]), max_size=60)
+       .map(b"".join), offset=st.integers(0, 2**40), max_line=st.integers(0, 8), cut=st.integers(0, 100))
+def test_split_lines_frames_as_the_reference(data: bytes, offset: int, max_line: int, cut: int) -> None:
+    upto = min(cut, len(data))
+    assert skim.split_lines(data, upto, offset, max_line) == _split_lines_py(data, upto, offset, max_line)
+
+
+def test_split_lines_refuses_a_bound_outside_the_data() -> None:
+    with pytest.raises(ValueError):
+        skim.split_lines(b"a\nb", 4, 0, 10)
+
+
+def test_every_corpus_transcript_parses_the_same_on_both_paths(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = discover_transcripts([corpus])
+    assert len(files) >= 20
+    for chunk in (collector.READ_CHUNK, 4096, 97):  # small reads: lines split across blocks and carried
+        monkeypatch.setattr(collector, "READ_CHUNK", chunk)
+        for path in files:
+            assert _parse(path, pure=False) == _parse(path, pure=True), path
+    monkeypatch.setattr(collector, "READ_CHUNK", 4096)
+    for path in files[:6]:  # lines over the cap skipped unread, on both paths alike
+        assert _parse(path, pure=False, max_line=3000) == _parse(path, pure=True, max_line=3000), path
+
+
+_ODD_LINES = [
+    b'{"type":"assistant","sessionId":"s1","timestamp":"2026-01-01T00:00:01.000Z","requestId":"r1",'
+    b'"message":{"id":"m1","model":"claude-sonnet-4-6","usage":{"input_tokens":3,"output_tokens":5},'
+    b'"content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a.py"}}]}}',
+    b'{"type":"user","sessionId":"s1","message":{"role":"user","content":[{"type":"tool_result",'
+    b'"tool_use_id":"t1","content":"ok \xc3\xa9"}]}}',
+    b'{"type":"user","message":{"content":"caf\xe9 \xff"}}',  # not UTF-8
+    b"\xef\xbb\xbf" + b'{"type":"system","subtype":"compact_boundary"}',  # BOM
+    b'{"type":"summary","summary":"x"}\r',  # CRLF
+    b"", b"   ", b"{not json", b"[1, 2]", b'"text"', b'{"type":"file-history-snapshot","x":1}',
+    b'{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":30,"output_tokens":1e400}}}',
+    b'{"type":"assistant","message":"not an object"}',
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(st.sampled_from(_ODD_LINES), max_size=14), terminated=st.booleans(),
+       tail=st.sampled_from([b"", b'{"type":"user","message":{"con', b"\xef\xbb"]), chunk=st.sampled_from([64, 4096]),
+       cut=st.integers(0, 2000))
+def test_odd_transcripts_parse_the_same_on_both_paths(tmp_path_factory: pytest.TempPathFactory, lines: list[bytes],
+                                                      terminated: bool, tail: bytes, chunk: int, cut: int) -> None:
+    data = b"\n".join(lines) + (b"\n" if terminated and lines else b"") + tail
+    folder = tmp_path_factory.mktemp("odd")
+    path = folder / "s1.jsonl"
+    path.write_bytes(data)
+    plain_chunk = collector.READ_CHUNK
+    collector.READ_CHUNK = chunk
+    try:
+        assert _parse(path, pure=False) == _parse(path, pure=True)
+        # written up to any byte, read, then resumed once whole (an incremental ingest): alike too
+        path.write_bytes(data[:cut])
+        first, state, _end = parse_file(str(path), pure=True)
+        path.write_bytes(data)
+        assert _parse(path, pure=False, start=first.bytes_consumed, state=state) == \
+               _parse(path, pure=True, start=first.bytes_consumed, state=state)
+    finally:
+        collector.READ_CHUNK = plain_chunk
+        shutil.rmtree(folder, ignore_errors=True)
