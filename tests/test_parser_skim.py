@@ -102,3 +102,26 @@ def test_odd_transcripts_parse_the_same_on_both_paths(tmp_path_factory: pytest.T
     finally:
         collector.READ_CHUNK = plain_chunk
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_COUNT = st.one_of(st.none(), st.booleans(), st.integers(-5, 10), st.integers(10**15 - 2, 10**15 + 2),
+                   st.integers(2**63 - 2, 2**70), st.floats(allow_nan=True, allow_infinity=True),
+                   st.sampled_from([0.0, -0.0, 3.0, 3.5, 1e15, 1e15 - 1]), st.text(max_size=2), st.just([1]))
+_USAGE_KEYS = ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
+_SPLIT_KEYS = ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(counts=st.dictionaries(st.sampled_from(_USAGE_KEYS + ["service_tier"]), _COUNT),
+       split=st.one_of(st.none(), _COUNT, st.dictionaries(st.sampled_from(_SPLIT_KEYS + ["x"]), _COUNT)),
+       with_split=st.booleans())
+def test_usage_counts_reads_as_the_reference(counts: dict[str, Any], split: Any, with_split: bool) -> None:
+    from warden.ingest.parser import _usage_counts_py
+
+    raw = {**counts, "cache_creation": split} if with_split else counts
+    assert skim.usage_counts(raw) == _usage_counts_py(raw)
+
+
+def test_usage_counts_takes_only_a_dict() -> None:
+    with pytest.raises(TypeError):
+        skim.usage_counts([1])

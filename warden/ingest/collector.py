@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, defer
 
 from warden.config import Settings, load_settings
 from warden.errors import UsageError
-from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
+from warden.ingest.parser import PARSER_VERSION, TranscriptParser, fast_path, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
@@ -156,14 +156,9 @@ def _split_lines_py(data: bytes, upto: int, offset: int, max_line: int) -> tuple
 
 
 def _fast_split_lines() -> Callable[[bytes, int, int, int], tuple[list[bytes | None], list[int]]] | None:
-    """The C extension's framing, unless it was not built or WARDEN_PURE_PYTHON is set."""
-    if os.environ.get("WARDEN_PURE_PYTHON"):
-        return None
-    try:
-        from warden.ingest._skim import split_lines
-    except ImportError:  # no compiler at install time: the pure-Python path
-        return None
-    return split_lines
+    """The C fast path's framing, where it is built and not turned off (parser.fast_path)."""
+    skim = fast_path()
+    return skim.split_lines if skim is not None else None
 
 
 def iter_line_batches(fd: int, start: int, max_line: int = MAX_LINE_BYTES, *, pure: bool = False) -> Iterator[
@@ -229,7 +224,7 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     ``pure``: without the C fast path (the reference it is tested against)."""
     session_hint, agent_hint = ids_from_path(path)
     parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
-                              source_path=path, start_offset=start, state=state)
+                              source_path=path, start_offset=start, state=state, pure=pure)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     end = start
     try:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 import orjson
@@ -318,6 +318,42 @@ def usage_from_json(raw: Any) -> Usage | None:
                  cache_write_5m=w5, cache_write_1h=w1, cache_read=_count(raw.get("cache_read_input_tokens")))
 
 
+UsageCounts = tuple[int, int, int, int, int, bool]  # the five counts of Usage, and zeroed_counts
+
+
+def _usage_counts_py(raw: Any) -> UsageCounts | None:
+    """:func:`usage_from_json`'s counts and :func:`zeroed_counts` of one usage object at once
+    (None for one that is not a dict): the reference for the C fast path's ``usage_counts``."""
+    usage = usage_from_json(raw)
+    if usage is None:
+        return None
+    return (usage.input_tokens, usage.output_tokens, usage.cache_write_5m, usage.cache_write_1h, usage.cache_read,
+            zeroed_counts(raw))
+
+
+def fast_path() -> Any:
+    """The C fast path (``warden.ingest._skim``), or None where it was not built (no compiler at
+    install time) or WARDEN_PURE_PYTHON is set: then the pure-Python reference runs."""
+    if os.environ.get("WARDEN_PURE_PYTHON"):
+        return None
+    try:
+        from warden.ingest import _skim
+    except ImportError:
+        return None
+    return _skim
+
+
+def _usage_counts_reader(pure: bool) -> Callable[[Any], UsageCounts | None]:
+    skim = None if pure else fast_path()
+    if skim is None:
+        return _usage_counts_py
+    fast = skim.usage_counts
+
+    def counts(raw: Any) -> UsageCounts | None:
+        return fast(raw) if raw.__class__ is dict else _usage_counts_py(raw)  # C takes exact dicts only
+    return counts
+
+
 def _usage_rank(u: Usage) -> tuple[int, int]:
     return (u.total, u.output_tokens)
 
@@ -409,8 +445,10 @@ class TranscriptParser:
 
     def __init__(self, *, session_id: str | None = None, agent_id: str | None = None,
                  agent_type: str | None = None, source_path: str = "", start_offset: int = 0,
-                 state: dict[str, Any] | None = None) -> None:
+                 state: dict[str, Any] | None = None, pure: bool = False) -> None:
+        """``pure``: without the C fast path (the reference it is tested against)."""
         self._s = _State.from_json(state)
+        self._usage_counts = _usage_counts_reader(pure)
         self._hint_session = session_id
         self._hint_agent = agent_id
         self.agent_type = agent_type
@@ -613,13 +651,15 @@ class TranscriptParser:
         raw_usage = message.usage
         if index is not None and raw_usage is not None and raw_usage == self._raw_usage.get(key):
             usage = None  # the same counts streamed again on the response's next line
+            zeroed = False
             self.stats.duplicate_usage += 1
         else:
-            usage = usage_from_json(raw_usage)
+            counts = self._usage_counts(raw_usage)
+            usage, zeroed = (Usage(*counts[:5]), counts[5]) if counts is not None else (None, False)
             self._raw_usage[key] = raw_usage
         model = message.model
         model = _model_name(model)
-        if usage is not None and model not in FREE_MODELS and zeroed_counts(raw_usage):
+        if zeroed and model not in FREE_MODELS:
             self.stats.zeroed_usage += 1
         s = self._s
         if index is None:
@@ -813,16 +853,17 @@ class TranscriptParser:
         message = inner.get("message")
         if not isinstance(message, dict):
             return
-        usage = usage_from_json(message.get("usage"))
-        if usage is None:
+        counts = self._usage_counts(message.get("usage"))
+        if counts is None:
             return
+        usage = Usage(*counts[:5])
         # requestId sits on the embedded record, like on a transcript line.
         key = self._message_key(message.get("id"), inner["requestId"] if "requestId" in inner else rec.requestId,
                                 inner.get("uuid") if "requestId" in inner else rec.uuid)
         agent_id = valid_id(data.get("agentId"))
         model = message.get("model")
         model = _model_name(model)
-        if model not in FREE_MODELS and zeroed_counts(message.get("usage")):
+        if counts[5] and model not in FREE_MODELS:
             self.stats.zeroed_usage += 1
         previous = self.embedded.get(key)
         if previous is not None:
