@@ -211,6 +211,30 @@ def _real_parse():  # type: ignore[no-untyped-def]
 _REAL_PARSE = _real_parse()
 
 
+def _unreadable_in_worker(path: str, *args):  # type: ignore[no-untyped-def]
+    """A parser process's job, for one file that vanished after it was planned."""
+    import os
+
+    if path == os.environ["WARDEN_TEST_GONE"]:
+        raise FileNotFoundError(2, "No such file or directory")
+    return _REAL_PARSE(path, *args)
+
+
+def test_a_file_a_parser_process_cannot_read_is_skipped_and_its_task_goes_on(
+        corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parser processes take files a task of several at a time: one that cannot be read is
+    skipped with its reason, and the files around it in the same task are collected."""
+    import warden.ingest.collector as collector
+
+    files = collector.discover_transcripts([corpus])
+    gone = files[1]  # inside the first task
+    monkeypatch.setenv("WARDEN_TEST_GONE", str(gone))
+    monkeypatch.setattr(collector, "_parse_in_worker", _unreadable_in_worker)
+    summary = collect_paths(load_settings(), [corpus], jobs=2)
+    assert summary.skipped == [f"{gone}: No such file or directory"] and summary.files_skipped == 1
+    assert summary.files_ingested == len(files) - 1 == summary.files_seen - 1
+
+
 def test_ids_too_long_or_odd_for_the_ledger_fall_back_and_collect_everywhere(any_store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Untrusted ids are validated where they are read: a 500-character session id, an agent id
     with a space, and a file name that is no id at all never reach the ledger's keys."""

@@ -497,20 +497,34 @@ class Collector:
 
                 def drain_one() -> None:
                     nonlocal done, batch_bytes
-                    path, st, start, future = window.popleft()
-                    try:
-                        result, precaptured = future.result()
-                    except OSError as exc:
-                        summary.files_skipped += 1
-                        summary.skipped.append(f"{path}: {exc.strerror or exc}")
-                    else:
-                        batch.append((path, st, start, result, precaptured))
-                        batch_bytes += result[2] - start
-                        if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
-                            store_batch()
-                    done += 1
-                    if progress:
-                        progress(done, len(files))
+                    planned, future = window.popleft()
+                    for (path, st, start), outcome in zip(planned, future.result()):
+                        if isinstance(outcome, OSError):
+                            summary.files_skipped += 1
+                            summary.skipped.append(f"{path}: {outcome.strerror or outcome}")
+                        else:
+                            result, precaptured = outcome
+                            batch.append((path, st, start, result, precaptured))
+                            batch_bytes += result[2] - start
+                            if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+                                store_batch()
+                        done += 1
+                        if progress:
+                            progress(done, len(files))
+
+                # Files go to the parser processes a few at a time (TASK_FILES, TASK_BYTES): one
+                # round trip, wake-up and result message per task, not per file.
+                task: list[tuple[str, int, dict[str, Any] | None]] = []
+                planned: list[tuple[str, os.stat_result, int]] = []
+                task_bytes = 0
+
+                def submit() -> None:
+                    nonlocal task, planned, task_bytes
+                    window.append((planned, pool.submit(_parse_files_in_worker, task, agent_type_hint, self.max_line,
+                                                        self.post_ingest)))
+                    task, planned, task_bytes = [], [], 0
+                    while len(window) >= 4 * jobs:  # parses in flight: workers never wait on a batch write
+                        drain_one()
 
                 known = _load_offsets(session, [f for f in files if not _unstorable_path(f)])  # one query
                 for path in files:
@@ -520,11 +534,13 @@ class Collector:
                         done += 1
                         continue
                     st, start, state = plan
-                    future = pool.submit(_parse_in_worker, path, start, state, agent_type_hint, self.max_line,
-                                         self.post_ingest)
-                    window.append((path, st, start, future))
-                    while len(window) >= 64 * jobs:  # parses in flight: workers never wait on a batch write
-                        drain_one()
+                    task.append((path, start, state))
+                    planned.append((path, st, start))
+                    task_bytes += st.st_size - start
+                    if len(task) >= TASK_FILES or task_bytes >= TASK_BYTES:
+                        submit()
+                if task:
+                    submit()
                 while window:
                     drain_one()
                 store_batch(final=True)
@@ -872,6 +888,19 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     return (parsed, parser_state, end), precaptured
 
 
+def _parse_files_in_worker(task: list[tuple[str, int, dict[str, Any] | None]], agent_type: str | None, max_line: int,
+                           post_ingest: bool) -> list[Any]:
+    """A parser process's task: :func:`_parse_in_worker` for each (path, start, state), in order;
+    a file that cannot be read gives its OSError in its place, and the others are still parsed."""
+    outcomes: list[Any] = []
+    for path, start, state in task:
+        try:
+            outcomes.append(_parse_in_worker(path, start, state, agent_type, max_line, post_ingest))
+        except OSError as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
 def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun, settings: Settings,
                         precaptured: Any = None, stored_captures: StoredCaptures | None = None) -> None:
     """Per-run steps of later stages, run after ``run_row`` is written, in the same transaction.
@@ -892,6 +921,8 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
 PARALLEL_MIN_BYTES = 32 << 20
 BATCH_BYTES = 64 << 20  # transcript bytes per transaction in a bulk collect
 BATCH_FILES = 100
+TASK_FILES = 16  # files per parser-process task in a bulk collect, and at most this many bytes:
+TASK_BYTES = 8 << 20
 COMMIT_SECONDS = 2.0  # a bulk collect commits its batches together for this long
 
 
