@@ -846,9 +846,16 @@ def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: st
 def _parser_process_init(writer_pid: int) -> None:
     """A parser process leaves Ctrl-C to the writer, which stops the pool, and dies with the
     writer: an orphan would wait on its pipe forever, holding what the writer had open (the
-    nightly lock's file among it)."""
+    nightly lock's file among it).
+
+    It also collects cyclic garbage less often: a parse allocates many small containers that
+    reference counting frees, and the collector's passes over them cost ~6% of a parse (and the
+    objects forked from the writer are frozen, so no pass touches, and copies, their pages)."""
+    import gc
     import signal
 
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the writer's handler, forked with it: terminate() ends us quietly
     if sys.platform.startswith("linux"):
