@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -337,6 +337,14 @@ def _max_wins_upsert(session: Session) -> Any:
     return stmt
 
 
+_U = UsageMessage.__table__.c
+# One statement, compiled once: an IN list of literals is coerced and compiled key by key on
+# every call (~2 µs a key), an expanding parameter is only spliced in.
+_STORED_USAGE = select(_U.message_key, _U.run_key, _U.input_tokens + _U.output_tokens + _U.cache_write_5m_tokens
+                       + _U.cache_write_1h_tokens + _U.cache_read_tokens, _U.output_tokens) \
+    .where(_U.message_key.in_(bindparam("keys", expanding=True)))
+
+
 def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     """Max-wins upsert into the global dedupe; returns the run keys owning these messages.
 
@@ -347,14 +355,11 @@ def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     if not rows:
         return set()
     table = UsageMessage.__table__
-    c = table.c
-    stored_total = c.input_tokens + c.output_tokens + c.cache_write_5m_tokens + c.cache_write_1h_tokens + c.cache_read_tokens
     owners: set[str] = set()
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
         stored = {key: (run_key, (total, output)) for key, run_key, total, output in session.execute(
-            select(c.message_key, c.run_key, stored_total, c.output_tokens)
-            .where(c.message_key.in_([r["message_key"] for r in chunk])))}
+            _STORED_USAGE, {"keys": [r["message_key"] for r in chunk]})}
         new: list[dict[str, Any]] = []
         larger: list[dict[str, Any]] = []
         for row in chunk:
