@@ -6,6 +6,7 @@ SQLite gets WAL, a busy timeout and foreign keys on every connection; PostgreSQL
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
@@ -60,6 +62,17 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     cur.close()
     # Unicode case folding for "any case" filters (sessions --project): SQLite's lower() is ASCII only
     dbapi_conn.create_function("warden_casefold", 1, _casefold, deterministic=True)
+
+
+def _json_loads(text: str | bytes) -> Any:
+    """A JSON column's value read back: by orjson (a run's trace digest is KBs, and a bulk
+    collect reads the parents of the subagents it stores), else by the standard library, which
+    also reads what orjson refuses and the standard library may have written (NaN, integers past
+    64 bits, lone surrogates): the same values either way."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _casefold(value: object) -> object:
@@ -127,7 +140,8 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
             if database is not None and create:
                 database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 _create_private(database)
-            engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000})
+            engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000},
+                                   json_deserializer=_json_loads)
             event.listen(engine, "connect", _sqlite_pragmas)
             if busy_timeout_ms is not None:
                 event.listen(engine, "connect",
