@@ -737,8 +737,9 @@ class TranscriptParser:
             if offset is not None or limit is not None:
                 call.line_range = (offset or 0, limit or 0)
             counters["reads"] = counters.get("reads", 0) + 1
-            reg_key = f"{path_key(call.path)}\x00{call.line_range}"
-            generation = s.edit_gen.get(path_key(call.path), 0)
+            key = path_key(call.path)  # a hash: once per read
+            reg_key = f"{key}\x00{call.line_range}"
+            generation = s.edit_gen.get(key, 0)
             if s.reads.get(reg_key) == generation:
                 call.is_reread = True
                 counters["rereads"] = counters.get("rereads", 0) + 1
