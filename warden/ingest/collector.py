@@ -662,7 +662,7 @@ class Collector:
                       "parser_state": {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
                                        "parser": parser_state}}
             if offset_row is None:
-                new_offsets.append(row_values(IngestOffset.__table__, IngestOffset(path=path, **values)))
+                new_offsets.append(row_values(IngestOffset.__table__, {"path": path, **values}))
             else:
                 for name, value in values.items():
                     setattr(offset_row, name, value)

@@ -73,10 +73,11 @@ def _converter(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def row_values(table: Table, obj: Any) -> dict[str, Any]:
-    """The column values of a new, never-added ORM object of ``table``, as the ORM would insert
-    them: what was set, else the column's Python-side default (the autoincrement key left out).
-    So rows built with the models' constructors go through :func:`execute_many` instead of a flush."""
-    state = obj.__dict__
+    """The column values of a new, never-added ORM object of ``table`` (or a dict of column
+    values), as the ORM would insert them: what was set, else the column's Python-side default
+    (the autoincrement key left out). So rows built with the models' constructors go through
+    :func:`execute_many` instead of a flush."""
+    state = obj if isinstance(obj, dict) else obj.__dict__
     values: dict[str, Any] = {}
     for column in table.columns:
         if column.key in state:
