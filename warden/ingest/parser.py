@@ -489,7 +489,7 @@ class TranscriptParser:
         longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
         when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
         per batch; returns what it returns for the last line."""
-        feed = self._feed
+        feed, take, decode = self._feed, self._take, _LINE_DECODER.decode
         last = len(lines) - 1
         consumed = True
         for i, line in enumerate(lines):
@@ -498,6 +498,21 @@ class TranscriptParser:
                 self.feed_oversized(end)
                 consumed = True
                 continue
+            if line[:1] == b"{" and line[-1:] == b"}" and not line.startswith(_SKIP_PREFIXES):
+                # The common case, without _feed's checks: an object line of the schema's shape.
+                # Any other (odd nesting, not JSON, not UTF-8) takes _feed from the start.
+                try:
+                    record = decode(line)
+                except Exception:
+                    pass
+                else:
+                    try:
+                        take(record, end)
+                    except Exception:  # as below
+                        self.stats.malformed += 1
+                        self.offset = end
+                    consumed = True
+                    continue
             try:
                 consumed = feed(line, complete or i < last, end)
             except Exception:  # never raise on content: count it and move on (as feed_line)
@@ -548,14 +563,18 @@ class TranscriptParser:
                 if end_offset is not None:
                     self.offset = end_offset
                 return True
+        self._take(record, end_offset)
+        return True
+
+    def _take(self, record: Any, end_offset: int | None) -> None:
+        """A line decoded: counted, consumed, and read if it is a record (an object)."""
         self.stats.lines += 1
         if end_offset is not None:
             self.offset = end_offset
         if record.__class__ is not _Line:
             self.stats.malformed += 1
-            return True
+            return
         self._record(record)
-        return True
 
     def _decode_lenient(self, line: bytes) -> Any:
         """Invalid UTF-8, or a lone UTF-16 surrogate escape (valid JSON that Node writes when it
