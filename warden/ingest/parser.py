@@ -489,7 +489,7 @@ class TranscriptParser:
         longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
         when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
         per batch; returns what it returns for the last line."""
-        feed, take, decode = self._feed, self._take, _LINE_DECODER.decode
+        take, decode = self._take, _LINE_DECODER.decode
         last = len(lines) - 1
         consumed = True
         for i, line in enumerate(lines):
@@ -500,7 +500,7 @@ class TranscriptParser:
                 continue
             if line[:1] == b"{" and line[-1:] == b"}" and not line.startswith(_SKIP_PREFIXES):
                 # The common case, without _feed's checks: an object line of the schema's shape.
-                # Any other (odd nesting, not JSON, not UTF-8) takes _feed from the start.
+                # Any other (odd nesting, not JSON, not UTF-8) takes feed_line from the start.
                 try:
                     record = decode(line)
                 except Exception:
@@ -508,17 +508,11 @@ class TranscriptParser:
                 else:
                     try:
                         take(record, end)
-                    except Exception:  # as below
-                        self.stats.malformed += 1
-                        self.offset = end
+                    except Exception:  # never raise on content (as feed_line)
+                        self._count_malformed(end)
                     consumed = True
                     continue
-            try:
-                consumed = feed(line, complete or i < last, end)
-            except Exception:  # never raise on content: count it and move on (as feed_line)
-                self.stats.malformed += 1
-                self.offset = end
-                consumed = True
+            consumed = self.feed_line(line, complete=complete or i < last, end_offset=end)
         return consumed
 
     def feed_line(self, line: bytes, *, complete: bool = True, end_offset: int | None = None) -> bool:
@@ -526,10 +520,14 @@ class TranscriptParser:
         try:
             return self._feed(line, complete, end_offset)
         except Exception:  # never raise on content: count it and move on
-            self.stats.malformed += 1
-            if end_offset is not None:
-                self.offset = end_offset
+            self._count_malformed(end_offset)
             return True
+
+    def _count_malformed(self, end_offset: int | None) -> None:
+        """A line whose reading raised: counted as malformed, and consumed."""
+        self.stats.malformed += 1
+        if end_offset is not None:
+            self.offset = end_offset
 
     def _feed(self, line: bytes, complete: bool, end_offset: int | None) -> bool:
         if not (line[:1] == b"{" and line[-1:] == b"}"):  # the common case skips these checks

@@ -8,10 +8,9 @@ whose type needs a bind processor (DateTime on SQLite) get one; the rows go stra
 
 from __future__ import annotations
 
+from datetime import datetime
 from operator import itemgetter
 from typing import Any, Callable, Sequence
-
-from datetime import datetime
 
 from sqlalchemy import JSON, DateTime, Table
 from sqlalchemy.dialects.sqlite.base import DATETIME as SQLITE_DATETIME
