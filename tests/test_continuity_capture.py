@@ -14,6 +14,7 @@ from continuity_fixtures import RunBuilder, bash, edit, read, write
 from warden.config import load_settings
 from warden.continuity.capture import (capture_checkpoints, context_window, path_project, quality_score,
                                        record_checkpoints, redact_secrets)
+from warden.sanitize import _PASSWORD_LABELS
 from warden.store.db import open_store
 from warden.store.models import Checkpoint, CheckpointTerm
 
@@ -291,7 +292,7 @@ def test_an_error_message_s_disguised_key_is_redacted(text: str, leak: str) -> N
     assert redact_credentials(f"echoed {_KEY} and wJalrXUtnFEMI/K7MDENG", environ) == "echoed [REDACTED] and [REDACTED]"
 
 
-@given(st.lists(st.sampled_from([
+_SECRET_FRAGMENTS = [
     "sk-ant-api03-abcdefghijklmnopqrstuv", "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijk", "password=", "hunter2x!",
     "redis://:pw1234@h", "x://u:pw@h", "Cookie: a=b", "ghp_abcdefghijklmnopqrstuvwx", "eyJabcdefghi.eyJabcdefghi.abcdefghij",
     "mysql -pSECRET1", "sshpass -p x", " -u me:pw12", "--token abcd1234", "AccountKey=abcd", "SG.abcdefghijklmnopqr.abcdefghijklmnopqr",
@@ -302,7 +303,10 @@ def test_an_error_message_s_disguised_key_is_redacted(text: str, leak: str) -> N
     "\u0455k-\u0430nt-api03-abcdefghijklmnopqrstuv", "g\u04bbp_abcdefghijklmnopqrstuvwx", "\u0440\u0430ss: abcd", "\u200b",
     "othersk-ant-api03-abcdefghijklmnopqrstuv", "abcghp_abcdefghijklmnopqrstuvwxyz0123456789", "x_AKIAIOSFODNN7EXAMPLE_",
     "zzwhsec_abcdefghijklmnopqrstuv", "task-", "maya29.abcdefghijklmnopqrst",
-]), max_size=8))
+]
+
+
+@given(st.lists(st.sampled_from(_SECRET_FRAGMENTS), max_size=8))
 @settings(max_examples=300, deadline=None)
 def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[str]) -> None:
     """Neither in the text as written nor in the copy as it reads (look-alikes folded, which a key
@@ -321,6 +325,93 @@ def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[st
         assert redact_secrets(text) == slow(text)
     else:
         assert _redact_as_written(folded) == slow(folded)
+
+
+# What the quick screen and the patterns' gates are held to besides _SECRET_FRAGMENTS: each
+# pattern's own shapes, names in other cases, the letters "(?i)" matches that lowercasing keeps
+# apart (ſ, ı, İ, the Kelvin sign, a narrow Cyrillic o), what a redaction writes, and the
+# separators the screen's regexes read.
+_PATTERN_FRAGMENTS = [
+    *_SECRET_FRAGMENTS, "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n", "-----END RSA PRIVATE KEY-----", "PRIVATE KEY",
+    "https://hooks.slack.com/workflows/T1/x", "discordapp.com/api/webhooks/1/ab", "Set-Cookie: a=b; c=d",
+    "Cookie: abcdef", "Proxy-Authorization: Basic abcdefgh", "Authorization=token abcdefgh", "authorization",
+    "BEARER\tabcdefgh", "&sig=abcdefgh", "ASIAIOSFODNN7EXAMPLE", "github_pat_abcdefghij0123456789",
+    "xoxe-1-" + "a" * 24, "AIzaSyA1234567890abcdefghijklmnopqrstuv", "glpat-abcdefghij0123456789",
+    "rk_live_abcdefghijklmnop", "pk_test_abcdefghijklmnop", "hf_abcdefghijklmnopqrstu", "pypi-AgE" + "x" * 50,
+    "mysqldump -u root -pS3cret", "mariadb -pS3cret", "docker login -u me -p pw", " --user me:pw12",
+    "Password is hunter22", "the PWD hunter2x!", "PASS = 'abcd'", "Mot de Passe = abcd", "mot de passe: abcd",
+    "--client-secret abcd", "--API-KEY abcd", "ŞİFRE: abcd", "Jelszó='abcd'", "SharedAccessKey=abcd",
+    "pa\u017f\u017fword=abcd", "\u017fecret: abcd", "AUTHOR\u0130ZAT\u0130ON: abcdefgh", "to\u212aen=abcd",
+    "pr\u0131vate_key=abcd", "пар\u1c82ль: abcd", "\u017f", "\u0131", "\u0130", "\u212a", "\u0307", "\u00a0-u",
+    "--secret\t", "x-token:", "tokenizer.js", "api/", "[REDACTED]", "redacted", "@", "-", "_", "a", "1", "/", ".",
+    ";", "\t", "?", "&", "\u03a3",
+    *(f"{prefix}IOSFODNN7EXAMPLE" for prefix in ("AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA")),
+    *(f"gh{kind}_" + "Q7vX" * 9 for kind in "pousr"),
+    # every name the name patterns know, in each form they read
+    *(form.format(name) for name in ("password", "passwd", "passphrase", "pwd", "secret", "token", "api_key", "apikey",
+                                     "access-key", "private_key", "account_key", "sharedaccesskey", "client_secret",
+                                     "auth", *_PASSWORD_LABELS)
+      for form in ("{}=abcd", "{}: abcd", '"{}": "abcd efgh"', "{}='abcd'", "--{} abcd", "{} is abcd", "{} hunter2x")),
+]
+
+
+def _corpus_targets(corpus: Path) -> list[str]:
+    """Every tool call's command, file path and pattern in the corpus, once each."""
+    import json
+
+    texts: dict[str, None] = {}
+    for file in sorted((corpus / "projects").rglob("*.jsonl")):
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+            if '"tool_use"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            content = (record.get("message") or {}).get("content") if isinstance(record, dict) else None
+            for block in content if isinstance(content, list) else ():
+                tool_input = block.get("input") if isinstance(block, dict) and block.get("type") == "tool_use" else None
+                for key in ("command", "file_path", "pattern"):
+                    if isinstance(tool_input, dict) and isinstance(tool_input.get(key), str):
+                        texts[tool_input[key]] = None
+    return list(texts)
+
+
+# The quick screen as one regex, as it was before it was split (its literals searched by first
+# character, each of its regexes only where its words are): the reference the split one is held
+# to, as it decides what goes unredacted.
+_ONE_REGEX_SCREEN = (
+    r"private key|://|bearer|authorization|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|"
+    r"aiza|glpat|_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|cookie|"
+    r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
+    r"(?<![\w\-])(?=[\w\-]*?(?:pass|pwd|secret|token|api|access|key|auth|private|account))[\w\-]*+[\"']?\s*[:=]|"
+    r"(?<![\w\-])--?(?=[\w\-]*?(?:pass|secret|token|api|access|private|account))[\w\-]*+[ \t]")
+
+
+def _one_regex_screen(lowered: str) -> bool:
+    import re
+
+    words = ("whsec_", "gocspx-", "ya29.", "sig=", *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
+    return (re.search(_ONE_REGEX_SCREEN, lowered) is not None or any(word in lowered for word in words)
+            or not lowered.isascii() and any(word in lowered for word in _PASSWORD_LABELS if not word.isascii()))
+
+
+@given(st.lists(st.sampled_from(_PATTERN_FRAGMENTS), max_size=10))
+@settings(max_examples=400, deadline=None)
+def test_the_quick_screen_is_the_one_regex_it_was(parts: list[str]) -> None:
+    from warden.sanitize import _disguise_folded, _may_hold_secret
+
+    text = "".join(parts)
+    for form in filter(None, (text, _disguise_folded(text))):
+        assert _may_hold_secret(form.lower()) == _one_regex_screen(form.lower()), form
+
+
+def test_the_quick_screen_is_the_one_regex_it_was_on_the_corpus(corpus: Path) -> None:
+    from warden.sanitize import _may_hold_secret
+
+    for text in _corpus_targets(corpus):
+        for form in (text.lower(), text[:576].lower()):
+            assert _may_hold_secret(form) == _one_regex_screen(form), form
 
 
 def test_secrets_never_reach_a_checkpoint() -> None:

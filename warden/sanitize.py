@@ -328,30 +328,55 @@ _SECRET_PATTERNS: _Patterns = [
 ]
 
 
-# Every pattern above needs one of these (lowercased) somewhere in the text, or one of
-# _SECRET_WORDS: most text has none and skips the patterns, which cost ~30 µs even on a short
-# command. Keep in step with them (tests/test_continuity_capture.py checks the two agree).
-_MAY_HOLD_SECRET = re.compile(
-    r"private key|://|bearer|authorization|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|"
-    r"aiza|glpat|_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|cookie|"
-    r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
-    # a name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such
-    # as "tokenizer.js" or "api/" is not one ("mot de passe:" is one by its last word)
-    r"(?<![\w\-])(?=[\w\-]*?(?:pass|pwd|secret|token|api|access|key|auth|private|account))[\w\-]*+[\"']?\s*[:=]|"
-    r"(?<![\w\-])--?(?=[\w\-]*?(?:pass|secret|token|api|access|private|account))[\w\-]*+[ \t]")
+# Every pattern above needs one of these (lowercased) somewhere in the text, or what one of the
+# regexes below finds: most text has none and skips the patterns, which cost ~30 µs even on a
+# short command. Keep in step with them (tests/test_continuity_capture.py checks the two agree).
+# As branches of one regex the literals were tried at every position of every text (~80 µs on a
+# 600-character command that had none of them): a regex for the words of each first character
+# skips to that character, reading the text once for the group instead of once for each word.
+_SCREEN_WORDS = ("private key", "://", "bearer", "authorization", "akia", "asia", "agpa", "aida", "aroa", "anpa",
+                 "anva", "aipa", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat", "xox", "aiza", "glpat",
+                 "_live_", "_test_", "eyj", "npm_", "hf_", "pypi-", "sg.", "mysql", "mariadb", "sshpass", "docker",
+                 "--user", "cookie", "hooks.slack", "discord", "whsec_", "gocspx-", "ya29.", "sig=",
+                 # the password labels (a label holding "pass" is a name the regexes below find: "passwort: …")
+                 *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
 
 
-# Words some patterns need that _MAY_HOLD_SECRET does not screen for (it does a label holding
-# "pass": "passwort: …"), screened as substrings: a branch more in that regex is tried at every
-# position of every text (these made it a third slower), and ``in`` is a fast scan.
-_SECRET_WORDS = ("whsec_", "gocspx-", "ya29.", "sig=", *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
+def _first_char_groups(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """A regex for the words of each first character: one finds what an ``in`` for each word would."""
+    firsts = dict.fromkeys(word[0] for word in words)
+    return tuple(re.compile(re.escape(first) + "(?:" + "|".join(re.escape(w[1:]) for w in words if w[0] == first) + ")")
+                 for first in firsts)
+
+
+_SCREEN_GROUPS = _first_char_groups(_SCREEN_WORDS)
 _SECRET_WORDS_NON_ASCII = tuple(w for w in _PASSWORD_LABELS if not w.isascii())
+_SPACE_DASH_U = re.compile(r"\s-u")  # curl -u, and --user
+_PASSWORD_WORD = re.compile(r"(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])")
+# A name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such as
+# "tokenizer.js" or "api/" is not one ("mot de passe:" is one by its last word). Each runs only
+# where its words are: a word start is tried at every word, and most text names no secret.
+_NAME_WORDS = ("pass", "pwd", "secret", "token", "api", "access", "key", "auth", "private", "account")
+_NAMED_VALUE = re.compile(r"(?<![\w\-])(?=[\w\-]*?(?:" + "|".join(_NAME_WORDS) + r"))[\w\-]*+[\"']?\s*[:=]")
+_FLAG_WORDS = ("pass", "secret", "token", "api", "access", "private", "account")
+_NAMED_FLAG = re.compile(r"(?<![\w\-])--?(?=[\w\-]*?(?:" + "|".join(_FLAG_WORDS) + r"))[\w\-]*+[ \t]")
 
 
 def _may_hold_secret(lowered: str) -> bool:
-    """Whether lowercased text has what some pattern needs (the quick screen)."""
-    return (_MAY_HOLD_SECRET.search(lowered) is not None or any(word in lowered for word in _SECRET_WORDS)
-            or not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII))
+    """Whether lowercased text has what some pattern needs (the quick screen). A regex runs only
+    where the literals each of its matches holds are in the text: the one regex's answer, sooner."""
+    if any(group.search(lowered) is not None for group in _SCREEN_GROUPS):
+        return True
+    if "-u" in lowered and _SPACE_DASH_U.search(lowered) is not None:
+        return True
+    if ("pass" in lowered or "pwd" in lowered) and _PASSWORD_WORD.search(lowered) is not None:
+        return True
+    if any(word in lowered for word in _NAME_WORDS):  # _FLAG_WORDS are names too
+        if ("=" in lowered or ":" in lowered) and _NAMED_VALUE.search(lowered) is not None:
+            return True
+        if "-" in lowered and any(word in lowered for word in _FLAG_WORDS) and _NAMED_FLAG.search(lowered) is not None:
+            return True
+    return not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII)
 
 
 def _redact_as_written(text: str, patterns: _Patterns = _SECRET_PATTERNS) -> str:
