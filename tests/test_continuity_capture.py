@@ -314,7 +314,7 @@ def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[st
     from warden.sanitize import _SECRET_PATTERNS, _disguise_folded, _redact_as_written
 
     def slow(text: str) -> str:
-        for pattern, repl in _SECRET_PATTERNS:
+        for pattern, repl, _gate in _SECRET_PATTERNS:
             text = pattern.sub(repl, text)
         return text
 
@@ -355,6 +355,98 @@ _PATTERN_FRAGMENTS = [
 ]
 
 
+def _matches(pattern: object, text: str) -> bool:
+    """Whether ``pattern`` finds something in ``text`` (a command flag: whether it redacts)."""
+    from warden.sanitize import REDACTED, _CommandFlag
+
+    if isinstance(pattern, _CommandFlag):
+        return pattern.sub(REDACTED, text) != text
+    return pattern.search(text) is not None  # type: ignore[attr-defined]
+
+
+def _assert_every_gate_holds(text: str) -> None:
+    """Each pattern's gate on ``text`` holds wherever the pattern matches, in the text it is given
+    after the patterns before it redacted theirs (all of them run here, ungated and unscreened)."""
+    from warden.sanitize import _SECRET_PATTERNS, _STRUCTURED_SECRET_PATTERNS, _gate_open, _gate_text
+
+    gated = _gate_text(text.lower())
+    for patterns in (_SECRET_PATTERNS, _STRUCTURED_SECRET_PATTERNS):
+        current = text
+        for pattern, repl, gate in patterns:
+            if _matches(pattern, current):
+                assert _gate_open(gate, gated), (pattern, text)
+            current = pattern.sub(repl, current)
+
+
+def _ungated(patterns: list) -> list:
+    return [(pattern, repl, ()) for pattern, repl, _gate in patterns]  # no clause: always open
+
+
+def _assert_gated_is_ungated(text: str) -> None:
+    from warden.sanitize import _SECRET_PATTERNS, _STRUCTURED_SECRET_PATTERNS, _redact
+
+    for patterns in (_SECRET_PATTERNS, _STRUCTURED_SECRET_PATTERNS):
+        assert _redact(text, patterns) == _redact(text, _ungated(patterns)), text
+
+
+def test_every_pattern_s_gate_holds_on_its_own_examples() -> None:
+    from warden.sanitize import _SECRET_PATTERNS, _disguise_folded
+
+    texts = [form for text in _PATTERN_FRAGMENTS for form in (text, _disguise_folded(text)) if form]
+    for text in texts:
+        _assert_every_gate_holds(text)
+    for pattern, _repl, _gate in _SECRET_PATTERNS:  # the check above is no vacuous one
+        assert any(_matches(pattern, text) for text in texts), pattern
+
+
+@given(st.lists(st.sampled_from(_PATTERN_FRAGMENTS), max_size=10))
+@settings(max_examples=400, deadline=None)
+def test_every_pattern_s_gate_holds_where_it_matches(parts: list[str]) -> None:
+    from warden.sanitize import _disguise_folded
+
+    text = "".join(parts)
+    for form in filter(None, (text, _disguise_folded(text))):
+        _assert_every_gate_holds(form)
+
+
+def test_no_redaction_writes_a_later_gate_s_literal() -> None:
+    """What a redaction writes ("[REDACTED]", "Bearer [REDACTED]" for a "bearer …", "[REDACTED
+    PRIVATE KEY]" where "PRIVATE KEY" was) holds no later gate's literal it did not find, so a
+    gate read once, before the first pattern, holds for every pattern after it."""
+    from warden.sanitize import _SECRET_PATTERNS
+
+    (_first, first_repl, _), *later = _SECRET_PATTERNS
+    assert first_repl == "[REDACTED PRIVATE KEY]"
+    assert {repl for _p, repl, _g in later} <= {"[REDACTED]", "Bearer [REDACTED]", r"\g<pre>[REDACTED]",
+                                                r"\g<pre>[REDACTED]\g<q>"}
+    for _pattern, _repl, gate in later:
+        for word in (word for clause in gate for word in clause):
+            assert word == word.lower() and not any(ch.isspace() or ch in "[]" for ch in word), word
+            assert word not in "redacted" and (word not in "redacted private key" or word in "private key"), word
+
+
+def test_the_gate_copy_reads_each_letter_as_every_character_ignorecase_matches_to_it() -> None:
+    """"(?i)" matches "ſ" to "s", "İ" and "ı" to "i" and more that lowercasing does not give the
+    letter: every character that matches a gate literal's character reads as it in the gate copy."""
+    import re
+
+    from warden.sanitize import _SECRET_PATTERNS, _gate_text
+
+    everything = "".join(map(chr, range(0x110000)))
+    chars = {ch for _p, _r, gate in _SECRET_PATTERNS for clause in gate for word in clause for ch in word}
+    candidates = set(re.findall("(?i)[" + re.escape("".join(sorted(chars))) + "]", everything))
+    for ch in chars:
+        for other in candidates:
+            if re.fullmatch("(?i)" + re.escape(ch), other):
+                assert _gate_text(other.lower()) == ch, (ch, other)
+
+
+@given(st.lists(st.sampled_from(_PATTERN_FRAGMENTS), max_size=10))
+@settings(max_examples=400, deadline=None)
+def test_gated_redaction_is_the_ungated_one(parts: list[str]) -> None:
+    _assert_gated_is_ungated("".join(parts))
+
+
 def _corpus_targets(corpus: Path) -> list[str]:
     """Every tool call's command, file path and pattern in the corpus, once each."""
     import json
@@ -375,6 +467,26 @@ def _corpus_targets(corpus: Path) -> list[str]:
                     if isinstance(tool_input, dict) and isinstance(tool_input.get(key), str):
                         texts[tool_input[key]] = None
     return list(texts)
+
+
+def test_gated_redaction_is_the_ungated_one_on_the_corpus_commands_and_paths(corpus: Path) -> None:
+    """As written, cut where redacted_prefix reads, and with secrets spliced in at random places."""
+    import random
+
+    from warden.sanitize import REDACT_MARGIN
+
+    texts = _corpus_targets(corpus)
+    assert texts
+    rng = random.Random(0)
+    for text in texts:
+        window = 320 + REDACT_MARGIN
+        variants = [text, text[:window], text.upper()]
+        for _ in range(4):
+            at = rng.randrange(len(text) + 1)
+            variants.append(text[:at] + rng.choice(_PATTERN_FRAGMENTS) + text[at:])
+        for variant in variants:
+            _assert_gated_is_ungated(variant)
+            _assert_every_gate_holds(variant)
 
 
 # The quick screen as one regex, as it was before it was split (its literals searched by first
