@@ -355,6 +355,19 @@ _PATTERN_FRAGMENTS = [
 ]
 
 
+@given(st.lists(st.sampled_from([*_PATTERN_FRAGMENTS, "\ufe0f", "\u0301", "\uff4b", "\U0001f9ea", "\u0430"]), max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_the_folded_copy_of_text_to_normalise_is_what_normalising_and_translating_it_gives(parts: list[str]) -> None:
+    """(It translates only where a look-alike is: elsewhere the translation changes nothing.)"""
+    import unicodedata
+
+    from warden.sanitize import _UNSAFE, LATIN_LOOKALIKES, _disguise_folded
+
+    text = "".join(parts)
+    if not text.isascii() and (not unicodedata.is_normalized("NFKC", text) or _UNSAFE.search(text)):
+        assert _disguise_folded(text) == unicodedata.normalize("NFKC", _UNSAFE.sub("", text)).translate(LATIN_LOOKALIKES)
+
+
 def _matches(pattern: object, text: str) -> bool:
     """Whether ``pattern`` finds something in ``text`` (a command flag: whether it redacts)."""
     from warden.sanitize import REDACTED, _CommandFlag

@@ -485,7 +485,9 @@ def _disguise_folded(text: str) -> str | None:
     if unicodedata.is_normalized("NFKC", text) and _UNSAFE.search(text) is None:
         # Cyrillic or Greek prose: only look-alikes to fold (the common case, kept cheap)
         return text.translate(LATIN_LOOKALIKES) if _LATIN_LOOKALIKE.search(text) else None
-    return unicodedata.normalize("NFKC", _UNSAFE.sub("", text)).translate(LATIN_LOOKALIKES)
+    folded = unicodedata.normalize("NFKC", _UNSAFE.sub("", text))
+    # translate looks every character up (~50 ns each): only where there is a look-alike to fold
+    return folded.translate(LATIN_LOOKALIKES) if _LATIN_LOOKALIKE.search(folded) else folded
 
 
 def _folded_char(char: str) -> str:
