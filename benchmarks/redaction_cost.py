@@ -22,10 +22,11 @@ import orjson
 
 import warden
 from warden.ingest.parser import MAX_DIGEST_TARGET, TOOL_KIND_BY_NAME
-from warden.sanitize import redacted_prefix
+from warden.sanitize import REDACT_MARGIN, _may_hold_secret, redacted_prefix
 
 LIMIT = 4 * MAX_DIGEST_TARGET  # what _redacted_target asks for
 UNCACHED = 1024  # the parser caches shorter targets (_digest_target)
+PASSING_PREFIX = "git push https://github.com/o/r && "
 
 
 def targets_of(corpus: Path) -> list[str]:
@@ -103,12 +104,18 @@ def main() -> None:
             args.cache.write_bytes(orjson.dumps(texts))
     long = [t for t in texts if len(t) > UNCACHED]
     distinct_short = list(dict.fromkeys(t for t in texts if len(t) <= UNCACHED))
+    # what the patterns run on (the rest costs the quick screen only): every distinct target
+    # whose window passes it, as the parser's window reads it
+    passing = [t for t in dict.fromkeys(texts) if _may_hold_secret(t[:LIMIT + REDACT_MARGIN].lower())]
     for label, group in ((f"long (> {UNCACHED} chars, uncached in the parser)", long),
-                         ("short, distinct (the parser's cache misses at most)", distinct_short)):
+                         ("short, distinct (the parser's cache misses at most)", distinct_short),
+                         ("distinct, passing the quick screen", passing),
+                         # a long command that names a URL, as many do: it passes the screen
+                         ("long, after a URL (passing the screen)", [PASSING_PREFIX + t for t in long])):
         runs = cpu_seconds(group, args.repeat)
         median = statistics.median(runs)
-        print(f"{label}: {len(group)} texts, median {median:.3f} CPU-s of {args.repeat} "
-              f"({1e6 * median / max(1, len(group)):.1f} µs each; runs {', '.join(f'{r:.3f}' for r in runs)})")
+        print(f"{label}: {len(group)} texts, median {1e3 * median:.1f} CPU-ms of {args.repeat} "
+              f"({1e6 * median / max(1, len(group)):.1f} µs each; runs {', '.join(f'{1e3 * r:.1f}' for r in runs)})")
     if args.parse_mb:
         size, runs = parse_seconds(args.corpus, args.parse_mb, args.repeat)
         print(f"parse_file over {size:.0f} MB: median {statistics.median(runs):.2f} CPU-s of {args.repeat} "
