@@ -6,6 +6,9 @@ Run it against another checkout for an A/B (the ``warden`` imported is the first
     python benchmarks/redaction_cost.py --corpus DIR
     PYTHONPATH=/path/to/base python benchmarks/redaction_cost.py --corpus DIR
 
+(for ``--parse-mb``, the other checkout needs the collector's C fast path too: copy its built
+``warden/ingest/_skim*.so`` there when ``_skim.c`` is the same, or run both with WARDEN_PURE_PYTHON=1).
+
 The targets are extracted once into ``--cache`` (a JSON list) and read from it on later runs.
 Also times ``parse_file`` over the first ``--parse-mb`` of the corpus when asked.
 """
