@@ -87,3 +87,22 @@ def test_row_values_insert_what_a_flush_of_the_same_object_inserts(any_store: An
     assert values["bulk"] == values["orm"]
     assert values["bulk"]["line_stats"] == {} and values["bulk"]["origin"] == "claude-code"
     assert rows["bulk"].created_at is not None and rows["bulk"].id is not None
+
+
+def test_values_converted_ahead_read_back_like_execute_manys(any_store: Any) -> None:
+    """execute_values: rows of values in a column order, converted by bind_converter (as a parser
+    process does) store the same text as execute_many's rows; it counts the rows it changed."""
+    from warden.store.bulk import bind_converter, execute_values
+
+    columns = tuple(_row("k", None))
+    moments = [datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 120000), None]
+    with any_store.session() as session:
+        dialect = session.get_bind().dialect
+        convert = [bind_converter(UsageMessage.__table__.c[name], dialect) for name in columns]
+        rows = [tuple(v if c is None else c(v) for c, v in zip(convert, _row(f"ahead-{i}", when).values()))
+                for i, when in enumerate(moments)]
+        assert execute_values(session, _INSERT, UsageMessage.__table__, columns, rows) == len(moments)
+        session.commit()
+    stored = _store_both_ways(any_store, moments)
+    for i in range(len(moments)):
+        assert stored[f"ahead-{i}"] == stored[f"orm-{i}"]

@@ -12,7 +12,8 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import JSON, DateTime, Table
+from sqlalchemy import JSON, Column, DateTime, Table
+from sqlalchemy.engine import Dialect
 from sqlalchemy.dialects.sqlite.base import DATETIME as SQLITE_DATETIME
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
@@ -32,17 +33,25 @@ def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...
         processors: dict[str, Callable[[Any], Any]] = {}
         for name in set(names):
             column = table.c.get(name)
-            processor = column.type.dialect_impl(dialect).bind_processor(dialect) if column is not None else None
+            processor = bind_converter(column, dialect) if column is not None else None
             if processor is not None and json_dumps is not None and isinstance(column.type, JSON) \
                     and dialect.name == "sqlite":  # SQLite stores JSON as text: any encoder's text will do
-                processor = _json_text(json_dumps, processor)
-            elif processor is not None and isinstance(column.type, DateTime) and dialect.name == "sqlite" and \
-                    getattr(column.type.dialect_impl(dialect), "_storage_format", None) == SQLITE_DATETIME._storage_format:
-                processor = _FastDateTime(processor)
+                processor = _json_text(json_dumps, column.type.dialect_impl(dialect).bind_processor(dialect))
             if processor is not None:
                 processors[name] = processor
         found = _COMPILED[key] = (compiled.string, names, compiled.positional, processors)
     return found
+
+
+def bind_converter(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
+    """What :func:`execute_many` does to ``column``'s values for ``dialect``'s driver (None:
+    nothing), so another process can convert them ahead for :func:`execute_values`."""
+    impl = column.type.dialect_impl(dialect)
+    processor = impl.bind_processor(dialect)
+    if processor is not None and isinstance(column.type, DateTime) and dialect.name == "sqlite" and \
+            getattr(impl, "_storage_format", None) == SQLITE_DATETIME._storage_format:
+        return _FastDateTime(processor)
+    return processor
 
 
 def _json_text(json_dumps: Callable[[Any], str], processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -118,6 +127,25 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
     else:
         params = list(rows)
     session.connection().exec_driver_sql(sql, params)
+
+
+def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[str, ...],
+                   rows: Sequence[tuple[Any, ...]]) -> int:
+    """:func:`execute_many` for rows of values in ``columns`` order, each already converted by
+    :func:`bind_converter` for this session's dialect (nothing is converted here: tuples built in
+    a parser process go to the driver as they are). Returns the rows the statement changed."""
+    if not rows:
+        return 0
+    sql, names, positional, _ = _compiled(stmt, table, session, columns, None)
+    params: Sequence[Any]
+    if positional and names == columns:
+        params = rows
+    elif positional:
+        order = [columns.index(name) for name in names]
+        params = [tuple(row[i] for i in order) for row in rows]
+    else:
+        params = [dict(zip(columns, row)) for row in rows]
+    return session.connection().exec_driver_sql(sql, params).rowcount
 
 
 def _memoized(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
