@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import bindparam, func, select
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -40,7 +42,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
-from warden.store.bulk import execute_many, row_values
+from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
 from warden.store.db import Store, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
@@ -238,6 +240,14 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     return parser.result(), parser.state(), end
 
 
+def _consumed_hashes(path: str, consumed: int) -> tuple[int, str, str]:
+    """(length, sha256 of the head, of the tail) of the first ``consumed`` bytes of ``path``,
+    which an offset row keeps to resume only a file that still holds them."""
+    length = min(consumed, HEAD_BYTES)
+    head, tail = _span_hashes(path, (0, length), (consumed - length, length))
+    return length, head, tail
+
+
 def _span_hashes(path: str, *spans: tuple[int, int]) -> list[str]:
     """sha256 of each (start, length) span of ``path`` ("" for an empty one), in one open."""
     if all(length <= 0 for _, length in spans):
@@ -281,22 +291,49 @@ def run_key_for(session_id: str, agent_id: str | None) -> str:
     return f"{session_id}:{agent_id or MAIN_AGENT}"
 
 
-def _usage_row(run_key: str, key: str, model: str, input_tokens: int, output_tokens: int, write_5m: int,
-               write_1h: int, read: int, timestamp: Any) -> dict[str, Any]:
-    return {"message_key": key[:400], "run_key": run_key, "model": model[:120],
-            "input_tokens": input_tokens, "output_tokens": output_tokens,
-            "cache_write_5m_tokens": write_5m, "cache_write_1h_tokens": write_1h,
-            "cache_read_tokens": read, "timestamp": timestamp}
+def _run_key_of(parsed: ParsedRun, path: str) -> str:
+    return run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id)
 
 
-def _row_rank(row: dict[str, Any]) -> tuple[int, int]:
-    total = (row["input_tokens"] + row["output_tokens"] + row["cache_write_5m_tokens"]
-             + row["cache_write_1h_tokens"] + row["cache_read_tokens"])
-    return total, row["output_tokens"]
+# A usage_messages row as its driver takes it: the values in _USAGE_COLUMNS order, the timestamp
+# already converted (bind_converter), so a parser process can build the rows for the writer.
+UsageRow = tuple[Any, ...]
+_USAGE_COLUMNS = ("message_key", "run_key", "model", "input_tokens", "output_tokens", "cache_write_5m_tokens",
+                  "cache_write_1h_tokens", "cache_read_tokens", "timestamp")
+
+
+@functools.cache
+def _timestamp_converter(drivername: str) -> Callable[[Any], Any] | None:
+    """The usage timestamps' conversion for an engine of ``drivername`` (from its URL: a parser
+    process has no engine)."""
+    return _dialect_timestamp_converter(URL.create(drivername).get_dialect()())
+
+
+def _dialect_timestamp_converter(dialect: Dialect) -> Callable[[Any], Any] | None:
+    return bind_converter(UsageMessage.__table__.c.timestamp, dialect)
+
+
+def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] | None) -> dict[str, UsageRow]:
+    """The run's usage rows by message key, its turns' then the responses its progress lines
+    embed (owned by their subagent's run), each key once as :func:`_offer` keeps it."""
+    rows: dict[str, UsageRow] = {}
+    session_id = run_key.rsplit(":", 1)[0]
+    for key, model, i_t, o_t, w5, w1, r, ts in parsed.usage_of_turns():
+        _offer(rows, (key[:400], run_key, model[:120], i_t, o_t, w5, w1, r, ts if convert is None else convert(ts)))
+    for emb in parsed.embedded_usage:
+        owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
+        u, ts = emb.usage, emb.timestamp
+        _offer(rows, (emb.message_key[:400], owner, emb.model[:120], u.input_tokens, u.output_tokens,
+                      u.cache_write_5m, u.cache_write_1h, u.cache_read, ts if convert is None else convert(ts)))
+    return rows
+
+
+def _row_rank(row: UsageRow) -> tuple[int, int]:
+    return row[3] + row[4] + row[5] + row[6] + row[7], row[4]
 
 
 _UPSERT_CACHE: dict[str, Any] = {}  # dialect -> the max-wins upsert statement (built once)
-_USAGE_INSERT = UsageMessage.__table__.insert()
+_INSERT_NEW_CACHE: dict[str, Any] = {}  # dialect -> the usage INSERT that skips stored keys
 _RUN_INSERT = SessionRun.__table__.insert()
 _OFFSET_INSERT = IngestOffset.__table__.insert()
 
@@ -311,15 +348,30 @@ def _ledger_json(value: Any) -> str:
         return json.dumps(value)
 
 
+def _dialect_insert(dialect: str) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def _insert_new_usage(session: Session) -> Any:
+    dialect = session.get_bind().dialect.name
+    stmt = _INSERT_NEW_CACHE.get(dialect)
+    if stmt is None:
+        table = UsageMessage.__table__
+        stmt = _INSERT_NEW_CACHE[dialect] = _dialect_insert(dialect)(table).on_conflict_do_nothing(
+            index_elements=[table.c.message_key])
+    return stmt
+
+
 def _max_wins_upsert(session: Session) -> Any:
     dialect = session.get_bind().dialect.name
     stmt = _UPSERT_CACHE.get(dialect)
     if stmt is not None:
         return stmt
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
+    insert = _dialect_insert(dialect)
     table = UsageMessage.__table__
     stmt = insert(table)
     excluded = stmt.excluded
@@ -345,34 +397,31 @@ _STORED_USAGE = select(_U.message_key, _U.run_key, _U.input_tokens + _U.output_t
     .where(_U.message_key.in_(bindparam("keys", expanding=True)))
 
 
-def _upsert_usage(session: Session, rows: list[dict[str, Any]]) -> set[str]:
+def _upsert_usage(session: Session, rows: list[UsageRow]) -> set[str]:
     """Max-wins upsert into the global dedupe; returns the run keys owning these messages.
 
-    Insert if new: the stored rows of a chunk are looked up first, so new messages (nearly all,
-    in a first collect) go in by a plain INSERT and only a larger copy of a stored one takes the
-    upsert, whose condition still lets the largest win. A row another writer stored after the
-    look-up fails the INSERT (IntegrityError), which the callers take as "ingest again"."""
+    Insert if new: a chunk goes in by an INSERT that skips the keys already stored, and only a
+    chunk where some were (few, after a first collect) is looked up, so a larger copy of a stored
+    row takes the upsert, whose condition still lets the largest win. Looked up after the INSERT,
+    the rows it stored are their own (so never larger) and a stored one keeps its owner."""
     if not rows:
         return set()
     table = UsageMessage.__table__
     owners: set[str] = set()
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
+        if execute_values(session, _insert_new_usage(session), table, _USAGE_COLUMNS, chunk) == len(chunk):
+            owners.update(row[1] for row in chunk)
+            continue
         stored = {key: (run_key, (total, output)) for key, run_key, total, output in session.execute(
-            _STORED_USAGE, {"keys": [r["message_key"] for r in chunk]})}
-        new: list[dict[str, Any]] = []
-        larger: list[dict[str, Any]] = []
+            _STORED_USAGE, {"keys": [row[0] for row in chunk]})}
+        larger: list[UsageRow] = []
         for row in chunk:
-            found = stored.get(row["message_key"])
-            if found is None:
-                new.append(row)
-                owners.add(row["run_key"])
-            else:  # the stored row keeps its owner (the upsert never sets run_key)
-                owners.add(found[0])
-                if _row_rank(row) > found[1]:
-                    larger.append(row)
-        execute_many(session, _USAGE_INSERT, table, new)
-        execute_many(session, _max_wins_upsert(session), table, larger)
+            run_key, rank = stored[row[0]]
+            owners.add(run_key)  # the stored row keeps its owner (the upsert never sets run_key)
+            if _row_rank(row) > rank:
+                larger.append(row)
+        execute_values(session, _max_wins_upsert(session), table, _USAGE_COLUMNS, larger)
     return owners
 
 
@@ -457,8 +506,8 @@ class Collector:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_parser_process_init,
                                  initargs=(os.getpid(),)) as pool, self.store.session() as session:
             try:
-                # (path, stat, start, parse result, checkpoints its parser process captured or None)
-                batch: list[tuple[str, os.stat_result, int, Any, Any]] = []
+                # (path, stat, start, parse result, what its parser process handed over)
+                batch: list[tuple[str, os.stat_result, int, Any, _FromParser]] = []
                 batch_bytes = 0
                 # Batches are committed together for COMMIT_SECONDS (fewer WAL syncs and page
                 # rewrites); the paths stored since the last commit are taken again one by one if
@@ -471,10 +520,10 @@ class Collector:
                     nonlocal batch_bytes, pending, last_commit
                     offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
                     fresh, stale = [], []
-                    for path, st, start, result, precaptured in batch:
+                    for path, st, start, result, from_parser in batch:
                         offset_row = offsets.get(path)
                         if (offset_row.offset if offset_row else 0) == start:
-                            fresh.append((path, st, offset_row, start, result, precaptured))
+                            fresh.append((path, st, offset_row, start, result, from_parser))
                         else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                             stale.append(path)
                     try:
@@ -508,8 +557,8 @@ class Collector:
                             summary.files_skipped += 1
                             summary.skipped.append(f"{path}: {outcome.strerror or outcome}")
                         else:
-                            result, precaptured = outcome
-                            batch.append((path, st, start, result, precaptured))
+                            result, from_parser = outcome
+                            batch.append((path, st, start, result, from_parser))
                             batch_bytes += result[2] - start
                             if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
                                 store_batch()
@@ -526,7 +575,7 @@ class Collector:
                 def submit() -> None:
                     nonlocal task, planned, task_bytes
                     window.append((planned, pool.submit(_parse_files_in_worker, task, agent_type_hint, self.max_line,
-                                                        self.post_ingest)))
+                                                        self.post_ingest, self.store.engine.url.drivername)))
                     task, planned, task_bytes = [], [], 0
                     while len(window) >= 4 * jobs:  # parses in flight: workers never wait on a batch write
                         drain_one()
@@ -633,11 +682,11 @@ class Collector:
                                                               tuple[ParsedRun, dict[str, Any], int], Any]],
                      summary: CollectSummary) -> list[str | None]:
         """Write the rows of parsed files, in order, with one statement per kind for the batch.
-        An item is (path, stat, offset row, start, parse result, checkpoints its parser process
-        captured or None). A batch of one is the hook's and the sequential path; a larger one,
-        the bulk path's."""
-        runs: list[tuple[str, ParsedRun, str, Any] | None] = []  # (path, parsed, run_key, precaptured)
-        for path, st, offset_row, start, (parsed, parser_state, end), precaptured in items:
+        An item is (path, stat, offset row, start, parse result, what its parser process handed
+        over or None). A batch of one is the hook's and the sequential path; a larger one, the
+        bulk path's."""
+        runs: list[tuple[str, ParsedRun, str, _FromParser | None] | None] = []  # (path, parsed, run_key, from parser)
+        for path, st, offset_row, start, (parsed, parser_state, end), from_parser in items:
             prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
             summary.files_ingested += 1
             summary.bytes_read += end - start
@@ -645,18 +694,18 @@ class Collector:
             if parsed.agent_id and not parsed.agent_type:
                 parsed.agent_type = read_meta_sidecar(path)
             if _has_activity(parsed, prior_state):
-                runs.append((path, parsed, run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id),
-                             precaptured))
+                runs.append((path, parsed, _run_key_of(parsed, path), from_parser))
             else:
                 runs.append(None)
         with session.no_autoflush:
-            rows_by_key = self._store_runs(session, [r[:3] for r in runs if r is not None], summary)
+            rows_by_key = self._store_runs(session, [(*r[:3], r[3].usage_rows if r[3] else None)
+                                                     for r in runs if r is not None], summary)
         keys: list[str | None] = []
         new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
-        for (path, st, offset_row, start, (parsed, parser_state, end), _), run in zip(items, runs):
+        for (path, st, offset_row, start, (parsed, parser_state, end), from_parser), run in zip(items, runs):
             consumed = parsed.bytes_consumed
-            head_len = tail_len = min(consumed, HEAD_BYTES)
-            head_sha256, tail_sha256 = _span_hashes(path, (0, head_len), (consumed - tail_len, tail_len))
+            head_len, head_sha256, tail_sha256 = from_parser.hashes if from_parser else _consumed_hashes(path, consumed)
+            tail_len = head_len
             values = {"run_key": run[2] if run else None, "offset": consumed, "size": end, "mtime_ns": st.st_mtime_ns,
                       "head_sha256": head_sha256, "parser_version": PARSER_VERSION,
                       "parser_state": {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
@@ -679,36 +728,40 @@ class Collector:
                                           retention_horizon(session, self.settings))
             for run in runs:
                 if run is not None:
-                    _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings, run[3], stored)
+                    _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings,
+                                        run[3].precaptured if run[3] else None, stored)
             trim_to_keep(session, self.settings)
         return keys
 
-    def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str]],
+    def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str, dict[str, UsageRow] | None]],
                     summary: CollectSummary) -> dict[str, SessionRun]:
+        """``runs``: (path, parsed, run key, its usage rows if a parser process built them)."""
         if not runs:
             return {}
-        usage_rows: dict[str, dict[str, Any]] = {}
+        usage_rows: dict[str, UsageRow] = {}
         embedded_owners: dict[str, tuple[str, str | None, str, ParsedRun]] = {}  # key -> (session, agent, path, parent)
-        for path, parsed, run_key in runs:
+        convert = _dialect_timestamp_converter(session.get_bind().dialect)
+        for path, parsed, run_key, prebuilt in runs:
+            file_rows = prebuilt if prebuilt is not None else _usage_rows(parsed, run_key, convert)
+            if usage_rows.keys().isdisjoint(file_rows):  # the common case: no response seen twice
+                usage_rows.update(file_rows)
+            else:  # per file then across files keeps what offering them all in order would
+                for row in file_rows.values():
+                    _offer(usage_rows, row)
             session_id = run_key.rsplit(":", 1)[0]
-            for turn_usage in parsed.usage_of_turns():
-                _offer(usage_rows, _usage_row(run_key, *turn_usage))
             for emb in parsed.embedded_usage:
                 owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
-                u = emb.usage
-                _offer(usage_rows, _usage_row(owner, emb.message_key, emb.model, u.input_tokens, u.output_tokens,
-                                              u.cache_write_5m, u.cache_write_1h, u.cache_read, emb.timestamp))
                 if owner != run_key:
                     embedded_owners.setdefault(owner, (session_id, emb.agent_id, path, parsed))
         rows = list(usage_rows.values())
         summary.usage_messages += len(rows)
-        own_keys = {run_key for _, _, run_key in runs}
+        own_keys = {run[2] for run in runs}
         affected = _upsert_usage(session, rows) | own_keys | set(embedded_owners)
         totals = _totals(session, affected)
         # A parent's Task calls name its subagents' types: load those rows too, whichever file
         # was ingested first (a subagent collected before its parent knows no type yet).
         named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
-                           for _, parsed, run_key in runs if parsed.agent_id is None
+                           for _, parsed, run_key, _ in runs if parsed.agent_id is None
                            for agent_id in parsed.subagent_types}
         rows_by_key = _load_runs(session, affected | named_subagents
                                  | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
@@ -716,7 +769,7 @@ class Collector:
         # New rows are built as SessionRun objects, filled like stored ones, but never added to the
         # session: they are inserted in one statement at the end (a flush costs more per row).
         new_rows: list[SessionRun] = []
-        for path, parsed, run_key in runs:
+        for path, parsed, run_key, _ in runs:
             row = rows_by_key.get(run_key)
             if row is None:
                 row = SessionRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
@@ -828,12 +881,13 @@ def _load_offsets(session: Session, paths: list[str]) -> dict[str, IngestOffset]
     return found
 
 
-def _offer(rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
-    current = rows.get(row["message_key"])
-    if current is None or _row_rank(row) > _row_rank(current):
-        if current is not None:
-            row["run_key"] = current["run_key"]
-        rows[row["message_key"]] = row
+def _offer(rows: dict[str, UsageRow], row: UsageRow) -> None:
+    """Keep the larger copy of a response, owned by the run that offered it first."""
+    current = rows.get(row[0])
+    if current is None:
+        rows[row[0]] = row
+    elif _row_rank(row) > _row_rank(current):
+        rows[row[0]] = (row[0], current[1], *row[2:])
 
 
 def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
@@ -885,29 +939,43 @@ def _stop_pool(pool: Any) -> None:
         process.join(timeout=5)
 
 
+@dataclass(slots=True)
+class _FromParser:
+    """What a parser process hands the writer beside a parse, done there so the (serial) writer
+    does less: the checkpoints it captured (or None), the run's usage rows ready for the driver,
+    and the hashes of the parsed bytes' head and tail (:func:`_consumed_hashes`)."""
+
+    precaptured: Any
+    usage_rows: dict[str, UsageRow]
+    hashes: tuple[int, str, str]
+
+
 def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
-                     post_ingest: bool) -> tuple[tuple[ParsedRun, dict[str, Any], int], Any]:
+                     post_ingest: bool, drivername: str) -> tuple[tuple[ParsedRun, dict[str, Any], int], _FromParser]:
     """A bulk collect's parser process: parse, and for a parse from the start (which needs
-    nothing from the store) also the pure checkpoint capture, so the writing process does less."""
+    nothing from the store) also the pure checkpoint capture, so the writing process does less.
+    ``drivername``: the store's engine, whose driver the usage rows are built for."""
     parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line)
+    hashes = _consumed_hashes(path, parsed.bytes_consumed)  # while the bytes hashed are the bytes parsed
     precaptured = None
     if post_ingest and start == 0 and parsed.has_activity:
         from warden.continuity.capture import capture_fresh
 
         precaptured = capture_fresh(parsed)
+    usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
-        parsed = parsed.ledger_view()
-    return (parsed, parser_state, end), precaptured
+        parsed = parsed.ledger_view(turn_usage=False)
+    return (parsed, parser_state, end), _FromParser(precaptured, usage_rows, hashes)
 
 
 def _parse_files_in_worker(task: list[tuple[str, int, dict[str, Any] | None]], agent_type: str | None, max_line: int,
-                           post_ingest: bool) -> list[Any]:
+                           post_ingest: bool, drivername: str) -> list[Any]:
     """A parser process's task: :func:`_parse_in_worker` for each (path, start, state), in order;
     a file that cannot be read gives its OSError in its place, and the others are still parsed."""
     outcomes: list[Any] = []
     for path, start, state in task:
         try:
-            outcomes.append(_parse_in_worker(path, start, state, agent_type, max_line, post_ingest))
+            outcomes.append(_parse_in_worker(path, start, state, agent_type, max_line, post_ingest, drivername))
         except OSError as exc:
             outcomes.append(exc)
     return outcomes

@@ -131,12 +131,13 @@ class ParsedRun:
     # Set by ledger_view instead of ``turns``: per turn, the counts the ledger stores.
     turn_usage: list[TurnUsage] | None = None
 
-    def ledger_view(self) -> "ParsedRun":
+    def ledger_view(self, *, turn_usage: bool = True) -> "ParsedRun":
         """This run without what only the detectors and checkpoint capture read (tool calls,
         prompts, turn text, the Turn objects themselves): what the collector writes, and cheap to
-        send between processes (plain tuples unpickle ten times faster than Turn objects)."""
+        send between processes (plain tuples unpickle ten times faster than Turn objects).
+        ``turn_usage=False``: without the turns' usage too (the caller hands it over as rows)."""
         return replace(self, turns=[], tool_calls=[], user_prompts=[], had_activity=self.has_activity,
-                       turn_usage=self.usage_of_turns())
+                       turn_usage=self.usage_of_turns() if turn_usage else [])
 
     def usage_of_turns(self) -> list[TurnUsage]:
         """(message key, model, the five counts, timestamp) of each turn, in order."""
