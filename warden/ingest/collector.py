@@ -427,23 +427,23 @@ def _upsert_usage(session: Session, rows: list[UsageRow]) -> set[str]:
     return owners
 
 
+_TOTALS = (select(_U.run_key, _U.model, func.sum(_U.input_tokens), func.sum(_U.output_tokens),
+                  func.sum(_U.cache_write_5m_tokens), func.sum(_U.cache_write_1h_tokens), func.sum(_U.cache_read_tokens))
+           .where(_U.run_key.in_(bindparam("keys", expanding=True))).group_by(_U.run_key, _U.model))
+
+
 def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Usage]]:
     """Per run key, per model: the sums of the usage rows the run owns."""
     result: dict[str, dict[str, Usage]] = {}
     keys = sorted(set(run_keys))
     for i in range(0, len(keys), IN_CHUNK):
-        stmt = (select(UsageMessage.run_key, UsageMessage.model, func.sum(UsageMessage.input_tokens),
-                       func.sum(UsageMessage.output_tokens), func.sum(UsageMessage.cache_write_5m_tokens),
-                       func.sum(UsageMessage.cache_write_1h_tokens), func.sum(UsageMessage.cache_read_tokens))
-                .where(UsageMessage.run_key.in_(keys[i:i + IN_CHUNK]))
-                .group_by(UsageMessage.run_key, UsageMessage.model))
-        for run_key, model, i_t, o_t, w5, w1, r in session.execute(stmt):
+        for run_key, model, i_t, o_t, w5, w1, r in session.execute(_TOTALS, {"keys": keys[i:i + IN_CHUNK]}):
             result.setdefault(run_key, {})[model] = Usage(int(i_t or 0), int(o_t or 0), int(w5 or 0),
                                                           int(w1 or 0), int(r or 0))
     return result
 
 
-def _apply_totals(row: SessionRun, by_model: dict[str, Usage], prices: PriceTable) -> None:
+def _apply_totals(row: RunRow, by_model: dict[str, Usage], prices: PriceTable) -> None:
     total = Usage()
     cost = weighted = 0.0
     unknown = False
@@ -462,6 +462,24 @@ def _apply_totals(row: SessionRun, by_model: dict[str, Usage], prices: PriceTabl
     row.cost_usd = round(cost, 10)
     row.weighted_tokens = round(weighted, 6)
     row.unknown_model = unknown
+
+
+class _NewRun:
+    """A session_runs row to insert (:func:`row_values` takes its attributes), filled like a
+    stored SessionRun: a column never set reads None, as on a new SessionRun, but setting one
+    costs no ORM attribute event (~30 a row)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes never set
+        if name in _RUN_COLUMNS:
+            return None
+        raise AttributeError(name)
+
+
+_RUN_COLUMNS = frozenset(SessionRun.__table__.columns.keys())
+RunRow = SessionRun | _NewRun  # a row the writer fills: stored (ORM) or new
 
 
 # ---------------------------------------------------------------------------- collector
@@ -737,7 +755,7 @@ class Collector:
         return keys
 
     def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str, dict[str, UsageRow] | None]],
-                    summary: CollectSummary) -> dict[str, SessionRun]:
+                    summary: CollectSummary) -> dict[str, RunRow]:
         """``runs``: (path, parsed, run key, its usage rows if a parser process built them)."""
         if not runs:
             return {}
@@ -766,16 +784,21 @@ class Collector:
         named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
                            for _, parsed, run_key, _ in runs if parsed.agent_id is None
                            for agent_id in parsed.subagent_types}
-        rows_by_key = _load_runs(session, affected | named_subagents
-                                 | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
+        # Whole rows only where a subagent of unknown type reads its parent's digest (_fill_run).
+        digests_read = {run_key_for(run_key.rsplit(":", 1)[0], None)
+                        for _, parsed, run_key, _ in runs if parsed.agent_id is not None and not parsed.agent_type}
+        rows_by_key: dict[str, RunRow] = {**_load_runs(session, digests_read)}
+        rows_by_key.update(_load_runs(session, (affected | named_subagents
+                                                | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
+                                      - digests_read, _RUNS_TO_UPDATE))
 
-        # New rows are built as SessionRun objects, filled like stored ones, but never added to the
-        # session: they are inserted in one statement at the end (a flush costs more per row).
-        new_rows: list[SessionRun] = []
+        # New rows are filled like stored ones but never added to the session: they are inserted
+        # in one statement at the end (a flush costs more per row).
+        new_rows: list[_NewRun] = []
         for path, parsed, run_key, _ in runs:
             row = rows_by_key.get(run_key)
             if row is None:
-                row = SessionRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
+                row = _NewRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
                                  agent=MAIN_AGENT if parsed.agent_id is None else UNKNOWN_SUBAGENT,
                                  distill_state=None)
                 new_rows.append(row)
@@ -794,7 +817,7 @@ class Collector:
             if key not in rows_by_key:
                 # A subagent known so far only through its parent's progress lines.
                 times = [e.timestamp for e in parent.embedded_usage if e.timestamp and e.agent_id == agent_id]
-                row = SessionRun(run_key=key, session_id=session_id[:200], agent_id=agent_id,
+                row = _NewRun(run_key=key, session_id=session_id[:200], agent_id=agent_id,
                                  agent=parent.subagent_types.get(agent_id or "", UNKNOWN_SUBAGENT)[:200],
                                  project=parent.cwd, source_path=path, models=[], trace_digest={}, line_stats={},
                                  parser_version=PARSER_VERSION, distill_state=None,
@@ -816,7 +839,7 @@ class Collector:
             rows_by_key.update(_load_runs(session, [row.run_key for row in new_rows]))
         return rows_by_key
 
-    def _fill_run(self, row: SessionRun, parsed: ParsedRun, path: str, rows_by_key: dict[str, SessionRun]) -> None:
+    def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, rows_by_key: dict[str, RunRow]) -> None:
         if parsed.agent_id is not None:
             agent = parsed.agent_type
             if not agent:
@@ -846,7 +869,7 @@ class Collector:
         row.parser_version = PARSER_VERSION
 
 
-def _a_fuller_copy_holds(row: SessionRun, parsed: ParsedRun, path: str) -> bool:
+def _a_fuller_copy_holds(row: RunRow, parsed: ParsedRun, path: str) -> bool:
     """True when another file of the same run (a stale backup copy, a second tree) that is still
     on disk was read further than ``path``: the run's counters and times stay that file's, so
     the row never mixes a shorter copy's counters with the fuller copy's tokens."""
@@ -867,11 +890,18 @@ def _unstorable_path(path: str) -> str | None:
     return None
 
 
-def _load_runs(session: Session, run_keys: Iterable[str]) -> dict[str, SessionRun]:
+# Each compiled once (an expanding parameter is only spliced in; a list is coerced key by key).
+_RUNS_BY_KEY = select(SessionRun).where(SessionRun.run_key.in_(bindparam("keys", expanding=True)))
+# The rows the writer updates: their trace digest and line counters are replaced, not read.
+_RUNS_TO_UPDATE = _RUNS_BY_KEY.options(defer(SessionRun.trace_digest), defer(SessionRun.line_stats))
+_OFFSETS_BY_PATH = select(IngestOffset).where(IngestOffset.path.in_(bindparam("paths", expanding=True)))
+
+
+def _load_runs(session: Session, run_keys: Iterable[str], stmt: Any = _RUNS_BY_KEY) -> dict[str, SessionRun]:
     keys = sorted(set(run_keys))
     found: dict[str, SessionRun] = {}
     for i in range(0, len(keys), IN_CHUNK):
-        for row in session.scalars(select(SessionRun).where(SessionRun.run_key.in_(keys[i:i + IN_CHUNK]))):
+        for row in session.scalars(stmt, {"keys": keys[i:i + IN_CHUNK]}):
             found[row.run_key] = row
     return found
 
@@ -879,7 +909,7 @@ def _load_runs(session: Session, run_keys: Iterable[str]) -> dict[str, SessionRu
 def _load_offsets(session: Session, paths: list[str]) -> dict[str, IngestOffset]:
     found: dict[str, IngestOffset] = {}
     for i in range(0, len(paths), IN_CHUNK):
-        for row in session.scalars(select(IngestOffset).where(IngestOffset.path.in_(paths[i:i + IN_CHUNK]))):
+        for row in session.scalars(_OFFSETS_BY_PATH, {"paths": paths[i:i + IN_CHUNK]}):
             found[row.path] = row
     return found
 
