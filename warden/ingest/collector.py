@@ -297,11 +297,12 @@ def _run_key_of(parsed: ParsedRun, path: str) -> str:
     return run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id)
 
 
-# A usage_messages row as its driver takes it: the values in _USAGE_COLUMNS order, the timestamp
-# already converted (bind_converter), so a parser process can build the rows for the writer.
+# A usage_messages row as its driver takes it: the values in _USAGE_COLUMNS order (the table's,
+# which the compiled INSERT binds in), the timestamp already converted (bind_converter), so a
+# parser process can build the rows for the writer.
 UsageRow = tuple[Any, ...]
-_USAGE_COLUMNS = ("message_key", "run_key", "model", "input_tokens", "output_tokens", "cache_write_5m_tokens",
-                  "cache_write_1h_tokens", "cache_read_tokens", "timestamp")
+_USAGE_COLUMNS = ("message_key", "run_key", "model", "timestamp", "input_tokens", "output_tokens",
+                  "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
 
 
 @functools.cache
@@ -321,17 +322,17 @@ def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] |
     rows: dict[str, UsageRow] = {}
     session_id = run_key.rsplit(":", 1)[0]
     for key, model, i_t, o_t, w5, w1, r, ts in parsed.usage_of_turns():
-        _offer(rows, (key[:400], run_key, model[:120], i_t, o_t, w5, w1, r, ts if convert is None else convert(ts)))
+        _offer(rows, (key[:400], run_key, model[:120], ts if convert is None else convert(ts), i_t, o_t, w5, w1, r))
     for emb in parsed.embedded_usage:
         owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
         u, ts = emb.usage, emb.timestamp
-        _offer(rows, (emb.message_key[:400], owner, emb.model[:120], u.input_tokens, u.output_tokens,
-                      u.cache_write_5m, u.cache_write_1h, u.cache_read, ts if convert is None else convert(ts)))
+        _offer(rows, (emb.message_key[:400], owner, emb.model[:120], ts if convert is None else convert(ts),
+                      u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read))
     return rows
 
 
 def _row_rank(row: UsageRow) -> tuple[int, int]:
-    return row[3] + row[4] + row[5] + row[6] + row[7], row[4]
+    return row[4] + row[5] + row[6] + row[7] + row[8], row[5]
 
 
 _UPSERT_CACHE: dict[str, Any] = {}  # dialect -> the max-wins upsert statement (built once)

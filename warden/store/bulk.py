@@ -141,8 +141,8 @@ def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[
     if positional and names == columns:
         params = rows
     elif positional:
-        order = [columns.index(name) for name in names]
-        params = [tuple(row[i] for i in order) for row in rows]
+        pick = itemgetter(*(columns.index(name) for name in names))
+        params = list(map(pick, rows)) if len(names) > 1 else [(pick(row),) for row in rows]
     else:
         params = [dict(zip(columns, row)) for row in rows]
     return session.connection().exec_driver_sql(sql, params).rowcount
