@@ -87,17 +87,37 @@ def row_values(table: Table, obj: Any) -> dict[str, Any]:
     :func:`execute_many` instead of a flush."""
     state = obj if isinstance(obj, dict) else obj.__dict__
     values: dict[str, Any] = {}
-    for column in table.columns:
-        if column.key in state:
-            values[column.key] = state[column.key]
-        elif column is table.autoincrement_column:
+    for key, default, is_callable in _defaults(table):
+        if key in state:
+            values[key] = state[key]
+        elif default is _LEFT_OUT:
             continue
-        elif column.default is None:
-            values[column.key] = None
         else:
-            default = column.default
-            values[column.key] = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
+            values[key] = default(None) if is_callable else default
     return values
+
+
+_LEFT_OUT = object()
+_DEFAULTS: dict[Table, tuple[tuple[str, Any, bool], ...]] = {}
+
+
+def _defaults(table: Table) -> tuple[tuple[str, Any, bool], ...]:
+    """Per column of ``table``: (key, its Python-side default or _LEFT_OUT for the autoincrement
+    key, whether the default is a callable), worked out once (a bulk collect builds a row each
+    for thousands of runs and offsets)."""
+    found = _DEFAULTS.get(table)
+    if found is None:
+        columns = []
+        for column in table.columns:
+            default = column.default
+            if column is table.autoincrement_column:
+                columns.append((column.key, _LEFT_OUT, False))
+            elif default is None:
+                columns.append((column.key, None, False))
+            else:
+                columns.append((column.key, default.arg, bool(default.is_callable)))  # type: ignore[attr-defined]
+        found = _DEFAULTS[table] = tuple(columns)
+    return found
 
 
 def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[dict[str, Any]], *,
