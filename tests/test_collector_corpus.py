@@ -153,6 +153,31 @@ def test_parallel_parsing_stores_exactly_what_sequential_parsing_stores(corpus: 
     assert dumps[0] == dumps[1]
 
 
+def test_a_parallel_collect_after_a_parser_upgrade_stores_what_a_clean_collect_stores(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files whose offset rows an older parser wrote are read again whole by parser processes,
+    and their stored rows updated: the ledger holds the values a clean sequential collect stores
+    (as values: an updated row's JSON is the ORM's text, a new one's the bulk path's)."""
+    import warden.ingest.collector as collector
+    from warden.store.models import IngestOffset, UsageMessage
+
+    dumps = []
+    for name, versions in (("upgraded", ("0-older", collector.PARSER_VERSION)), ("clean", (collector.PARSER_VERSION,))):
+        settings = load_settings(env={"WARDEN_HOME": str(tmp_path / name), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+        for version in versions:
+            monkeypatch.setattr(collector, "PARSER_VERSION", version)
+            summary = collect_paths(settings, [corpus], jobs=2 if name == "upgraded" else 1, post_ingest=False)
+            assert summary.files_ingested == 22
+        store = open_store(settings)
+        with store.session() as db:
+            dumps.append({model.__tablename__: sorted(repr([getattr(row, c.key) for c in model.__table__.columns
+                                                             if c.key not in ("id", "created_at", "updated_at")])
+                                                        for row in db.scalars(select(model)))
+                          for model in (SessionRun, UsageMessage, IngestOffset)})
+        store.engine.dispose()
+    assert dumps[0] == dumps[1]
+
+
 def _strip_times(db_path: Path) -> list[tuple]:
     """Table contents without the wall-clock columns (created_at/updated_at)."""
     import sqlite3

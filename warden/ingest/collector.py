@@ -45,7 +45,7 @@ from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
-from warden.store.db import Store, open_store
+from warden.store.db import Store, _json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
@@ -242,6 +242,13 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
     return parser.result(), parser.state(), end
 
 
+def _offset_state(hashes: tuple[int, str, str], parser_state: dict[str, Any]) -> dict[str, Any]:
+    """An offset row's parser_state: the head/tail hashed (:func:`_consumed_hashes`) and the
+    parser's state to resume from."""
+    length, _, tail_sha256 = hashes
+    return {"head_len": length, "tail_len": length, "tail_sha256": tail_sha256, "parser": parser_state}
+
+
 def _consumed_hashes(path: str, consumed: int) -> tuple[int, str, str]:
     """(length, sha256 of the head, of the tail) of the first ``consumed`` bytes of ``path``,
     which an offset row keeps to resume only a file that still holds them."""
@@ -341,10 +348,16 @@ _RUN_INSERT = SessionRun.__table__.insert()
 _OFFSET_INSERT = IngestOffset.__table__.insert()
 
 
+class _EncodedJSON(str):
+    """A JSON column's value that is already :func:`_ledger_json`'s text (a parser process's)."""
+
+
 def _ledger_json(value: Any) -> str:
     """A ledger JSON column's text (SQLite), by orjson: the values are the parser's ints, strings,
     lists and dicts, which read back the same; what orjson refuses (a non-string key, an integer
     past 64 bits) the standard library encodes."""
+    if value.__class__ is _EncodedJSON:
+        return value
     try:
         return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError is one
@@ -701,7 +714,8 @@ class Collector:
         return self._store_files(session, [(path, st, offset_row, start, result, None)], summary)[0]
 
     def _store_files(self, session: Session, items: list[tuple[str, os.stat_result, IngestOffset | None, int,
-                                                              tuple[ParsedRun, dict[str, Any], int], Any]],
+                                                              tuple[ParsedRun, dict[str, Any] | None, int],
+                                                              _FromParser | None]],
                      summary: CollectSummary) -> list[str | None]:
         """Write the rows of parsed files, in order, with one statement per kind for the batch.
         An item is (path, stat, offset row, start, parse result, what its parser process handed
@@ -725,13 +739,17 @@ class Collector:
         keys: list[str | None] = []
         new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
         for (path, st, offset_row, start, (parsed, parser_state, end), from_parser), run in zip(items, runs):
-            consumed = parsed.bytes_consumed
-            head_len, head_sha256, tail_sha256 = from_parser.hashes if from_parser else _consumed_hashes(path, consumed)
-            tail_len = head_len
-            values = {"run_key": run[2] if run else None, "offset": consumed, "size": end, "mtime_ns": st.st_mtime_ns,
-                      "head_sha256": head_sha256, "parser_version": PARSER_VERSION,
-                      "parser_state": {"head_len": head_len, "tail_len": tail_len, "tail_sha256": tail_sha256,
-                                       "parser": parser_state}}
+            hashes = from_parser.hashes if from_parser else _consumed_hashes(path, parsed.bytes_consumed)
+            kept: Any
+            if from_parser is None or from_parser.offset_state is None:
+                kept = _offset_state(hashes, parser_state)
+            elif offset_row is None:  # the new row's JSON text, as the parser process encoded it
+                kept = _EncodedJSON(from_parser.offset_state)
+            else:  # a row stored meanwhile (or a file read again whole): the ORM takes values
+                kept = _json_loads(from_parser.offset_state)
+            values = {"run_key": run[2] if run else None, "offset": parsed.bytes_consumed, "size": end,
+                      "mtime_ns": st.st_mtime_ns, "head_sha256": hashes[1], "parser_version": PARSER_VERSION,
+                      "parser_state": kept}
             if offset_row is None:
                 new_offsets.append(row_values(IngestOffset.__table__, {"path": path, **values}))
             else:
@@ -993,15 +1011,19 @@ def _stop_pool(pool: Any) -> None:
 class _FromParser:
     """What a parser process hands the writer beside a parse, done there so the (serial) writer
     does less: the checkpoints it captured (or None), the run's usage rows ready for the driver,
-    and the hashes of the parsed bytes' head and tail (:func:`_consumed_hashes`)."""
+    the hashes of the parsed bytes' head and tail (:func:`_consumed_hashes`), and for a parse
+    from the start on SQLite the offset row's parser_state as JSON text (the parse result's
+    parser state is None then: sent once, as text)."""
 
     precaptured: Any
     usage_rows: dict[str, UsageRow]
     hashes: tuple[int, str, str]
+    offset_state: str | None = None
 
 
 def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
-                     post_ingest: bool, drivername: str) -> tuple[tuple[ParsedRun, dict[str, Any], int], _FromParser]:
+                     post_ingest: bool, drivername: str) -> tuple[tuple[ParsedRun, dict[str, Any] | None, int],
+                                                                  _FromParser]:
     """A bulk collect's parser process: parse, and for a parse from the start (which needs
     nothing from the store) also the pure checkpoint capture, so the writing process does less.
     ``drivername``: the store's engine, whose driver the usage rows are built for."""
@@ -1015,6 +1037,11 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
         parsed = parsed.ledger_view(turn_usage=False)
+    # A new file's offset row (most, in a bulk collect) takes the text as it is; on another
+    # engine the driver encodes JSON values itself.
+    if start == 0 and URL.create(drivername).get_backend_name() == "sqlite":
+        return (parsed, None, end), _FromParser(precaptured, usage_rows, hashes,
+                                                _ledger_json(_offset_state(hashes, parser_state)))
     return (parsed, parser_state, end), _FromParser(precaptured, usage_rows, hashes)
 
 
