@@ -28,6 +28,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -427,7 +428,7 @@ def _upsert_usage(session: Session, rows: list[UsageRow]) -> set[str]:
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
         if execute_values(session, _insert_new_usage(session), table, _USAGE_COLUMNS, chunk) == len(chunk):
-            owners.update(row[1] for row in chunk)
+            owners.update(map(itemgetter(1), chunk))
             continue
         stored = {key: (run_key, (total, output)) for key, run_key, total, output in session.execute(
             _STORED_USAGE, {"keys": [row[0] for row in chunk]})}

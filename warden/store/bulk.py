@@ -36,7 +36,7 @@ def _compiled(stmt: Insert, table: Table, session: Session, keys: tuple[str, ...
             processor = bind_converter(column, dialect) if column is not None else None
             if processor is not None and json_dumps is not None and isinstance(column.type, JSON) \
                     and dialect.name == "sqlite":  # SQLite stores JSON as text: any encoder's text will do
-                processor = _json_text(json_dumps, column.type.dialect_impl(dialect).bind_processor(dialect))
+                processor = _JSONText(json_dumps, column.type.dialect_impl(dialect).bind_processor(dialect))
             if processor is not None:
                 processors[name] = processor
         found = _COMPILED[key] = (compiled.string, names, compiled.positional, processors)
@@ -54,11 +54,15 @@ def bind_converter(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any
     return processor
 
 
-def _json_text(json_dumps: Callable[[Any], str], processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+class _JSONText:
     """A JSON column's bind processor encoding with ``json_dumps`` (None stays the dialect's)."""
-    def convert(value: Any) -> Any:
-        return processor(value) if value is None else json_dumps(value)
-    return convert
+
+    def __init__(self, json_dumps: Callable[[Any], str], processor: Callable[[Any], Any]) -> None:
+        self.json_dumps = json_dumps
+        self.processor = processor
+
+    def __call__(self, value: Any) -> Any:
+        return self.processor(value) if value is None else self.json_dumps(value)
 
 
 class _FastDateTime:
@@ -76,8 +80,9 @@ class _FastDateTime:
 
 
 def _converter(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A batch's converter for a column: memoized unless it is cheaper than a memo look-up."""
-    return processor if isinstance(processor, _FastDateTime) else _memoized(processor)
+    """A batch's converter for a column: memoized unless it is cheaper than a memo look-up, or
+    its values are not hashable (a JSON column's dicts and lists: the look-up only raises)."""
+    return processor if isinstance(processor, (_FastDateTime, _JSONText)) else _memoized(processor)
 
 
 def row_values(table: Table, obj: Any) -> dict[str, Any]:
