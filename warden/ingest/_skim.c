@@ -109,6 +109,25 @@ count_of(PyObject *value, int required, int *readable)
     return 0;
 }
 
+/* The usage keys, interned once at import: PyDict_GetItemString built a str per lookup, which
+ * cost more than the lookups themselves. */
+enum { K_INPUT, K_OUTPUT, K_CREATION, K_READ, K_SPLIT, K_5M, K_1H, N_KEYS };
+static const char *key_names[N_KEYS] = {
+    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+    "cache_creation", "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"};
+static PyObject *keys[N_KEYS];
+
+/* dict[key] borrowed, NULL when absent; -1 in *failed on an error (none for str keys of a dict
+ * of decoded JSON, but the API allows one) */
+static PyObject *
+lookup(PyObject *dict, int key, int *failed)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, keys[key]);
+    if (value == NULL && PyErr_Occurred())
+        *failed = 1;
+    return value;
+}
+
 static PyObject *
 usage_counts(PyObject *self, PyObject *raw)
 {
@@ -116,17 +135,17 @@ usage_counts(PyObject *self, PyObject *raw)
         PyErr_SetString(PyExc_TypeError, "usage_counts takes a dict");
         return NULL;
     }
+    int failed = 0;
     int ok_in, ok_out, ok_creation, ok_read, ok_5m = 1, ok_1h = 1;
-    /* PyDict_GetItemString: borrowed, and a str key never raises on a dict of decoded JSON */
-    long long input = count_of(PyDict_GetItemString(raw, "input_tokens"), 1, &ok_in);
-    long long output = count_of(PyDict_GetItemString(raw, "output_tokens"), 1, &ok_out);
-    long long creation = count_of(PyDict_GetItemString(raw, "cache_creation_input_tokens"), 0, &ok_creation);
-    long long read = count_of(PyDict_GetItemString(raw, "cache_read_input_tokens"), 0, &ok_read);
+    long long input = count_of(lookup(raw, K_INPUT, &failed), 1, &ok_in);
+    long long output = count_of(lookup(raw, K_OUTPUT, &failed), 1, &ok_out);
+    long long creation = count_of(lookup(raw, K_CREATION, &failed), 0, &ok_creation);
+    long long read = count_of(lookup(raw, K_READ, &failed), 0, &ok_read);
     long long w5 = creation, w1 = 0;
-    PyObject *split = PyDict_GetItemString(raw, "cache_creation");
+    PyObject *split = lookup(raw, K_SPLIT, &failed);
     if (split != NULL && PyDict_Check(split)) {
-        PyObject *s5 = PyDict_GetItemString(split, "ephemeral_5m_input_tokens");
-        PyObject *s1 = PyDict_GetItemString(split, "ephemeral_1h_input_tokens");
+        PyObject *s5 = lookup(split, K_5M, &failed);
+        PyObject *s1 = lookup(split, K_1H, &failed);
         long long v5 = count_of(s5, 0, &ok_5m), v1 = count_of(s1, 0, &ok_1h);
         if (s5 != NULL || s1 != NULL) {
             w5 = v5;
@@ -135,8 +154,25 @@ usage_counts(PyObject *self, PyObject *raw)
                 w5 += creation - (w5 + w1);
         }
     }
+    if (failed)
+        return NULL;
     int zeroed = !(ok_in && ok_out && ok_creation && ok_read && ok_5m && ok_1h);
-    return Py_BuildValue("(LLLLLO)", input, output, w5, w1, read, zeroed ? Py_True : Py_False);
+    long long counts[5] = {input, output, w5, w1, read};
+    PyObject *result = PyTuple_New(6);
+    if (result == NULL)
+        return NULL;
+    for (int i = 0; i < 5; i++) {
+        PyObject *v = PyLong_FromLongLong(counts[i]);
+        if (v == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, v);
+    }
+    PyObject *flag = zeroed ? Py_True : Py_False;
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(result, 5, flag);
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -152,5 +188,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_skim", NULL, -1, me
 PyMODINIT_FUNC
 PyInit__skim(void)
 {
+    for (int i = 0; i < N_KEYS; i++) {
+        if (keys[i] == NULL && (keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+            return NULL;
+    }
     return PyModule_Create(&module);
 }
