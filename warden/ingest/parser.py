@@ -62,7 +62,8 @@ BOM = b"\xef\xbb\xbf"
 
 # Record types that carry nothing the ledger needs: skipped without a JSON decode. Claude Code
 # writes these with "type" as the first key.
-_SKIP_PREFIXES = tuple(b'{"type":"' + t + b'"' for t in (
+_TYPE_FIRST = b'{"type":"'  # checked before the tuple: most lines start otherwise
+_SKIP_PREFIXES = tuple(_TYPE_FIRST + t + b'"' for t in (
     b"file-history-snapshot", b"queue-operation", b"permission-mode", b"last-prompt", b"summary",
     b"custom-title", b"tag"))
 
@@ -498,7 +499,8 @@ class TranscriptParser:
                 self.feed_oversized(end)
                 consumed = True
                 continue
-            if line[:1] == b"{" and line[-1:] == b"}" and not line.startswith(_SKIP_PREFIXES):
+            if line[:1] == b"{" and line[-1:] == b"}" and not (line.startswith(_TYPE_FIRST)
+                                                                and line.startswith(_SKIP_PREFIXES)):
                 # The common case, without _feed's checks: an object line of the schema's shape.
                 # Any other (odd nesting, not JSON, not UTF-8) takes feed_line from the start.
                 try:
