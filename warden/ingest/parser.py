@@ -355,6 +355,9 @@ def _usage_counts_reader(pure: bool) -> Callable[[Any], UsageCounts | None]:
     return counts
 
 
+_NO_USAGE = Usage()  # frozen: one instance serves every turn without counts
+
+
 def _usage_rank(u: Usage) -> tuple[int, int]:
     return (u.total, u.output_tokens)
 
@@ -684,7 +687,7 @@ class TranscriptParser:
         if index is None:
             index = s.turn_index
             s.turn_index += 1
-            turn = Turn(index=index, message_key=key, model=model, usage=usage or Usage(),
+            turn = Turn(index=index, message_key=key, model=model, usage=usage or _NO_USAGE,
                         timestamp=self._when(ts))
             self.turns.append(turn)
             self._turn_by_key[key] = len(self.turns) - 1
@@ -926,9 +929,19 @@ class TranscriptParser:
         s = self._s
         session_id = s.session_id or self._hint_session or ""
         agent_id = s.agent_id or self._hint_agent
-        usage_by_model: dict[str, Usage] = {}
+        sums: dict[str, list[int]] = {}  # summed as ints: a Usage per addition cost more than the turn
         for turn in self.turns:
-            usage_by_model[turn.model] = usage_by_model.get(turn.model, Usage()) + turn.usage
+            u = turn.usage
+            total = sums.get(turn.model)
+            if total is None:
+                sums[turn.model] = [u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read]
+            else:
+                total[0] += u.input_tokens
+                total[1] += u.output_tokens
+                total[2] += u.cache_write_5m
+                total[3] += u.cache_write_1h
+                total[4] += u.cache_read
+        usage_by_model = {model: Usage(*total) for model, total in sums.items()}
         counters = s.counters
         placeholder = s.placeholder_turns > 0 and s.placeholder_turns * 10 >= s.usage_turns
         completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted
