@@ -125,3 +125,22 @@ def test_usage_counts_reads_as_the_reference(counts: dict[str, Any], split: Any,
 def test_usage_counts_takes_only_a_dict() -> None:
     with pytest.raises(TypeError):
         skim.usage_counts([1])
+
+
+# every width a code point's UTF-8 takes, lone and paired surrogates, and each str storage kind
+_CHARS = st.one_of(st.characters(max_codepoint=0x7f), st.characters(min_codepoint=0x80, max_codepoint=0xff),
+                   st.characters(min_codepoint=0x100, max_codepoint=0xffff), st.characters(min_codepoint=0x10000),
+                   st.sampled_from(["\ud800", "\udfff", "\ud83d\ude00", "\x00", "\u07ff", "\u0800", "\U0010ffff"]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.lists(_CHARS, max_size=60).map("".join))
+def test_utf8_size_counts_as_the_reference(text: str) -> None:
+    from warden.ingest.parser import _utf8_size_py
+
+    assert skim.utf8_size(text) == _utf8_size_py(text) == len(text.encode("utf-8", "surrogatepass"))
+
+
+def test_utf8_size_takes_only_a_str() -> None:
+    with pytest.raises(TypeError):
+        skim.utf8_size(b"abc")

@@ -5,6 +5,8 @@
  * usage_from_json and zeroed_counts do together (_usage_counts_py, the reference), in one pass
  * without a Python call per count: it ran on every response's first line.
  *
+ * utf8_size(text) is len(text.encode("utf-8", "surrogatepass")) counted without the bytes.
+ *
  * split_lines(data, upto, offset, max_line) -> (lines, ends) frames the complete lines of a read
  * block in one call: data[:upto] split on b"\n" (upto is the index of the block's last newline),
  * each line without its newline, None for one longer than max_line (skipped unread), and each
@@ -175,9 +177,46 @@ usage_counts(PyObject *self, PyObject *raw)
     return result;
 }
 
+/* utf8_size(text) -> len(text.encode("utf-8", "surrogatepass")) without building the bytes
+ * (parser._utf8_size_py, the reference): a tool result's size, where encoding a long non-ASCII
+ * result only to measure it was most of _text_size. A surrogate (lone, as surrogatepass writes
+ * it) takes 3 bytes, like any other code point below U+10000. */
+static PyObject *
+utf8_size(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_size takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text))
+        return PyLong_FromSsize_t(n);
+    Py_ssize_t size = n; /* one byte each, plus the extra bytes below */
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *c = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            size += c[i] >> 7;
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *c = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            size += (c[i] >= 0x80) + (c[i] >= 0x800);
+    } else {
+        const Py_UCS4 *c = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            size += (c[i] >= 0x80) + (c[i] >= 0x800) + (c[i] >= 0x10000);
+    }
+    return PyLong_FromSsize_t(size);
+}
+
 static PyMethodDef methods[] = {
     {"usage_counts", usage_counts, METH_O,
      "usage_counts(usage) -> (input, output, write_5m, write_1h, read, zeroed) of an API usage dict."},
+    {"utf8_size", utf8_size, METH_O,
+     "utf8_size(text) -> len(text.encode('utf-8', 'surrogatepass')), without building the bytes."},
     {"split_lines", split_lines, METH_VARARGS,
      "split_lines(data, upto, offset, max_line) -> (lines, ends): the complete lines of data[:upto]."},
     {NULL, NULL, 0, NULL},

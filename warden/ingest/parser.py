@@ -362,18 +362,29 @@ def _usage_rank(u: Usage) -> tuple[int, int]:
     return (u.total, u.output_tokens)
 
 
-def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
-    """UTF-8 size and leading text of a tool result's content (string or list of items)."""
+def _utf8_size_py(text: str) -> int:
+    """The UTF-8 size of ``text`` (a lone surrogate as 3 bytes): the reference for the C fast
+    path's ``utf8_size``, which counts it without encoding."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _utf8_size_reader(pure: bool) -> Callable[[str], int]:
+    skim = None if pure else fast_path()
+    return _utf8_size_py if skim is None else skim.utf8_size
+
+
+def _text_size(content: str | list[_ResultItem] | None, utf8_size: Callable[[str], int]) -> tuple[int, str]:
+    """UTF-8 size (by ``utf8_size``) and leading text of a tool result's content (string or list
+    of items)."""
     if content.__class__ is str:
-        return (len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass")),
-                content[:MAX_RESULT_TEXT])
+        return utf8_size(content), content[:MAX_RESULT_TEXT]
     if content:
         size = head_len = 0
         head: list[str] = []
         for item in content:
             text = item.text
             if isinstance(text, str):
-                size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                size += utf8_size(text)
                 if head_len < MAX_RESULT_TEXT:
                     head.append(text)
                     head_len += len(text)
@@ -453,6 +464,7 @@ class TranscriptParser:
         """``pure``: without the C fast path (the reference it is tested against)."""
         self._s = _State.from_json(state)
         self._usage_counts = _usage_counts_reader(pure)
+        self._utf8_size = _utf8_size_reader(pure)
         self._hint_session = session_id
         self._hint_agent = agent_id
         self.agent_type = agent_type
@@ -848,7 +860,7 @@ class TranscriptParser:
     def _tool_result(self, block: _Block) -> None:
         s = self._s
         is_error = block.is_error is True
-        size, head = _text_size(block.content)
+        size, head = _text_size(block.content, self._utf8_size)
         if is_error:
             s.counters["failed"] = s.counters.get("failed", 0) + 1
         if head.startswith(_INTERRUPT_MARK):
