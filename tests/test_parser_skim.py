@@ -144,3 +144,47 @@ def test_utf8_size_counts_as_the_reference(text: str) -> None:
 def test_utf8_size_takes_only_a_str() -> None:
     with pytest.raises(TypeError):
         skim.utf8_size(b"abc")
+
+
+def _builders() -> list[tuple[type, Any]]:
+    """(class, its C builder) of each record the parser builds."""
+    from warden.ingest.parser import _record_builders
+
+    built = list(zip(_record_builders(pure=True), _record_builders(pure=False)))
+    assert all(type(build) is skim.Builder for _, build in built)  # every one takes the fast build
+    return built
+
+
+_VALUE = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=3),
+                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(_VALUE, min_size=15, max_size=15))
+def test_slot_builders_build_what_the_classes_do(values: list[Any]) -> None:
+    import pickle
+
+    for cls, build in _builders():
+        args = values[:len(dataclasses.fields(cls))]
+        made, expected = build(*args), cls(*args)
+        assert type(made) is cls and made == expected and repr(made) == repr(expected)
+        assert all(getattr(made, f.name) is getattr(expected, f.name) for f in dataclasses.fields(cls))
+        assert pickle.loads(pickle.dumps(made)) == expected
+
+
+def test_slot_builder_refuses_other_layouts_and_counts() -> None:
+    from warden.ingest.pricing import ModelPrice, Usage
+    from warden.ingest.records import LineStats
+
+    for cls, names in [(dict, ()), (LineStats, tuple(f.name for f in dataclasses.fields(LineStats))),
+                       (ModelPrice, tuple(f.name for f in dataclasses.fields(ModelPrice))),
+                       (Usage, ("input_tokens",)), (Usage, ("a", "b", "c", "d", "e"))]:
+        with pytest.raises(TypeError):
+            skim.slot_builder(cls, names)
+    build = skim.slot_builder(Usage, tuple(f.name for f in dataclasses.fields(Usage)))
+    with pytest.raises(TypeError):
+        build(1, 2, 3, 4)
+    with pytest.raises(TypeError):
+        build(1, 2, 3, 4, 5, x=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # still frozen
+        build(1, 2, 3, 4, 5).input_tokens = 0  # type: ignore[misc]

@@ -7,6 +7,9 @@
  *
  * utf8_size(text) is len(text.encode("utf-8", "surrogatepass")) counted without the bytes.
  *
+ * slot_builder(cls, names) makes a callable building instances of a slots dataclass (Usage, Turn,
+ * ToolCall) from all their field values, without the generated __init__ (parser._slot_builder).
+ *
  * split_lines(data, upto, offset, max_line) -> (lines, ends) frames the complete lines of a read
  * block in one call: data[:upto] split on b"\n" (upto is the index of the block's last newline),
  * each line without its newline, None for one longer than max_line (skipped unread), and each
@@ -19,6 +22,7 @@
 #include <Python.h>
 #include <string.h>
 #include <math.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY */
 
 static PyObject *
 split_lines(PyObject *self, PyObject *args)
@@ -212,11 +216,108 @@ utf8_size(PyObject *self, PyObject *text)
     return PyLong_FromSsize_t(size);
 }
 
+/* ---- slot_builder: records built without their dataclass __init__ ------------------------- */
+
+/* slot_builder(cls, names) -> builder; builder(*values) is an instance of cls whose slots named
+ * ``names`` hold ``values``: what cls(*values) makes when cls is a dataclass(slots=True) of exactly
+ * those fields, without the generated __init__ (and a frozen one's object.__setattr__ per field),
+ * which cost more than the rest of a turn's reading. Refused (TypeError) for any other class:
+ * one with a base other than object, a __dict__, a slot that is not one of ``names``. */
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *cls;
+    Py_ssize_t n;
+    Py_ssize_t offsets[1]; /* n of them */
+} Builder;
+
+static void
+builder_dealloc(Builder *self)
+{
+    Py_XDECREF(self->cls);
+    PyObject_Free(self);
+}
+
+static PyObject *
+builder_call(Builder *self, PyObject *args, PyObject *kwargs)
+{
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != self->n) {
+        PyErr_Format(PyExc_TypeError, "the builder takes exactly %zd positional values", self->n);
+        return NULL;
+    }
+    PyObject *obj = self->cls->tp_alloc(self->cls, 0);
+    if (obj == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *value = PyTuple_GET_ITEM(args, i);
+        Py_INCREF(value);
+        *(PyObject **)((char *)obj + self->offsets[i]) = value;
+    }
+    return obj;
+}
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warden.ingest._skim.Builder",
+    .tp_basicsize = sizeof(Builder),
+    .tp_itemsize = sizeof(Py_ssize_t),
+    .tp_dealloc = (destructor)builder_dealloc,
+    .tp_call = (ternaryfunc)builder_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "builder(*values) -> an instance of its class with those slot values",
+};
+
+static PyObject *
+slot_builder(PyObject *module, PyObject *args)
+{
+    PyTypeObject *cls;
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    PyObject *slots = PyObject_GetAttrString((PyObject *)cls, "__slots__");
+    if (slots == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear(); /* no slots: refused below */
+    }
+    int same = slots != NULL && PyTuple_Check(slots) && PyObject_RichCompareBool(slots, names, Py_EQ) == 1;
+    Py_XDECREF(slots);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!same || cls->tp_base != &PyBaseObject_Type || cls->tp_dictoffset != 0 || cls->tp_weaklistoffset != 0
+        || !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || cls->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "slot_builder takes a slots class whose __slots__ are the names, on object");
+        return NULL;
+    }
+    Builder *self = PyObject_NewVar(Builder, &BuilderType, n);
+    if (self == NULL)
+        return NULL;
+    self->cls = NULL;
+    self->n = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *descr = PyDict_GetItemWithError(cls->tp_dict, PyTuple_GET_ITEM(names, i)); /* borrowed */
+        if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type)
+            || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX
+            || (((PyMemberDescrObject *)descr)->d_member->flags & READONLY)) {
+            Py_DECREF(self);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "slot_builder: a name is not an object slot of the class");
+            return NULL;
+        }
+        self->offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    Py_INCREF(cls);
+    self->cls = cls;
+    return (PyObject *)self;
+}
+
 static PyMethodDef methods[] = {
     {"usage_counts", usage_counts, METH_O,
      "usage_counts(usage) -> (input, output, write_5m, write_1h, read, zeroed) of an API usage dict."},
     {"utf8_size", utf8_size, METH_O,
      "utf8_size(text) -> len(text.encode('utf-8', 'surrogatepass')), without building the bytes."},
+    {"slot_builder", slot_builder, METH_VARARGS,
+     "slot_builder(cls, names) -> builder(*values): instances of a slots dataclass without its __init__."},
     {"split_lines", split_lines, METH_VARARGS,
      "split_lines(data, upto, offset, max_line) -> (lines, ends): the complete lines of data[:upto]."},
     {NULL, NULL, 0, NULL},
@@ -231,5 +332,12 @@ PyInit__skim(void)
         if (keys[i] == NULL && (keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
             return NULL;
     }
-    return PyModule_Create(&module);
+    if (PyType_Ready(&BuilderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddType(m, &BuilderType) < 0) { /* its type, for isinstance checks */
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
