@@ -534,7 +534,7 @@ class TranscriptParser:
         longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
         when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
         per batch; returns what it returns for the last line."""
-        take, decode = self._take, _LINE_DECODER.decode
+        decode, read, stats = _LINE_DECODER.decode, self._record, self.stats
         last = len(lines) - 1
         consumed = True
         for i, line in enumerate(lines):
@@ -552,8 +552,10 @@ class TranscriptParser:
                 except Exception:
                     pass
                 else:
+                    stats.lines += 1  # _take, inline: a decoded object is a _Line here
+                    self.offset = end
                     try:
-                        take(record, end)
+                        read(record)
                     except Exception:  # never raise on content (as feed_line)
                         self._count_malformed(end)
                     consumed = True
@@ -665,7 +667,8 @@ class TranscriptParser:
             s.version = version
         ts = rec.timestamp
         if ts.__class__ is str and ts:
-            instant = _utc_text(ts)  # compared as text: one form, so text order is time order
+            # compared as text: one form, so text order is time order (_utc_text's common case, inline)
+            instant = ts if len(ts) == 24 and ts[-1] == "Z" and ts[10] == "T" else _utc_text(ts)
             if instant is not None:
                 last = s.last_ts
                 if last is None or instant > last:
@@ -721,7 +724,8 @@ class TranscriptParser:
             usage, zeroed = (self._new_usage(*counts[:5]), counts[5]) if counts is not None else (None, False)
             self._raw_usage[key] = raw_usage
         model = message.model
-        model = _model_name(model)
+        if not (model.__class__ is str and model and model.isprintable()):  # _model_name's common case, inline
+            model = _model_name(model)
         if zeroed and model not in FREE_MODELS:
             self.stats.zeroed_usage += 1
         s = self._s
