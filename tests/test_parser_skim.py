@@ -150,7 +150,7 @@ def _builders() -> list[tuple[type, Any]]:
     """(class, its C builder) of each record the parser builds."""
     from warden.ingest.parser import _record_builders
 
-    built = list(zip(_record_builders(pure=True), _record_builders(pure=False)))
+    built = list(zip(_record_builders(None), _record_builders(skim)))
     assert all(type(build) is skim.Builder for _, build in built)  # every one takes the fast build
     return built
 

@@ -344,8 +344,8 @@ def fast_path() -> Any:
     return _skim
 
 
-def _usage_counts_reader(pure: bool) -> Callable[[Any], UsageCounts | None]:
-    skim = None if pure else fast_path()
+def _usage_counts_reader(skim: Any) -> Callable[[Any], UsageCounts | None]:
+    """``skim``: the C fast path, or None for the pure-Python reference (as below)."""
     if skim is None:
         return _usage_counts_py
     fast = skim.usage_counts
@@ -374,11 +374,10 @@ def _slot_builder(skim: Any, cls: type) -> Callable[..., Any]:
 _C_BUILDERS: tuple[Callable[..., Usage], Callable[..., Turn], Callable[..., ToolCall]] | None = None
 
 
-def _record_builders(pure: bool) -> tuple[Callable[..., Usage], Callable[..., Turn], Callable[..., ToolCall]]:
+def _record_builders(skim: Any) -> tuple[Callable[..., Usage], Callable[..., Turn], Callable[..., ToolCall]]:
     """(Usage, Turn, ToolCall) to call with every field positionally: the classes, or the C fast
     path's builders of them (made once)."""
     global _C_BUILDERS
-    skim = None if pure else fast_path()
     if skim is None:
         return Usage, Turn, ToolCall
     if _C_BUILDERS is None:
@@ -396,8 +395,7 @@ def _utf8_size_py(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _utf8_size_reader(pure: bool) -> Callable[[str], int]:
-    skim = None if pure else fast_path()
+def _utf8_size_reader(skim: Any) -> Callable[[str], int]:
     return _utf8_size_py if skim is None else skim.utf8_size
 
 
@@ -491,9 +489,10 @@ class TranscriptParser:
                  state: dict[str, Any] | None = None, pure: bool = False) -> None:
         """``pure``: without the C fast path (the reference it is tested against)."""
         self._s = _State.from_json(state)
-        self._usage_counts = _usage_counts_reader(pure)
-        self._utf8_size = _utf8_size_reader(pure)
-        self._new_usage, self._new_turn, self._new_call = _record_builders(pure)
+        skim = None if pure else fast_path()  # looked up once: an environment read and an import
+        self._usage_counts = _usage_counts_reader(skim)
+        self._utf8_size = _utf8_size_reader(skim)
+        self._new_usage, self._new_turn, self._new_call = _record_builders(skim)
         self._hint_session = session_id
         self._hint_agent = agent_id
         self.agent_type = agent_type
@@ -1004,7 +1003,7 @@ class TranscriptParser:
             bytes_consumed=self.offset, start_offset=self.start_offset,
             embedded_usage=list(self.embedded.values()), subagent_types=dict(s.subagent_types),
             placeholder_turns=s.placeholder_turns,
-            trace_digest={"v": 1, "steps": [list(step) for step in s.digest], "dropped": s.digest_dropped,
+            trace_digest={"v": 1, "steps": list(map(list, s.digest)), "dropped": s.digest_dropped,
                           "fields": ["kind", "target", "input_bytes", "result_bytes", "error"]},
         )
         run.counters = {"tool_calls": counters.get("tool_calls", 0), "file_reads": counters.get("reads", 0),
