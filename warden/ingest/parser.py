@@ -254,6 +254,13 @@ def _redacted_target(text: str) -> str:
 
 
 _cached_target = lru_cache(maxsize=4096)(_redacted_target)
+_cached_path_key = lru_cache(maxsize=4096)(path_key)
+
+
+def _path_key(path: str) -> str:
+    """:func:`path_key`, cached for short paths: a session reads and edits the same few over and
+    over (a long one is not kept as a cache key)."""
+    return _cached_path_key(path) if len(path) <= 1024 else path_key(path)
 
 
 def _digest_target(text: str) -> str:
@@ -806,7 +813,7 @@ class TranscriptParser:
             if offset is not None or limit is not None:
                 call.line_range = (offset or 0, limit or 0)
             counters["reads"] = counters.get("reads", 0) + 1
-            key = path_key(call.path)  # a hash: once per read
+            key = _path_key(call.path)
             reg_key = f"{key}\x00{call.line_range}"
             generation = s.edit_gen.get(key, 0)
             if s.reads.get(reg_key) == generation:
@@ -817,7 +824,7 @@ class TranscriptParser:
         elif kind in ("edit", "write"):
             counters["edits"] = counters.get("edits", 0) + 1
             if call.path:
-                key = path_key(call.path)
+                key = _path_key(call.path)
                 s.edit_gen[key] = s.edit_gen.get(key, 0) + 1
         elif kind == "grep":
             counters["greps"] = counters.get("greps", 0) + 1
