@@ -446,6 +446,32 @@ def test_every_option_of_every_command_has_help_and_a_plain_metavar(capsys: pyte
         assert "<str>" not in shown and "<int" not in shown and "list[" not in shown
 
 
+def test_each_command_is_registered_by_the_module_the_cli_imports_for_it() -> None:
+    """`warden <command>` imports only COMMAND_MODULE[command]: that module registers the command,
+    and the table names every command of the whole CLI, in the order --help lists them."""
+    import typer.main
+
+    from warden.cli.app import COMMAND_MODULE, COMMAND_MODULES, app, app_of
+
+    for module in COMMAND_MODULES:
+        registered = list(typer.main.get_command(app_of((module,))).commands)
+        assert registered == [c for c, m in COMMAND_MODULE.items() if m == module], module
+    whole = list(typer.main.get_command(app).commands)
+    assert sorted(whole) == sorted(COMMAND_MODULE)
+    assert whole == list(typer.main.get_command(app_of(tuple(reversed(COMMAND_MODULES)))).commands)
+
+
+def test_a_command_imports_no_other_command_module() -> None:
+    import subprocess
+    import sys
+
+    script = ("import sys; from warden.cli.app import main; main(['collect', '--help']); "
+              "print(sorted(m for m in sys.modules if m.startswith('warden.cli.')))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(["warden.cli.app", "warden.cli.collect", "warden.cli.common"])
+
+
 def _migrated_then(warden_home: Path, capsys: pytest.CaptureFixture[str], sql: str) -> None:
     """A database a first command migrated, then changed behind warden's back by ``sql``."""
     import sqlite3

@@ -1,7 +1,9 @@
-"""The ``warden`` command: one module per command group, each with ``register(app)``."""
+"""The ``warden`` command: one module per command group, each with ``register(app)``; a command
+line imports only the module of the command it names (see COMMAND_MODULE)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -16,14 +18,6 @@ import typer.main
 from warden.cli.common import say_error, writes_utf8
 from warden.errors import UsageError, WardenError
 
-app = typer.Typer(
-    name="warden",
-    help="Makes coding agents measurably cheaper: collect, distill, bench, select, compile.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
 def _print_version(value: bool) -> None:
     if value:
         from warden import __version__
@@ -32,7 +26,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print warden's version and exit.")) -> None:
     """Makes coding agents measurably cheaper: collect, distill, bench, select, compile."""
@@ -41,8 +34,51 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 # Command groups, in the order of the pipeline.
 COMMAND_MODULES = ("db", "collect", "bench", "sim", "distill", "select", "continuity", "ledger", "report")
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"warden.cli.{_name}").register(app)
+# The module that registers each top-level command (a test holds it to what they register): a
+# command imports its own module only, not every stage's (the collector, the rule ledger,
+# continuity, compile: ~0.15 s); --help, --version and a mistyped command get every module.
+COMMAND_MODULE = {
+    "db": "db",
+    "collect": "collect", "sessions": "collect", "status": "collect", "install-hooks": "collect",
+    "uninstall-hooks": "collect", "hook": "collect",
+    "bench": "bench",
+    "sim": "sim",
+    "distill": "distill", "rules": "distill",
+    "select": "select", "receipt": "select", "receipts": "select", "plan": "select", "nightly": "select",
+    "demo": "select", "memory": "select",
+    "recover": "continuity", "checkpoints": "continuity",
+    "share": "ledger", "verify-ledger": "ledger", "adopt": "ledger",
+    "cost": "report", "report": "report",
+}
+
+
+@functools.cache
+def app_of(modules: tuple[str, ...]) -> typer.Typer:
+    """The ``warden`` app with the commands of ``modules`` (all: the whole CLI)."""
+    app = typer.Typer(
+        name="warden",
+        help="Makes coding agents measurably cheaper: collect, distill, bench, select, compile.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    for name in COMMAND_MODULES:  # in this order whatever the caller's: --help lists them so
+        if name in modules:
+            importlib.import_module(f"warden.cli.{name}").register(app)
+    return app
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app a command line needs: its command's module only when it names one first."""
+    module = COMMAND_MODULE.get(argv[0]) if argv else None
+    return app_of((module,) if module else COMMAND_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole CLI, built on first use
+        return app_of(COMMAND_MODULES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # typer ≥ 0.2x vendors click as ``typer._click`` (no ``click`` module installed); its errors
@@ -198,8 +234,9 @@ def _run(argv: list[str] | None) -> int:
     # concurrent collect recovers from); without a handler Python would print it on stderr.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
-        command = _without_flag_types(typer.main.get_command(app))
-        _refuse_empty_arguments(sys.argv[1:] if argv is None else list(argv), command)
+        args = sys.argv[1:] if argv is None else list(argv)
+        command = _without_flag_types(typer.main.get_command(_app_for(args)))
+        _refuse_empty_arguments(args, command)
         result = command.main(args=argv, prog_name="warden", standalone_mode=False)
         # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
         if isinstance(result, int) and result != 0:
