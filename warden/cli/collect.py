@@ -12,9 +12,8 @@ from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print
 from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector
-from warden.ingest.hooks import install_hooks, uninstall_hooks
-from warden.measured import measured_on
-from warden.report.figures import learning_overview
+
+# What only status or (un)install-hooks uses is imported there: `warden collect` starts without it.
 
 
 def register(app: typer.Typer) -> None:
@@ -97,6 +96,7 @@ def sessions(
 
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Per agent: sessions, tokens by type, cost, cost-weighted tokens, p75, re-read rate."""
+    from warden.report.figures import learning_overview
     from warden.select.selector import known_agents
 
     with store().session() as db:
@@ -131,6 +131,8 @@ def _hook(event: str) -> None:
 
 def install_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON.")) -> None:
     """Add warden's Stop/SubagentStop/SessionStart hooks to $CLAUDE_CONFIG_DIR/settings.json."""
+    from warden.ingest.hooks import install_hooks
+
     home = settings().claude_home
     collector.require_claude_home(home, "or run Claude Code once (it creates the directory)")
     result = install_hooks(home)
@@ -139,6 +141,8 @@ def install_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print 
 
 def uninstall_hooks_cmd(as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON.")) -> None:
     """Remove warden's hooks from $CLAUDE_CONFIG_DIR/settings.json (other hooks are kept)."""
+    from warden.ingest.hooks import uninstall_hooks
+
     result = uninstall_hooks(settings().claude_home)
     _report_hooks(result, as_json)
 
@@ -156,6 +160,8 @@ def _report_hooks(result: dict[str, Any], as_json: bool) -> None:
 
 def render_learning(overview: list[dict[str, Any]]) -> None:
     """The learning lines under the status table (report.figures.learning_overview)."""
+    from warden.measured import measured_on
+
     for a in overview:
         curve = " → ".join(f"v{p['ruleset_version']} {p['mean_weighted_tokens']:,.0f} ({p['sessions']})"
                            for p in a["learning_curve"]) or "no real-work sessions"
