@@ -165,16 +165,25 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
            "WARDEN_CHECKPOINT_MAX_AGE_DAYS": "36500"}
     cpu = _children_cpu()
     t = time.perf_counter()
-    # With post-ingest steps: the `warden collect --json --jobs N` command itself. The ledger alone
-    # is not a command of its own: the same start-up (the CLI's imports), then the collector with
-    # the post-ingest steps off.
-    code = ("import json, resource, sys; from warden.cli.app import main; "
-            "from warden.config import load_settings; from warden.ingest.collector import collect_paths; "
-            "root, jobs, post = sys.argv[1], sys.argv[2], sys.argv[3] == '1'; "
-            "code = main(['collect', '--json', '--jobs', jobs, root]) if post else print(json.dumps("
-            "collect_paths(load_settings(), [root], jobs=int(jobs), post_ingest=False).to_json())); "
-            "r = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
-            "print('RSS', r, file=sys.stderr); sys.exit(code or 0)")
+    # With post-ingest steps: the `warden collect --json --jobs N` command itself, through the
+    # console script's entry point as `warden collect` runs it. The ledger alone is not a command
+    # of its own: the same start-up (the CLI's imports), then the collector with the post-ingest
+    # steps off.
+    code = """if True:
+        import json, resource, sys
+        root, jobs, post = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
+        if post:
+            from warden.cli.entry import main
+            code = main(['collect', '--json', '--jobs', jobs, root])
+        else:
+            import warden.cli.app
+            from warden.config import load_settings
+            from warden.ingest.collector import collect_paths
+            code = print(json.dumps(collect_paths(load_settings(), [root], jobs=int(jobs), post_ingest=False).to_json()))
+        r = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        print('RSS', r, file=sys.stderr)
+        sys.exit(code or 0)
+    """
     proc = subprocess.run([sys.executable, "-c", code, str(root / "projects"), str(jobs), "1" if post_ingest else "0"],
                           capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - t
