@@ -188,3 +188,33 @@ def test_slot_builder_refuses_other_layouts_and_counts() -> None:
         build(1, 2, 3, 4, 5, x=1)
     with pytest.raises(dataclasses.FrozenInstanceError):  # still frozen
         build(1, 2, 3, 4, 5).input_tokens = 0  # type: ignore[misc]
+
+
+# Claude Code's form, its look-alikes (other digits, separators, lengths) and impossible dates
+_TS_CHARS = st.sampled_from(list("0123456789-T:.Z +٣"))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(when=st.datetimes(), cut=st.integers(0, 30), noise=st.lists(st.tuples(st.integers(0, 25), _TS_CHARS), max_size=3))
+def test_utc_datetime_reads_as_parse_timestamp(when: Any, cut: int, noise: list[tuple[int, str]]) -> None:
+    from warden.ingest.parser import parse_timestamp
+
+    text = f"{when.year:04d}-{when:%m-%dT%H:%M:%S}.{when.microsecond // 1000:03d}Z"
+    assert skim.utc_datetime(text) == parse_timestamp(text) is not None  # the common form: always read
+    chars = list(text)
+    for at, char in noise:
+        chars[at % len(chars)] = char
+    for odd in ("".join(chars), text[:cut], text[:cut] + "0" + text[cut:], text.replace("T", " ")):
+        made = skim.utc_datetime(odd)
+        if made is not None:  # None: parse_timestamp decides
+            expected = parse_timestamp(odd)
+            assert made == expected and type(made) is type(expected) and made.tzinfo is None and made.fold == 0
+
+
+def test_utc_datetime_leaves_impossible_dates_and_other_values_to_the_reference() -> None:
+    for value in ("2023-02-29T10:00:00.000Z", "2026-13-01T10:00:00.000Z", "0000-01-01T00:00:00.000Z",
+                  "2026-01-01T24:00:00.000Z", "2026-01-01T10:60:00.000Z", "2026-01-01T10:00:60.000Z",
+                  "2026-01-01T10:00:00.000+", "２０２６-01-01T10:00:00.000Z", None, 5, b"2026-01-01T10:00:00.000Z"):
+        assert skim.utc_datetime(value) is None
+    assert skim.utc_datetime("2024-02-29T23:59:59.999Z").microsecond == 999000
+

@@ -7,6 +7,9 @@
  *
  * utf8_size(text) is len(text.encode("utf-8", "surrogatepass")) counted without the bytes.
  *
+ * utc_datetime(text) is parser.parse_timestamp(text) for Claude Code's own form of a timestamp
+ * ("2026-01-01T10:00:00.000Z"), None for any other text (the caller then parses it in Python).
+ *
  * slot_builder(cls, names) makes a callable building instances of a slots dataclass (Usage, Turn,
  * ToolCall) from all their field values, without the generated __init__ (parser._slot_builder).
  *
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <math.h>
 #include <structmember.h> /* T_OBJECT_EX, READONLY */
+#include <datetime.h>
 
 static PyObject *
 split_lines(PyObject *self, PyObject *args)
@@ -216,6 +220,47 @@ utf8_size(PyObject *self, PyObject *text)
     return PyLong_FromSsize_t(size);
 }
 
+/* ---- utc_datetime: a timestamp of Claude Code's form ------------------------------------------ */
+
+/* The digits text[at..at+n) as a number, or -1 unless all are ASCII digits. */
+static int
+digits_at(const Py_UCS1 *text, int at, int n)
+{
+    int v = 0;
+    for (int i = at; i < at + n; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return -1;
+        v = v * 10 + (text[i] - '0');
+    }
+    return v;
+}
+
+/* utc_datetime(text) -> the naive datetime of "YYYY-MM-DDTHH:MM:SS.mmmZ" (what parse_timestamp
+ * reads it as: datetime.fromisoformat of the text before the Z), or None for any other text or
+ * an impossible date (parse_timestamp then decides): a response's lines each parsed one, and
+ * fromisoformat behind a Python function cost a tenth of reading a plain one. */
+static PyObject *
+utc_datetime(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0 || !PyUnicode_IS_ASCII(text)
+        || PyUnicode_GET_LENGTH(text) != 24)
+        Py_RETURN_NONE;
+    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(text);
+    if (c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' || c[19] != '.' || c[23] != 'Z')
+        Py_RETURN_NONE;
+    int year = digits_at(c, 0, 4), month = digits_at(c, 5, 2), day = digits_at(c, 8, 2);
+    int hour = digits_at(c, 11, 2), minute = digits_at(c, 14, 2), second = digits_at(c, 17, 2);
+    int milli = digits_at(c, 20, 3);
+    if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59
+        || second < 0 || second > 59 || milli < 0)
+        Py_RETURN_NONE;
+    static const int month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (day > month_days[month - 1] || (month == 2 && day == 29 && !leap))
+        Py_RETURN_NONE;
+    return PyDateTime_FromDateAndTime(year, month, day, hour, minute, second, milli * 1000);
+}
+
 /* ---- slot_builder: records built without their dataclass __init__ ------------------------- */
 
 /* slot_builder(cls, names) -> builder; builder(*values) is an instance of cls whose slots named
@@ -316,6 +361,8 @@ static PyMethodDef methods[] = {
      "usage_counts(usage) -> (input, output, write_5m, write_1h, read, zeroed) of an API usage dict."},
     {"utf8_size", utf8_size, METH_O,
      "utf8_size(text) -> len(text.encode('utf-8', 'surrogatepass')), without building the bytes."},
+    {"utc_datetime", utc_datetime, METH_O,
+     "utc_datetime(text) -> the naive datetime of 'YYYY-MM-DDTHH:MM:SS.mmmZ', or None for other text."},
     {"slot_builder", slot_builder, METH_VARARGS,
      "slot_builder(cls, names) -> builder(*values): instances of a slots dataclass without its __init__."},
     {"split_lines", split_lines, METH_VARARGS,
@@ -333,6 +380,9 @@ PyInit__skim(void)
             return NULL;
     }
     if (PyType_Ready(&BuilderType) < 0)
+        return NULL;
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddType(m, &BuilderType) < 0) { /* its type, for isinstance checks */

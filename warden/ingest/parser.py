@@ -499,6 +499,8 @@ class TranscriptParser:
         skim = None if pure else fast_path()  # looked up once: an environment read and an import
         self._usage_counts = _usage_counts_reader(skim)
         self._utf8_size = _utf8_size_reader(skim)
+        # None on the pure path: parse_timestamp then reads every timestamp
+        self._utc_datetime: Callable[[Any], datetime | None] | None = None if skim is None else skim.utc_datetime
         self._new_usage, self._new_turn, self._new_call = _record_builders(skim)
         self._hint_session = session_id
         self._hint_agent = agent_id
@@ -696,9 +698,12 @@ class TranscriptParser:
                 self.compactions += 1
 
     def _when(self, ts: Any) -> datetime | None:
-        """parse_timestamp with a one-entry cache: a response's lines share their timestamp."""
+        """parse_timestamp with a one-entry cache: a response's lines share their timestamp. The
+        C fast path reads Claude Code's own form; parse_timestamp any other (and the pure path)."""
         if ts is not self._last_ts_text and ts != self._last_ts_text:
-            self._last_ts_text, self._last_ts = ts, parse_timestamp(ts)
+            fast = self._utc_datetime
+            self._last_ts_text = ts
+            self._last_ts = (fast(ts) if fast is not None else None) or parse_timestamp(ts)
         return self._last_ts
 
     def _message_key(self, mid: Any, rid: Any, uuid: Any) -> str:
