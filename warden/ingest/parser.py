@@ -804,58 +804,66 @@ class TranscriptParser:
         except (TypeError, orjson.JSONEncodeError):
             input_bytes = 0
         turn.content_bytes += input_bytes
-        # every field in order: index, tool_use_id, name, kind, input, input_bytes, path, line_range,
-        # command, result_bytes, result_text, is_error, is_reread, timestamp, turn
-        call = self._new_call(s.tool_index, tool_id, name, kind, tool_input, input_bytes, None, None, None, 0, "",
-                              False, False, self._when(ts), turn.index)
+        index = s.tool_index
         s.tool_index += 1
         counters = s.counters
         counters["tool_calls"] = counters.get("tool_calls", 0) + 1
+        # the call's fields found first, so that it is built whole (no attribute set after)
         path = tool_input.get("file_path", tool_input.get("path", tool_input.get("notebook_path")))
-        if isinstance(path, str) and path:
-            call.path = path
-        if kind == "read" and call.path:
+        if not (isinstance(path, str) and path):
+            path = None
+        line_range: tuple[int, int] | None = None
+        command: str | None = None
+        is_reread = False
+        if kind == "read" and path:
             offset, limit = _as_int(tool_input.get("offset")), _as_int(tool_input.get("limit"))
             if offset is not None or limit is not None:
-                call.line_range = (offset or 0, limit or 0)
+                line_range = (offset or 0, limit or 0)
             counters["reads"] = counters.get("reads", 0) + 1
-            key = _path_key(call.path)
-            reg_key = f"{key}\x00{call.line_range}"
+            key = _path_key(path)
+            reg_key = f"{key}\x00{line_range}"
+            reads = s.reads
             generation = s.edit_gen.get(key, 0)
-            if s.reads.get(reg_key) == generation:
-                call.is_reread = True
+            if reads.get(reg_key) == generation:
+                is_reread = True
                 counters["rereads"] = counters.get("rereads", 0) + 1
-            elif len(s.reads) < MAX_READ_REGISTRY or reg_key in s.reads:
-                s.reads[reg_key] = generation
-        elif kind in ("edit", "write"):
+            elif len(reads) < MAX_READ_REGISTRY or reg_key in reads:
+                reads[reg_key] = generation
+        elif kind == "edit" or kind == "write":
             counters["edits"] = counters.get("edits", 0) + 1
-            if call.path:
-                key = _path_key(call.path)
+            if path:
+                key = _path_key(path)
                 s.edit_gen[key] = s.edit_gen.get(key, 0) + 1
         elif kind == "grep":
             counters["greps"] = counters.get("greps", 0) + 1
         if kind == "grep" or kind == "glob":
             pattern = tool_input.get("pattern")
-            call.command = pattern if isinstance(pattern, str) else None
+            command = pattern if isinstance(pattern, str) else None
         elif kind == "bash":
-            command = tool_input.get("command")
-            call.command = command if isinstance(command, str) else None
+            text = tool_input.get("command")
+            command = text if isinstance(text, str) else None
         elif kind == "task":
-            subagent_type = tool_input.get("subagent_type")
-            subagent_type = clean_label(subagent_type)
+            subagent_type = clean_label(tool_input.get("subagent_type"))
             if subagent_type and tool_id:
                 s.task_types[tool_id] = subagent_type
-        self.tool_calls.append(call)
-        turn.tool_call_indexes.append(call.index)
+        # every field in order: index, tool_use_id, name, kind, input, input_bytes, path, line_range,
+        # command, result_bytes, result_text, is_error, is_reread, timestamp, turn
+        call = self._new_call(index, tool_id, name, kind, tool_input, input_bytes, path, line_range, command, 0, "",
+                              False, is_reread, self._when(ts), turn.index)
+        calls = self.tool_calls
+        calls.append(call)
+        turn.tool_call_indexes.append(index)
         if tool_id:
-            self._call_by_id[tool_id] = len(self.tool_calls) - 1
+            self._call_by_id[tool_id] = len(calls) - 1
         s.last_turn_tools = True
-        if len(s.digest) < MAX_DIGEST_STEPS:
-            s.digest.append([kind, _digest_target(call.path or call.command or ""), input_bytes, 0, 0])
+        digest = s.digest
+        if len(digest) < MAX_DIGEST_STEPS:
+            digest.append([kind, _digest_target(path or command or ""), input_bytes, 0, 0])
             if tool_id:
-                if len(s.awaiting) >= MAX_AWAITING:  # results that never came: forget the oldest
-                    del s.awaiting[next(iter(s.awaiting))]
-                s.awaiting[tool_id] = len(s.digest) - 1
+                awaiting = s.awaiting
+                if len(awaiting) >= MAX_AWAITING:  # results that never came: forget the oldest
+                    del awaiting[next(iter(awaiting))]
+                awaiting[tool_id] = len(digest) - 1
         else:
             s.digest_dropped += 1
 
