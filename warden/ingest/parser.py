@@ -722,7 +722,9 @@ class TranscriptParser:
         mid = message.id
         if mid.__class__ is str and mid:  # _message_key's common case, inline
             rid = rec.requestId
-            key = storable_text(f"{mid}|{rid}" if rid.__class__ is str and rid else mid)
+            key = f"{mid}|{rid}" if rid.__class__ is str and rid else mid
+            if "\x00" in key:  # storable_text's test, without a call for the common key
+                key = storable_text(key)
         else:
             key = self._message_key(mid, rec.requestId, rec.uuid)
         index = self._turn_by_key.get(key)
@@ -781,8 +783,9 @@ class TranscriptParser:
             self._turn_text(turn, content)
 
     def _turn_text(self, turn: Turn, text: str) -> None:
-        text = storable_text(text)
-        if text.strip():
+        if "\x00" in text:  # storable_text's test, without a call for the common text
+            text = storable_text(text)
+        if text and not text.isspace():  # text.strip() is not empty, without copying a long text
             self._s.last_turn_text = True
         turn.content_bytes += len(text)
         if len(turn.text) < MAX_TURN_TEXT:
