@@ -827,14 +827,27 @@ def _term_insert() -> Any:
     return CheckpointTerm.__table__.insert()
 
 
+_TERM_COLUMNS = ("checkpoint_id", "term", "captured_at", "session_id")
+
+
 def index_terms(session: Session, rows: list[Any]) -> None:
     """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
-    from warden.store.bulk import execute_many
+    from warden.store.bulk import bind_converter, execute_values
 
-    terms = [{"checkpoint_id": row.id, "term": t, "captured_at": row.captured_at, "session_id": row.session_id}
-             for row in rows for t in sorted(searchable_terms(CheckpointData.from_row(row)))]
     insert = _term_insert()
-    execute_many(session, insert, insert.table, terms)
+    dialect = session.get_bind().dialect
+    convert_id, convert_term, convert_time, convert_session = (
+        bind_converter(insert.table.c[name], dialect) for name in _TERM_COLUMNS)
+    # A row's values are converted once for all its terms (about 75 each), not once per term.
+    values: list[tuple[Any, ...]] = []
+    for row in rows:
+        cid, when, sid = row.id, row.captured_at, row.session_id
+        cid = convert_id(cid) if convert_id else cid
+        when = convert_time(when) if convert_time else when
+        sid = convert_session(sid) if convert_session else sid
+        terms = sorted(searchable_terms(CheckpointData.from_row(row)))
+        values += [(cid, convert_term(t) if convert_term else t, when, sid) for t in terms]
+    execute_values(session, insert, insert.table, _TERM_COLUMNS, values)
 
 
 @lru_cache(maxsize=16384)
