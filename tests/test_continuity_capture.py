@@ -1027,3 +1027,59 @@ def test_redaction_stays_linear_on_large_adversarial_input() -> None:
         began = time.perf_counter()
         redact_credentials(text, {})
         assert time.perf_counter() - began < 15, text[:20]
+
+
+
+def _stored_rows(store) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """Every checkpoint, index term and capture state, ids as their rank (two writes of one
+    store are compared: its ids go on counting)."""
+    from warden.store.models import CaptureState
+
+    with store.session() as s:
+        rows = list(s.scalars(select(Checkpoint).order_by(Checkpoint.id)))
+        rank = {r.id: n for n, r in enumerate(rows)}
+        checkpoints = [(rank[r.id], r.run_key, r.trigger, r.captured_at, r.active_task, r.decisions, r.edited_files)
+                       for r in rows]
+        terms = sorted((rank[cid], term, when, sid) for cid, term, when, sid in s.execute(
+            select(CheckpointTerm.checkpoint_id, CheckpointTerm.term, CheckpointTerm.captured_at,
+                   CheckpointTerm.session_id)))
+        states = [(r.run_key, r.state) for r in s.scalars(select(CaptureState).order_by(CaptureState.run_key))]
+    return checkpoints, terms, states
+
+
+def test_a_deferred_batch_stores_what_one_write_per_run_stores() -> None:
+    """The collector's batches write their checkpoints once, at the end (write_pending): the same
+    rows, ids and recall index as writing after every run, with a stored run refreshed and a
+    run seen twice in the batch (two copies of one transcript)."""
+    from sqlalchemy import delete
+
+    from warden.continuity.capture import load_stored_captures, write_pending
+    from warden.store.models import CaptureState
+
+    earlier = _rich_run()
+    fresh = RunBuilder(session_id="sess-fresh").prompt("port the exporter").turn(int(0.4 * W), "I'll stream it.",
+                                                                               [write("/home/dev/x/a.py")]).build()
+    twice = RunBuilder(session_id="sess-twice").prompt("fix the flaky test").turn(int(0.55 * W), "Let's pin it.",
+                                                                                 [edit("/home/dev/y/t.py")]).build()
+    batch = [fresh, earlier, twice, twice]
+    store = _store()
+    results = []
+    for deferred in (False, True):
+        with store.session() as s:
+            for table in (CheckpointTerm, Checkpoint, CaptureState):
+                s.execute(delete(table))
+            record_checkpoints(s, None, earlier)
+        with store.session() as s:
+            if deferred:
+                stored = load_stored_captures(s, [run.run_key for run in batch], defer=True)
+                for run in batch:
+                    record_checkpoints(s, None, run, stored=stored)
+                assert s.scalar(select(func.count()).select_from(Checkpoint)) == len(triggers(earlier))  # not yet
+                write_pending(s, stored)
+            else:
+                for run in batch:
+                    record_checkpoints(s, None, run)
+        results.append(_stored_rows(store))
+    per_run, deferred_rows = results
+    assert deferred_rows == per_run
+    assert len(per_run[0]) > len(triggers(earlier)) and per_run[1]

@@ -657,24 +657,55 @@ def with_forgotten(state: Any, triggers: str | Collection[str]) -> dict[str, Any
 class StoredCaptures:
     """The capture states and stored checkpoints of a batch of runs, read with one query each:
     a bulk collect stores thousands of runs and must not ask twice per run. Kept current by
-    :func:`record_checkpoints` as it adds rows (a batch may hold two files of one run)."""
+    :func:`record_checkpoints` as it adds rows (a batch may hold two files of one run).
+
+    With ``defer``, the new rows and the recall index the batch's runs need are written once, by
+    :func:`write_pending` at the batch's end: one flush and one index insert instead of one per
+    run. Otherwise :func:`record_checkpoints` writes them before it returns."""
 
     run_keys: set[str] = field(default_factory=set)  # the runs loaded (with or without rows)
     horizon: datetime | None = None  # new checkpoints captured before this are not stored (retention)
     states: dict[str, Any] = field(default_factory=dict)  # run key -> CaptureState
     checkpoints: dict[str, list[Any]] = field(default_factory=dict)  # run key -> its Checkpoint rows
     forgotten_sessions: set[str] = field(default_factory=set)  # sessions a user forgot as a whole
+    defer: bool = False
+    new_rows: list[Any] = field(default_factory=list)  # new CaptureState / Checkpoint rows, not yet added
+    # touched Checkpoint rows whose recall index is to be (re)written, in the order last touched
+    unindexed: dict[Any, None] = field(default_factory=dict)
+    stale_index: set[int] = field(default_factory=set)  # ids of stored rows whose index terms go
+
+
+def write_pending(session: Session, stored: StoredCaptures) -> None:
+    """Write what :func:`record_checkpoints` left in ``stored``: its new rows, added in the order
+    they were made (so their ids are those one flush per run gave), and the recall index of the
+    rows it touched (a refreshed row's old terms deleted first)."""
+    from sqlalchemy import delete
+
+    from warden.store.models import CheckpointTerm
+
+    if stored.new_rows:
+        session.add_all(stored.new_rows)
+        stored.new_rows = []
+    if not stored.unindexed:
+        return
+    session.flush()
+    stale = sorted(stored.stale_index)
+    for start in range(0, len(stale), 500):  # stay under SQLite's bound-parameter limit
+        session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_(stale[start:start + 500])))
+    index_terms(session, list(stored.unindexed))
+    stored.unindexed, stored.stale_index = {}, set()
 
 
 def load_stored_captures(session: Session, run_keys: Collection[str], chunk: int = 500,
-                         horizon: datetime | None = None) -> StoredCaptures:
+                         horizon: datetime | None = None, *, defer: bool = False) -> StoredCaptures:
     """The capture states and checkpoints of ``run_keys``, ``chunk`` keys per query; ``horizon``
-    as :func:`warden.continuity.service.retention_horizon` gives it (None: store every capture)."""
+    as :func:`warden.continuity.service.retention_horizon` gives it (None: store every capture).
+    ``defer``: the caller writes the batch's rows with :func:`write_pending` (see StoredCaptures)."""
     from sqlalchemy import select
 
     from warden.store.models import CaptureState, Checkpoint
 
-    found = StoredCaptures(run_keys=set(run_keys), horizon=horizon)
+    found = StoredCaptures(run_keys=set(run_keys), horizon=horizon, defer=defer)
     tombstones = {session_tombstone_key(_session_of(k)): _session_of(k) for k in found.run_keys}
     keys = sorted(found.run_keys | set(tombstones))
     for i in range(0, len(keys), chunk):
@@ -701,12 +732,12 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
     re-ingesting never duplicates. A stored trigger is refreshed only by a capture of the same or
     an earlier moment, and a band the stored checkpoints already passed is never re-captured.
     """
-    from sqlalchemy import delete
-
-    from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
+    from warden.store.models import CaptureState, Checkpoint, utcnow
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
     if stored is None or parsed.run_key not in stored.run_keys:
+        if stored is not None:
+            write_pending(session, stored)  # the query below must see the batch's rows
         stored = load_stored_captures(session, [parsed.run_key], horizon=stored.horizon if stored else None)
     state_row = stored.states.get(parsed.run_key)
     resumed = getattr(parsed, "start_offset", 0) > 0
@@ -731,18 +762,32 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
         forgotten = "all"
     if state_row is None:
         state_row = stored.states[parsed.run_key] = CaptureState(run_key=parsed.run_key)
-        session.add(state_row)
+        stored.new_rows.append(state_row)
     current = carry.to_json() if (legacy and resumed) else {**carry.to_json(), STATE_VERSION: 2}
     state_row.state = with_forgotten(current, forgotten) if forgotten else current
     captured = [] if forgotten == "all" else [c for c in captured if c.trigger not in forgotten]
+    new = _store_captured(stored, parsed.run_key, captured, covered, uncovered)
+    if uncovered:
+        state_row.state = with_forgotten(state_row.state, uncovered)
+    if not stored.defer:
+        write_pending(session, stored)
+    return new
+
+
+def _store_captured(stored: StoredCaptures, run_key: str, captured: list[CheckpointData],
+                    covered: CarryState | None, uncovered: set[str]) -> int:
+    """:func:`record_checkpoints`' upsert of a run's captured checkpoints into ``stored``'s rows
+    (written by :func:`write_pending`); how many are new. Adds to ``uncovered`` what a legacy
+    parse (``covered``) captured before."""
+    from warden.store.models import Checkpoint, utcnow
+
     if not captured:
         return 0
-    run_checkpoints = stored.checkpoints.setdefault(parsed.run_key, [])
+    run_checkpoints = stored.checkpoints.setdefault(run_key, [])
     existing = {cp.trigger: cp for cp in run_checkpoints}
     stored_fill = [int(t.split(":")[1]) for t in existing if t.startswith("fill:")]
     stored_quality = [int(t.split(":")[1]) for t in existing if t.startswith("quality:")]
     new = 0
-    touched: list[Any] = []
     for data in captured:
         row = existing.get(data.trigger)
         family, _, band = data.trigger.partition(":")
@@ -762,7 +807,7 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
             continue  # the next prune would delete it: retention removed it before, or will
         if row is None:
             row = Checkpoint(run_key=data.run_key, trigger=data.trigger)
-            session.add(row)
+            stored.new_rows.append(row)
             run_checkpoints.append(row)
             new += 1
         elif row.captured_at is not None and when > row.captured_at:
@@ -774,15 +819,10 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
         row.edited_files, row.read_files = data.edited_files, data.read_files
         row.open_questions, row.errors, row.last_state = data.open_questions, data.errors, data.last_state
         row.captured_at = when
-        touched.append(row)
-    if uncovered:
-        state_row.state = with_forgotten(state_row.state, uncovered)
-    if touched:  # one flush, one delete (of refreshed rows' terms) and one insert for the run's checkpoints
-        refreshed = [row for row in touched if row.id is not None]
-        session.flush()
-        if refreshed:
-            session.execute(delete(CheckpointTerm).where(CheckpointTerm.checkpoint_id.in_([row.id for row in refreshed])))
-        index_terms(session, touched)
+        if row.id is not None:  # a stored row refreshed: its terms are written (again) anew
+            stored.stale_index.add(row.id)
+        stored.unindexed.pop(row, None)  # indexed after every row touched before it, as it was
+        stored.unindexed[row] = None
     return new
 
 

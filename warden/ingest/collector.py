@@ -760,17 +760,18 @@ class Collector:
         execute_many(session, _OFFSET_INSERT, IngestOffset.__table__, new_offsets, json_dumps=_ledger_json)
         session.flush()
         if self.post_ingest and any(runs):  # summary-only files have no run to capture from
-            from warden.continuity.capture import load_stored_captures
+            from warden.continuity.capture import load_stored_captures, write_pending
             from warden.continuity.service import retention_horizon, trim_to_keep
 
             if self.settings is None:  # read once per collect, not once per run
                 self.settings = load_settings()
             stored = load_stored_captures(session, [run[1].run_key for run in runs if run is not None], IN_CHUNK,
-                                          retention_horizon(session, self.settings))
+                                          retention_horizon(session, self.settings), defer=True)
             for run in runs:
                 if run is not None:
                     _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings,
                                         run[3].precaptured if run[3] else None, stored)
+            write_pending(session, stored)  # the batch's checkpoints: one flush and one index insert
             trim_to_keep(session, self.settings)
         return keys
 
