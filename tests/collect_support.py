@@ -89,3 +89,21 @@ def write(path: Path, records: list[dict[str, Any]]) -> Path:
 def append(path: Path, records: list[dict[str, Any]]) -> None:
     with open(path, "ab") as fh:
         fh.write(jsonl(records))
+
+
+def assert_runs_own_their_usage(store: Any) -> None:
+    """The ledger's rule its writer sums new runs' totals by: a usage row's owner always has a
+    session_runs row, and a run's token totals are the sums of the usage rows it owns."""
+    from sqlalchemy import func, select
+
+    from warden.store.models import SessionRun, UsageMessage
+
+    u = UsageMessage
+    with store.session() as db:
+        runs = {r.run_key: (r.input_tokens, r.output_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens,
+                            r.cache_read_tokens) for r in db.scalars(select(SessionRun))}
+        owned = {key: tuple(int(v) for v in sums) for key, *sums in db.execute(
+            select(u.run_key, func.sum(u.input_tokens), func.sum(u.output_tokens), func.sum(u.cache_write_5m_tokens),
+                   func.sum(u.cache_write_1h_tokens), func.sum(u.cache_read_tokens)).group_by(u.run_key))}
+    assert set(owned) <= set(runs), f"usage rows owned by no run: {sorted(set(owned) - set(runs))[:5]}"
+    assert {key: owned.get(key, (0, 0, 0, 0, 0)) for key in runs} == runs

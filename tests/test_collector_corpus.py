@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
+from collect_support import assert_runs_own_their_usage
 from warden.config import load_settings
 from warden.ingest.collector import collect_paths
 from warden.ingest.pricing import DEFAULT_TABLE
@@ -51,6 +52,7 @@ def test_per_session_totals_on_every_database(any_store, corpus: Path, jobs: int
     expected = json.loads((corpus.parent / EXPECTED_NAME).read_text())
     first = collect_paths(load_settings(), [corpus], store=any_store, jobs=jobs)
     assert first.files_skipped == 0 and _by_session(any_store) == expected
+    assert_runs_own_their_usage(any_store)
     again = collect_paths(load_settings(), [corpus], store=any_store, jobs=jobs)
     assert again.files_unchanged == 22 and _by_session(any_store) == expected
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from collect_support import SESSION, append, assistant, progress, tool_result, tool_use, usage, write
+from collect_support import (SESSION, append, assert_runs_own_their_usage, assistant, progress, tool_result, tool_use,
+                             usage, write)
 from warden.config import load_settings
 from warden.errors import UsageError
 from warden.ingest.collector import collect_paths
@@ -39,6 +40,32 @@ def test_a_response_repeated_in_another_file_counts_once_with_its_largest_counts
     first, second = runs[f"{SESSION}:main"], runs[f"{resumed}:main"]
     assert (first.input_tokens, first.output_tokens, first.cache_write_5m_tokens) == (11, 51, 100)
     assert (second.input_tokens, second.output_tokens) == (2, 2)
+    assert_runs_own_their_usage(open_store(load_settings()))
+
+
+def test_a_bulk_collects_new_runs_total_what_they_own_beside_stored_responses(tmp_path: Path) -> None:
+    """New runs are summed from the rows their batch inserted, unless they share a chunk with
+    stored rows (a resumed session repeating a stored response): then by the database."""
+    proj = _project(tmp_path)
+    write(proj / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(10, 1, 100, 0)), assistant("m2", "r2", usage(1, 1))])
+    collect_paths(load_settings(), [proj], jobs=1)
+    resumed, fresh = "99999999-2222-3333-4444-555555555555", "88888888-2222-3333-4444-555555555555"
+    write(proj / f"{resumed}.jsonl", [assistant("m1", "r1", usage(10, 50, 100, 0), session=resumed),
+                                      assistant("m3", "r3", usage(2, 2), session=resumed)])
+    write(proj / f"{fresh}.jsonl", [assistant("f1", "q1", usage(4, 5, 6, 7), session=fresh),
+                                    assistant("f2", "q2", usage(1, 2, w5=3, w1=4), session=fresh,
+                                              model="claude-haiku-4-5-20251001"),
+                                    progress("a9", "s1", "sr1", usage(5, 3, 20, 7), session=fresh)])
+    collect_paths(load_settings(), [proj], jobs=2)
+    runs = _runs()
+    assert (runs[f"{SESSION}:main"].input_tokens, runs[f"{SESSION}:main"].output_tokens) == (11, 51)
+    assert (runs[f"{resumed}:main"].input_tokens, runs[f"{resumed}:main"].output_tokens) == (2, 2)
+    new = runs[f"{fresh}:main"]
+    assert (new.input_tokens, new.output_tokens, new.cache_write_5m_tokens, new.cache_write_1h_tokens,
+            new.cache_read_tokens) == (5, 7, 9, 4, 7)
+    assert new.models == ["claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"]
+    assert runs[f"{fresh}:a9"].input_tokens == 5
+    assert_runs_own_their_usage(open_store(load_settings()))
 
 
 def test_progress_lines_count_once_with_or_without_the_subagent_transcript(tmp_path: Path) -> None:
@@ -64,6 +91,7 @@ def test_progress_lines_count_once_with_or_without_the_subagent_transcript(tmp_p
     assert (sub.input_tokens, sub.output_tokens) == (12, 8)
     assert runs[f"{SESSION}:main"].input_tokens == 1
     assert sub.agent == "Explore" and sub.source_path.endswith("agent-a42.jsonl")
+    assert_runs_own_their_usage(open_store(load_settings()))
 
 
 def test_subagent_file_first_then_parent_progress_still_counts_once(tmp_path: Path) -> None:
@@ -78,6 +106,7 @@ def test_subagent_file_first_then_parent_progress_still_counts_once(tmp_path: Pa
     store = open_store(load_settings())
     with store.session() as db:
         assert db.get(UsageMessage, "s1|sr1").run_key == f"{SESSION}:a7"
+    assert_runs_own_their_usage(store)
 
 
 def test_agent_type_from_meta_sidecar_and_from_the_parents_task_call(tmp_path: Path) -> None:

@@ -414,32 +414,36 @@ _STORED_USAGE = select(_U.message_key, _U.run_key, _U.input_tokens + _U.output_t
     .where(_U.message_key.in_(bindparam("keys", expanding=True)))
 
 
-def _upsert_usage(session: Session, rows: list[UsageRow]) -> set[str]:
-    """Max-wins upsert into the global dedupe; returns the run keys owning these messages.
+def _upsert_usage(session: Session, rows: list[UsageRow]) -> tuple[set[str], set[str]]:
+    """Max-wins upsert into the global dedupe; returns the run keys owning these messages, and
+    those of them that may own a row these ``rows`` did not insert (a chunk only partly inserted).
 
     Insert if new: a chunk goes in by an INSERT that skips the keys already stored, and only a
     chunk where some were (few, after a first collect) is looked up, so a larger copy of a stored
     row takes the upsert, whose condition still lets the largest win. Looked up after the INSERT,
     the rows it stored are their own (so never larger) and a stored one keeps its owner."""
     if not rows:
-        return set()
+        return set(), set()
     table = UsageMessage.__table__
     owners: set[str] = set()
+    mixed: set[str] = set()
     for i in range(0, len(rows), IN_CHUNK):
         chunk = rows[i:i + IN_CHUNK]
         if execute_values(session, _insert_new_usage(session), table, _USAGE_COLUMNS, chunk) == len(chunk):
             owners.update(map(itemgetter(1), chunk))
             continue
+        mixed.update(map(itemgetter(1), chunk))
         stored = {key: (run_key, (total, output)) for key, run_key, total, output in session.execute(
             _STORED_USAGE, {"keys": [row[0] for row in chunk]})}
         larger: list[UsageRow] = []
         for row in chunk:
             run_key, rank = stored[row[0]]
             owners.add(run_key)  # the stored row keeps its owner (the upsert never sets run_key)
+            mixed.add(run_key)
             if _row_rank(row) > rank:
                 larger.append(row)
         execute_values(session, _max_wins_upsert(session), table, _USAGE_COLUMNS, larger)
-    return owners
+    return owners, mixed
 
 
 _TOTALS = (select(_U.run_key, _U.model, func.sum(_U.input_tokens), func.sum(_U.output_tokens),
@@ -456,6 +460,22 @@ def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Us
             result.setdefault(run_key, {})[model] = Usage(int(i_t or 0), int(o_t or 0), int(w5 or 0),
                                                           int(w1 or 0), int(r or 0))
     return result
+
+
+def _inserted_totals(rows: Iterable[UsageRow], run_keys: set[str]) -> dict[str, dict[str, Usage]]:
+    """:func:`_totals` for runs that had no session_runs row before this transaction and whose
+    usage rows ``rows`` all inserted: the ledger stores a usage row only with a row for its owner
+    (:meth:`Collector._store_runs`), so these rows are all such a run owns (tests hold the rule)."""
+    sums: dict[str, dict[str, list[int]]] = {}
+    for row in rows:
+        if row[1] in run_keys:
+            counts = sums.setdefault(row[1], {}).setdefault(row[2], [0, 0, 0, 0, 0])
+            counts[0] += row[4]
+            counts[1] += row[5]
+            counts[2] += row[6]
+            counts[3] += row[7]
+            counts[4] += row[8]
+    return {key: {model: Usage(*counts) for model, counts in by_model.items()} for key, by_model in sums.items()}
 
 
 def _apply_totals(row: RunRow, by_model: dict[str, Usage], prices: PriceTable) -> None:
@@ -798,8 +818,8 @@ class Collector:
         rows = list(usage_rows.values())
         summary.usage_messages += len(rows)
         own_keys = {run[2] for run in runs}
-        affected = _upsert_usage(session, rows) | own_keys | set(embedded_owners)
-        totals = _totals(session, affected)
+        owners, mixed = _upsert_usage(session, rows)
+        affected = owners | own_keys | set(embedded_owners)
         # A parent's Task calls name its subagents' types: load those rows too, whichever file
         # was ingested first (a subagent collected before its parent knows no type yet).
         named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
@@ -812,6 +832,12 @@ class Collector:
         rows_by_key.update(_load_runs(session, (affected | named_subagents
                                                 | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
                                       - digests_read, _RUNS_TO_UPDATE))
+        # A run new here owns only the rows this batch inserted: summed from them, not looked up
+        # (most runs of a bulk collect are new); a stored run, or one sharing a chunk with stored
+        # rows, is summed by the database.
+        counted = affected - rows_by_key.keys() - mixed
+        totals = _totals(session, affected - counted)
+        totals.update(_inserted_totals(rows, counted))
 
         # New rows are filled like stored ones but never added to the session: they are inserted
         # in one statement at the end (a flush costs more per row).
