@@ -76,6 +76,7 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 FALLBACK_PRICE = DEFAULT_PRICES["claude-sonnet-4"]
 # Synthetic placeholder messages Claude Code writes locally (no API call) cost nothing.
 FREE_MODELS = {"<synthetic>"}
+_PREFIX_MEMO_SIZE = 4096
 
 
 class PriceTable:
@@ -92,15 +93,25 @@ class PriceTable:
                         merged[key] = merged["input"] * factor
             self._prices[prefix] = ModelPrice(**merged)
         self._ordered = sorted(self._prices, key=len, reverse=True)
+        # model -> its longest matching prefix (None: none): a collect prices each of thousands
+        # of runs' few models three times, each a scan of the prefixes
+        self._prefix_of: dict[str, str | None] = {}
+
+    def _prefix(self, model: str) -> str | None:
+        try:
+            return self._prefix_of[model]
+        except KeyError:
+            found = next((p for p in self._ordered if model.startswith(p)), None)
+            if len(self._prefix_of) < _PREFIX_MEMO_SIZE:  # bounded: model names come from transcripts
+                self._prefix_of[model] = found
+            return found
 
     def is_known(self, model: str) -> bool:
-        return model in FREE_MODELS or any(model.startswith(p) for p in self._ordered)
+        return model in FREE_MODELS or self._prefix(model) is not None
 
     def price(self, model: str) -> ModelPrice:
-        for prefix in self._ordered:
-            if model.startswith(prefix):
-                return self._prices[prefix]
-        return FALLBACK_PRICE
+        prefix = self._prefix(model)
+        return FALLBACK_PRICE if prefix is None else self._prices[prefix]
 
     def cost_usd(self, model: str, usage: Usage) -> float:
         if model in FREE_MODELS:
