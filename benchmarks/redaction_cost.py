@@ -24,11 +24,10 @@ from pathlib import Path
 import orjson
 
 import warden
-from warden.ingest.parser import MAX_DIGEST_TARGET, TOOL_KIND_BY_NAME
+from warden.ingest.parser import MAX_CACHED_TEXT, MAX_DIGEST_TARGET, TOOL_KIND_BY_NAME
 from warden.sanitize import REDACT_MARGIN, _may_hold_secret, redacted_prefix
 
 LIMIT = 4 * MAX_DIGEST_TARGET  # what _redacted_target asks for
-UNCACHED = 1024  # the parser caches shorter targets (_digest_target)
 PASSING_PREFIX = "git push https://github.com/o/r && "
 
 
@@ -105,12 +104,12 @@ def main() -> None:
         if args.cache:
             args.cache.parent.mkdir(parents=True, exist_ok=True)
             args.cache.write_bytes(orjson.dumps(texts))
-    long = [t for t in texts if len(t) > UNCACHED]
-    distinct_short = list(dict.fromkeys(t for t in texts if len(t) <= UNCACHED))
+    long = [t for t in texts if len(t) > MAX_CACHED_TEXT]
+    distinct_short = list(dict.fromkeys(t for t in texts if len(t) <= MAX_CACHED_TEXT))
     # what the patterns run on (the rest costs the quick screen only): every distinct target
     # whose window passes it, as the parser's window reads it
     passing = [t for t in dict.fromkeys(texts) if _may_hold_secret(t[:LIMIT + REDACT_MARGIN].lower())]
-    for label, group in ((f"long (> {UNCACHED} chars, uncached in the parser)", long),
+    for label, group in ((f"long (> {MAX_CACHED_TEXT} chars, uncached in the parser)", long),
                          ("short, distinct (the parser's cache misses at most)", distinct_short),
                          ("distinct, passing the quick screen", passing),
                          # a long command that names a URL, as many do: it passes the screen

@@ -41,12 +41,12 @@ from sqlalchemy.orm import Session, defer
 from warden.config import Settings, load_settings
 from warden.errors import UsageError
 from warden.ingest.parser import PARSER_VERSION, TranscriptParser, fast_path, ids_from_path
-from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
+from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
-from warden.store.db import Store, _json_loads, open_store
+from warden.store.db import Store, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
@@ -466,16 +466,11 @@ def _inserted_totals(rows: Iterable[UsageRow], run_keys: set[str]) -> dict[str, 
     """:func:`_totals` for runs that had no session_runs row before this transaction and whose
     usage rows ``rows`` all inserted: the ledger stores a usage row only with a row for its owner
     (:meth:`Collector._store_runs`), so these rows are all such a run owns (tests hold the rule)."""
-    sums: dict[str, dict[str, list[int]]] = {}
-    for row in rows:
-        if row[1] in run_keys:
-            counts = sums.setdefault(row[1], {}).setdefault(row[2], [0, 0, 0, 0, 0])
-            counts[0] += row[4]
-            counts[1] += row[5]
-            counts[2] += row[6]
-            counts[3] += row[7]
-            counts[4] += row[8]
-    return {key: {model: Usage(*counts) for model, counts in by_model.items()} for key, by_model in sums.items()}
+    totals: dict[str, dict[str, Usage]] = {}
+    for (run_key, model), usage in usage_by_key(((row[1], row[2]), *row[4:9]) for row in rows
+                                                if row[1] in run_keys).items():
+        totals.setdefault(run_key, {})[model] = usage
+    return totals
 
 
 def _apply_totals(row: RunRow, by_model: dict[str, Usage], prices: PriceTable) -> None:
@@ -767,7 +762,7 @@ class Collector:
             elif offset_row is None:  # the new row's JSON text, as the parser process encoded it
                 kept = _EncodedJSON(from_parser.offset_state)
             else:  # a row stored meanwhile (or a file read again whole): the ORM takes values
-                kept = _json_loads(from_parser.offset_state)
+                kept = json_loads(from_parser.offset_state)
             values = {"run_key": run[2] if run else None, "offset": parsed.bytes_consumed, "size": end,
                       "mtime_ns": st.st_mtime_ns, "head_sha256": hashes[1], "parser_version": PARSER_VERSION,
                       "parser_state": kept}
@@ -1064,7 +1059,7 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
         precaptured = capture_fresh(parsed)
     usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
-        parsed = parsed.ledger_view(turn_usage=False)
+        parsed = parsed.ledger_view()
     # A new file's offset row (most, in a bulk collect) takes the text as it is; on another
     # engine the driver encodes JSON values itself.
     if start == 0 and URL.create(drivername).get_backend_name() == "sqlite":

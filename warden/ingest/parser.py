@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 import orjson
 
-from warden.ingest.pricing import FREE_MODELS, Usage
+from warden.ingest.pricing import FREE_MODELS, Usage, usage_by_key
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt, path_key
 from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
@@ -253,20 +253,23 @@ def _redacted_target(text: str) -> str:
     return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
 
 
-_cached_target = lru_cache(maxsize=4096)(_redacted_target)
-_cached_path_key = lru_cache(maxsize=4096)(path_key)
+MAX_CACHED_TEXT = 1024  # longer texts (a long command) are not kept as cache keys
 
 
-def _path_key(path: str) -> str:
-    """:func:`path_key`, cached for short paths: a session reads and edits the same few over and
-    over (a long one is not kept as a cache key)."""
-    return _cached_path_key(path) if len(path) <= 1024 else path_key(path)
+def _cached_for_short_texts(fn: Callable[[str], str]) -> Callable[[str], str]:
+    """``fn``, its results cached for texts of up to MAX_CACHED_TEXT characters: a session reads
+    and edits the same few paths, and runs the same commands, over and over."""
+    cached = lru_cache(maxsize=4096)(fn)
+
+    def call(text: str) -> str:
+        return cached(text) if len(text) <= MAX_CACHED_TEXT else fn(text)
+
+    call.__doc__ = f":func:`{fn.__name__}`, cached for short texts."
+    return call
 
 
-def _digest_target(text: str) -> str:
-    """:func:`_redacted_target`, cached for short texts: a session reads and edits the same few
-    paths over and over (a long command is not kept as a cache key)."""
-    return _cached_target(text) if len(text) <= 1024 else _redacted_target(text)
+_digest_target = _cached_for_short_texts(_redacted_target)
+_path_key = _cached_for_short_texts(path_key)
 
 
 MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
@@ -1000,19 +1003,8 @@ class TranscriptParser:
         s = self._s
         session_id = s.session_id or self._hint_session or ""
         agent_id = s.agent_id or self._hint_agent
-        sums: dict[str, list[int]] = {}  # summed as ints: a Usage per addition cost more than the turn
-        for turn in self.turns:
-            u = turn.usage
-            total = sums.get(turn.model)
-            if total is None:
-                sums[turn.model] = [u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read]
-            else:
-                total[0] += u.input_tokens
-                total[1] += u.output_tokens
-                total[2] += u.cache_write_5m
-                total[3] += u.cache_write_1h
-                total[4] += u.cache_read
-        usage_by_model = {model: Usage(*total) for model, total in sums.items()}
+        usage_by_model = usage_by_key((t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
+                                       t.usage.cache_write_1h, t.usage.cache_read) for t in self.turns)
         counters = s.counters
         placeholder = s.placeholder_turns > 0 and s.placeholder_turns * 10 >= s.usage_turns
         completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted

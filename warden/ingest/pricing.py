@@ -8,7 +8,7 @@ input price (5-minute TTL 1.25×, 1-hour TTL 2×), cache reads at 0.1×. Overrid
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Hashable, Iterable, Mapping, TypeVar
 
 CACHE_WRITE_5M_FACTOR = 1.25
 CACHE_WRITE_1H_FACTOR = 2.0
@@ -51,6 +51,26 @@ class Usage:
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_creation + self.cache_read
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def usage_by_key(counts: Iterable[tuple[K, int, int, int, int, int]]) -> dict[K, Usage]:
+    """Per key, in the order keys first come, the sum of its (input, output, cache write 5m, 1h,
+    cache read) counts: summed as ints (a Usage per addition cost more than reading a turn)."""
+    sums: dict[K, list[int]] = {}
+    for key, input_tokens, output_tokens, write_5m, write_1h, read in counts:
+        total = sums.get(key)
+        if total is None:
+            sums[key] = [input_tokens, output_tokens, write_5m, write_1h, read]
+        else:
+            total[0] += input_tokens
+            total[1] += output_tokens
+            total[2] += write_5m
+            total[3] += write_1h
+            total[4] += read
+    return {key: Usage(*total) for key, total in sums.items()}
 
 
 # Longest matching prefix wins; dated ids ("claude-sonnet-4-20250514") match their family.

@@ -128,21 +128,15 @@ class ParsedRun:
     trace_digest: dict = field(default_factory=dict)  # compact action trace for the distiller
     # Set by ledger_view, which drops the lists that would show whether the run did anything.
     had_activity: bool | None = None
-    # Set by ledger_view instead of ``turns``: per turn, the counts the ledger stores.
-    turn_usage: list[TurnUsage] | None = None
 
-    def ledger_view(self, *, turn_usage: bool = True) -> "ParsedRun":
-        """This run without what only the detectors and checkpoint capture read (tool calls,
-        prompts, turn text, the Turn objects themselves): what the collector writes, and cheap to
-        send between processes (plain tuples unpickle ten times faster than Turn objects).
-        ``turn_usage=False``: without the turns' usage too (the caller hands it over as rows)."""
-        return replace(self, turns=[], tool_calls=[], user_prompts=[], had_activity=self.has_activity,
-                       turn_usage=self.usage_of_turns() if turn_usage else [])
+    def ledger_view(self) -> "ParsedRun":
+        """This run without its turns and what only the detectors and checkpoint capture read
+        (tool calls, prompts): cheap to send between processes, for a writer that is handed the
+        turns' usage as rows (the collector's parser processes build them)."""
+        return replace(self, turns=[], tool_calls=[], user_prompts=[], had_activity=self.has_activity)
 
     def usage_of_turns(self) -> list[TurnUsage]:
         """(message key, model, the five counts, timestamp) of each turn, in order."""
-        if self.turn_usage is not None:
-            return self.turn_usage
         return [(t.message_key, t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
                  t.usage.cache_write_1h, t.usage.cache_read, t.timestamp) for t in self.turns]
 

@@ -64,7 +64,7 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     dbapi_conn.create_function("warden_casefold", 1, _casefold, deterministic=True)
 
 
-def _json_loads(text: str | bytes) -> Any:
+def json_loads(text: str | bytes) -> Any:
     """A JSON column's value read back: by orjson (a run's trace digest is KBs, and a bulk
     collect reads the parents of the subagents it stores), else by the standard library, which
     also reads what orjson refuses and the standard library may have written (NaN, integers past
@@ -141,7 +141,7 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
                 database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 _create_private(database)
             engine = create_engine(url, connect_args={"timeout": (busy_timeout_ms or SQLITE_BUSY_TIMEOUT_MS) / 1000},
-                                   json_deserializer=_json_loads)
+                                   json_deserializer=json_loads)
             event.listen(engine, "connect", _sqlite_pragmas)
             if busy_timeout_ms is not None:
                 event.listen(engine, "connect",
