@@ -5,6 +5,7 @@ malformed, oversized) included — whichever path reads it."""
 from __future__ import annotations
 
 import copy
+import json
 import dataclasses
 import shutil
 from pathlib import Path
@@ -76,6 +77,15 @@ _ODD_LINES = [
     b"", b"   ", b"{not json", b"[1, 2]", b'"text"', b'{"type":"file-history-snapshot","x":1}',
     b'{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":30,"output_tokens":1e400}}}',
     b'{"type":"assistant","message":"not an object"}',
+    # tool results' content, read from its raw JSON: escapes, pairs, lists, odd shapes, refused text
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"a\\n\\"b\\u00e9\\ud83d\\ude00"}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"x"},'
+    b'3,{"type":"image","source":{"data":"QUJD"}}]}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":5},{"type":"tool_result",'
+    b'"content":null}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"lone \\ud83d here"}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"bad \xed\xa0\x80 \xc0\xaf"}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"' + b"\xc3\xa9" * 1500 + b'"}]}}',
 ]
 
 
@@ -120,6 +130,82 @@ def test_usage_counts_reads_as_the_reference(counts: dict[str, Any], split: Any,
 
     raw = {**counts, "cache_creation": split} if with_split else counts
     assert skim.usage_counts(raw) == _usage_counts_py(raw)
+
+
+_TEXT_PIECES = st.one_of(st.text(max_size=8), st.sampled_from(["\\n", '\\"', "\\\\", "\\/", "\\b\\f\\r\\t", "\\u00e9",
+                                                             "\\u0000", "\\uD83D\\uDE00", "\\ud83d", "\\ude00", "\\u12",
+                                                             "\\x", "\x01", '"', "\\"]))
+_BYTE_PIECES = st.sampled_from([b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xc0\xaf",
+                                b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"\xff", b"\xc3", b"\x7f"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(pieces=st.lists(st.one_of(_TEXT_PIECES.map(lambda t: t.encode("utf-8", "surrogatepass")), _BYTE_PIECES),
+                       max_size=40),
+       ascii_only=st.booleans(), quoted=st.booleans(), max_chars=st.sampled_from([0, 1, 3, 8, 2048]))
+def test_string_text_reads_as_the_reference_or_leaves_it_the_value(pieces: list[bytes], ascii_only: bool,
+                                                                   quoted: bool, max_chars: int) -> None:
+    """Wherever the C reader answers, the reference (decode, then size and cut) answers the same;
+    it answers every JSON string the reference decodes; and it leaves every value the
+    reference refuses to it (None), so a refused text fails the line's decode as before."""
+    import msgspec
+
+    from warden.ingest.parser import _utf8_size_py
+
+    body = b"".join(pieces)
+    raw = b'"' + body + b'"' if quoted else body
+    try:
+        text = msgspec.json.decode(raw, type=str)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        assert skim.string_text(raw, max_chars) is None
+    else:
+        assert skim.string_text(raw, max_chars) == (_utf8_size_py(text), text[:max_chars])
+    # a decodable text written by an encoder, escaped or not, is always read by C
+    text = body.decode("utf-8", "replace")
+    encoded = json.dumps(text, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    expected = msgspec.json.decode(encoded, type=str)  # no lone surrogate: decoded text has none
+    assert skim.string_text(encoded, max_chars) == (_utf8_size_py(expected), expected[:max_chars])
+
+
+def test_string_text_leaves_other_values_and_checks_its_limit() -> None:
+    for raw in (b"", b'"', b"5", b"null", b"[]", b'["a"]', b'{"a":1}', b'"a" ', b' "a"', b'"a"b"'):
+        assert skim.string_text(raw, 10) is None, raw
+    assert skim.string_text(b'""', 10) == (0, "")
+    with pytest.raises(ValueError):
+        skim.string_text(b'"a"', -1)
+    with pytest.raises(TypeError):
+        skim.string_text("not bytes", 10)
+
+
+def test_read_results_reads_only_a_user_lines_tool_results() -> None:
+    import msgspec
+
+    from warden.ingest import parser
+
+    line = (b'{"type":"user","message":{"content":[{"type":"text","text":"hi","content":"kept raw"},'
+            b'{"type":"tool_result","content":"ok"},{"type":"tool_result","content":[{"type":"text","text":"ab"}]},'
+            b'{"type":"tool_result"}]}}')
+    seen: list[bytes] = []
+
+    def reference(raw: msgspec.Raw) -> tuple[int, str]:
+        seen.append(bytes(raw))
+        return parser._result_text_py(raw)
+
+    fast, pure = parser._LINE_DECODER.decode(line), parser._LINE_DECODER.decode(line)
+    skim.read_results(fast, parser.MAX_RESULT_TEXT, reference)
+    parser._read_results_py(pure, parser.MAX_RESULT_TEXT, parser._result_text_py)
+    blocks = fast.message.content
+    assert [b.content for b in blocks[1:]] == [b.content for b in pure.message.content[1:]] == [(2, "ok"), (2, "ab"), (0, "")]
+    assert bytes(blocks[0].content) == b'"kept raw"'  # not a tool result: never read
+    assert seen == [b'[{"type":"text","text":"ab"}]', b""]  # C read the string itself; the rest went to the reference
+    for other in (b'{"type":"assistant","message":{"content":[{"type":"tool_result","content":"x"}]}}',
+                  b'{"type":"user","message":{"content":"text"}}', b'{"type":"user"}'):
+        record = parser._LINE_DECODER.decode(other)
+        assert skim.read_results(record, 10, reference) is None
+    assert len(seen) == 2
+    failing = parser._LINE_DECODER.decode(b'{"type":"user","message":{"content":[{"type":"tool_result","content":"\xff"}]}}')
+    with pytest.raises(msgspec.DecodeError):  # the reference's refusal comes through
+        skim.read_results(failing, 10, parser._result_text_py)
 
 
 def test_usage_counts_takes_only_a_dict() -> None:

@@ -199,6 +199,33 @@ def test_a_surrogate_line_is_read_as_any_other_whatever_its_numbers() -> None:
     assert (run.stats.lines, run.stats.malformed) == (1, 1) and run.usage.input_tokens == 0
 
 
+@pytest.mark.parametrize(("content", "size", "head", "non_utf8"), [
+    ("a\n\"b\u00e9\U0001F600", 10, "a\n\"b\u00e9\U0001F600", 0),  # escapes, and a pair as one character
+    ("\u00e9" * 3000, 6000, "\u00e9" * 2048, 0),  # the size of all of it, the head cut
+    ([{"type": "text", "text": "x"}, 3, "junk", {"type": "image", "source": {"data": "QUJD"}}], 5, "x", 0),
+    (5, 0, "", 0), (None, 0, "", 0), ({"text": "an object"}, 0, "", 0),  # no content
+    ("lone \ud83d here", 13, "lone \ufffd here", 1),  # half an emoji: read with a replacement character
+])
+def test_a_tool_results_content_is_read_whatever_its_shape(content: object, size: int, head: str,
+                                                           non_utf8: int) -> None:
+    """A tool result's content is kept raw when a line is decoded and read after (its size, its
+    head): text, a list of items (objects only), any other value as none; text that is not Unicode
+    sends the line to the lenient decode, as a decode of the whole content did."""
+    data = jsonl([assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Bash", command="ls")]),
+                  tool_result("t1", content)])  # type: ignore[arg-type]
+    run = parse_bytes(data)
+    call = run.tool_calls[0]
+    assert (call.result_bytes, call.result_text, run.stats.non_utf8, run.stats.malformed) == (size, head[:2048], non_utf8, 0)
+    assert run.trace_digest["steps"][0][3] == size
+
+
+def test_a_tool_result_that_is_not_utf8_is_read_with_replacement_characters() -> None:
+    data = jsonl([assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Bash", command="ls")]), tool_result("t1", "ok X")])
+    run = parse_bytes(data.replace(b"ok X", b"ok \xed\xa0\x80 \xff"))
+    call = run.tool_calls[0]
+    assert (run.stats.non_utf8, run.stats.malformed, call.result_text) == (1, 0, "ok \ufffd\ufffd\ufffd \ufffd")
+
+
 @pytest.mark.parametrize("cut_after", range(1, 6))
 def test_resumed_parse_equals_full_parse(cut_after: int) -> None:
     """Cut anywhere, a tool call's result in the next read included."""

@@ -13,6 +13,13 @@
  * slot_builder(cls, names) makes a callable building instances of a slots dataclass (Usage, Turn,
  * ToolCall) from all their field values, without the generated __init__ (parser._slot_builder).
  *
+ * string_text(raw, max_chars) -> (size, head) reads a tool result's content kept as raw JSON by
+ * the line schema: for a JSON string, the UTF-8 size of its decoded text and the text's first
+ * max_chars characters, what decoding it and parser._text_size give (parser._result_text_py, the
+ * reference), without building the whole text; None for any other value, and for any string
+ * msgspec would refuse (invalid UTF-8, a control character, a bad escape, a lone surrogate), so
+ * the reference decides (and refuses it the same way).
+ *
  * split_lines(data, upto, offset, max_line) -> (lines, ends) frames the complete lines of a read
  * block in one call: data[:upto] split on b"\n" (upto is the index of the block's last newline),
  * each line without its newline, None for one longer than max_line (skipped unread), and each
@@ -27,6 +34,9 @@
 #include <math.h>
 #include <structmember.h> /* T_OBJECT_EX, READONLY */
 #include <datetime.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static PyObject *
 split_lines(PyObject *self, PyObject *args)
@@ -356,6 +366,305 @@ slot_builder(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* ---- string_text: a tool result's text, read from its raw JSON -------------------------------- */
+
+static int
+hex4(const unsigned char *p)
+{
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = p[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The bytes a string's text holds as they are: printable ASCII but the quote and the backslash. */
+static unsigned char plain_byte[256];
+
+static void
+init_plain_bytes(void)
+{
+    for (int c = 0x20; c < 0x80; c++)
+        plain_byte[c] = c != '"' && c != '\\';
+}
+
+/* The end of the run of plain bytes from s[i] (at most s[end]). */
+static inline Py_ssize_t
+plain_run_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t end)
+{
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (i + 16 <= end) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+        /* signed: a byte >= 0x80 is negative, so "below a space" flags it with the controls */
+        __m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                   _mm_cmplt_epi8(v, space));
+        int mask = _mm_movemask_epi8(odd);
+        if (mask)
+            return i + __builtin_ctz((unsigned)mask);
+        i += 16;
+    }
+#endif
+    while (i < end && plain_byte[s[i]])
+        i++;
+    return i;
+}
+
+#define HEAD_ON_STACK 4096
+
+static PyObject *
+string_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "string_text takes (raw, max_chars)");
+        return NULL;
+    }
+    Py_ssize_t max_chars = PyLong_AsSsize_t(args[1]);
+    if (max_chars == -1 && PyErr_Occurred())
+        return NULL;
+    if (max_chars < 0 || max_chars > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "max_chars must be in [0, 2**20]");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *s = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len;
+    char on_stack[4 * HEAD_ON_STACK]; /* the head's UTF-8: at most 4 bytes a character */
+    char *head = on_stack;
+    PyObject *result = NULL;
+    if (n < 2 || s[0] != '"' || s[n - 1] != '"')
+        goto other;
+    if (max_chars > HEAD_ON_STACK && (head = PyMem_Malloc((size_t)max_chars * 4)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t i = 1, end = n - 1, size = 0, chars = 0, head_len = 0;
+    while (i < end) {
+        Py_ssize_t run = plain_run_end(s, i, end);
+        if (chars < max_chars) { /* plain bytes are characters of one byte each */
+            Py_ssize_t take = run - i < max_chars - chars ? run - i : max_chars - chars;
+            memcpy(head + head_len, s + i, (size_t)take);
+            head_len += take;
+            chars += take;
+        }
+        size += run - i;
+        i = run;
+        if (i >= end)
+            break;
+        unsigned char c = s[i];
+        Py_UCS4 cp;
+        Py_ssize_t bytes; /* of the decoded text */
+        if (c < 0x80) {
+            if (c != '\\') /* a quote before the end (not one string), or a raw control */
+                goto other;
+            if (i + 1 >= end)
+                goto other;
+            unsigned char e = s[i + 1];
+            i += 2;
+            switch (e) {
+            case '"': cp = '"'; break;
+            case '\\': cp = '\\'; break;
+            case '/': cp = '/'; break;
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case 'n': cp = '\n'; break;
+            case 'r': cp = '\r'; break;
+            case 't': cp = '\t'; break;
+            case 'u': {
+                int u = i + 4 <= end ? hex4(s + i) : -1;
+                if (u < 0)
+                    goto other;
+                i += 4;
+                if (u >= 0xDC00 && u <= 0xDFFF) /* a low surrogate first: refused */
+                    goto other;
+                if (u >= 0xD800 && u <= 0xDBFF) { /* a high one: its low one must follow */
+                    int lo = i + 6 <= end && s[i] == '\\' && s[i + 1] == 'u' ? hex4(s + i + 2) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF)
+                        goto other;
+                    i += 6;
+                    cp = 0x10000 + (((Py_UCS4)u - 0xD800) << 10) + ((Py_UCS4)lo - 0xDC00);
+                } else {
+                    cp = (Py_UCS4)u;
+                }
+                break;
+            }
+            default:
+                goto other;
+            }
+            bytes = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        } else { /* UTF-8, strictly: no overlong form, no surrogate, nothing past U+10FFFF */
+            unsigned char lo = 0x80, hi = 0xBF;
+            if (c >= 0xC2 && c <= 0xDF) {
+                bytes = 2;
+                cp = c & 0x1F;
+            } else if (c >= 0xE0 && c <= 0xEF) {
+                bytes = 3;
+                cp = c & 0x0F;
+                if (c == 0xE0)
+                    lo = 0xA0;
+                else if (c == 0xED)
+                    hi = 0x9F;
+            } else if (c >= 0xF0 && c <= 0xF4) {
+                bytes = 4;
+                cp = c & 0x07;
+                if (c == 0xF0)
+                    lo = 0x90;
+                else if (c == 0xF4)
+                    hi = 0x8F;
+            } else {
+                goto other;
+            }
+            if (i + bytes > end)
+                goto other;
+            for (Py_ssize_t k = 1; k < bytes; k++) {
+                unsigned char t = s[i + k];
+                if (t < (k == 1 ? lo : 0x80) || t > (k == 1 ? hi : 0xBF))
+                    goto other;
+                cp = (cp << 6) | (t & 0x3F);
+            }
+            i += bytes;
+        }
+        size += bytes;
+        if (chars < max_chars) { /* the character's UTF-8: well-formed, so decoding it cannot fail */
+            char *h = head + head_len;
+            if (bytes == 1) {
+                h[0] = (char)cp;
+            } else if (bytes == 2) {
+                h[0] = (char)(0xC0 | (cp >> 6));
+                h[1] = (char)(0x80 | (cp & 0x3F));
+            } else if (bytes == 3) {
+                h[0] = (char)(0xE0 | (cp >> 12));
+                h[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                h[2] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                h[0] = (char)(0xF0 | (cp >> 18));
+                h[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+                h[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                h[3] = (char)(0x80 | (cp & 0x3F));
+            }
+            head_len += bytes;
+            chars++;
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(head, head_len, "strict");
+    if (text != NULL)
+        result = Py_BuildValue("(nN)", size, text);
+    goto done;
+other:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (head != on_stack)
+        PyMem_Free(head);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- read_results: a decoded line's tool results, read in one call ---------------------------- */
+
+enum { A_TYPE, A_MESSAGE, A_CONTENT, S_USER, S_TOOL_RESULT, N_NAMES };
+static const char *name_texts[N_NAMES] = {"type", "message", "content", "user", "tool_result"};
+static PyObject *names[N_NAMES];
+
+/* value is the str names[which] (decoded JSON: an exact str, rarely the interned object itself) */
+static int
+is_name(PyObject *value, int which)
+{
+    PyObject *name = names[which];
+    if (value == name)
+        return 1;
+    return PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == PyUnicode_GET_LENGTH(name)
+           && PyUnicode_KIND(value) == PyUnicode_1BYTE_KIND
+           && memcmp(PyUnicode_1BYTE_DATA(value), PyUnicode_1BYTE_DATA(name), PyUnicode_GET_LENGTH(name)) == 0;
+}
+
+/* string_text's reading of one raw value: (size, head), Py_None for another value or a refused
+ * one (new references). */
+static PyObject *
+text_of_raw(PyObject *raw, Py_ssize_t max_chars)
+{
+    PyObject *argv[2] = {raw, NULL};
+    PyObject *limit = PyLong_FromSsize_t(max_chars);
+    if (limit == NULL)
+        return NULL;
+    argv[1] = limit;
+    PyObject *result = string_text(NULL, argv, 2);
+    Py_DECREF(limit);
+    return result;
+}
+
+/* read_results(record, max_chars, fallback): parser._read_results in one call. For a "user"
+ * record whose message's content is a list, each "tool_result" block's raw content is replaced
+ * by its (size, head): string_text's, or fallback(raw)'s where string_text gives None (another
+ * value, or text the reference refuses: fallback raises then, and so does this). */
+static PyObject *
+read_results(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_results takes (record, max_chars, fallback)");
+        return NULL;
+    }
+    PyObject *record = args[0], *fallback = args[2];
+    Py_ssize_t max_chars = PyLong_AsSsize_t(args[1]);
+    if (max_chars == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *kind = PyObject_GetAttr(record, names[A_TYPE]);
+    if (kind == NULL)
+        return NULL;
+    int user = is_name(kind, S_USER);
+    Py_DECREF(kind);
+    if (!user)
+        Py_RETURN_NONE;
+    PyObject *message = PyObject_GetAttr(record, names[A_MESSAGE]);
+    if (message == NULL)
+        return NULL;
+    PyObject *content = message == Py_None ? NULL : PyObject_GetAttr(message, names[A_CONTENT]);
+    Py_DECREF(message);
+    if (content == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (!PyList_CheckExact(content)) {
+        Py_DECREF(content);
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t b = 0; b < PyList_GET_SIZE(content); b++) {
+        PyObject *block = PyList_GET_ITEM(content, b);
+        PyObject *btype = PyObject_GetAttr(block, names[A_TYPE]);
+        if (btype == NULL)
+            goto fail;
+        int result_block = is_name(btype, S_TOOL_RESULT);
+        Py_DECREF(btype);
+        if (!result_block)
+            continue;
+        PyObject *raw = PyObject_GetAttr(block, names[A_CONTENT]);
+        if (raw == NULL)
+            goto fail;
+        PyObject *text = text_of_raw(raw, max_chars);
+        if (text == Py_None) {
+            Py_DECREF(text);
+            text = PyObject_CallOneArg(fallback, raw);
+        }
+        Py_DECREF(raw);
+        if (text == NULL)
+            goto fail;
+        int set = PyObject_SetAttr(block, names[A_CONTENT], text);
+        Py_DECREF(text);
+        if (set < 0)
+            goto fail;
+    }
+    Py_DECREF(content);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(content);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"usage_counts", usage_counts, METH_O,
      "usage_counts(usage) -> (input, output, write_5m, write_1h, read, zeroed) of an API usage dict."},
@@ -365,6 +674,10 @@ static PyMethodDef methods[] = {
      "utc_datetime(text) -> the naive datetime of 'YYYY-MM-DDTHH:MM:SS.mmmZ', or None for other text."},
     {"slot_builder", slot_builder, METH_VARARGS,
      "slot_builder(cls, names) -> builder(*values): instances of a slots dataclass without its __init__."},
+    {"string_text", (PyCFunction)(void (*)(void))string_text, METH_FASTCALL,
+     "string_text(raw, max_chars) -> (size, head) of a raw JSON string's text, or None (another value, or refused)."},
+    {"read_results", (PyCFunction)(void (*)(void))read_results, METH_FASTCALL,
+     "read_results(record, max_chars, fallback): a decoded user line's tool results read into (size, head)."},
     {"split_lines", split_lines, METH_VARARGS,
      "split_lines(data, upto, offset, max_line) -> (lines, ends): the complete lines of data[:upto]."},
     {NULL, NULL, 0, NULL},
@@ -377,6 +690,11 @@ PyInit__skim(void)
 {
     for (int i = 0; i < N_KEYS; i++) {
         if (keys[i] == NULL && (keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+            return NULL;
+    }
+    init_plain_bytes();
+    for (int i = 0; i < N_NAMES; i++) {
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_texts[i])) == NULL)
             return NULL;
     }
     if (PyType_Ready(&BuilderType) < 0)

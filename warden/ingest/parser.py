@@ -116,7 +116,9 @@ class _Block(msgspec.Struct, gc=False):
     name: Any = None
     input: Any = None
     tool_use_id: Any = None
-    content: str | list[_ResultItem] | None = None
+    # A tool result's content (often the biggest part of a line but the copy in toolUseResult):
+    # its raw JSON, replaced by its (size, head) as the line is decoded (_read_results_py).
+    content: msgspec.Raw = _NO_RAW
     is_error: Any = None
 
 
@@ -148,14 +150,79 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _LINE_DECODER = msgspec.json.Decoder(_Line)
+_CONTENT_DECODER = msgspec.json.Decoder(str | list[_ResultItem] | None)
+
+ResultText = tuple[int, str]  # a tool result's UTF-8 size and leading text (MAX_RESULT_TEXT chars)
 
 
-def _decode(line: bytes) -> Any:
-    """One line → :class:`_Line`; :data:`_BAD` for a line that is not JSON (or whose read fields
-    are not UTF-8), and a plain value for JSON that is not an object. (A fast path that decoded
-    only the head of tool-result lines saved little and consumed a half-written last line.)"""
+def _result_content(raw: msgspec.Raw) -> str | list[_ResultItem] | None:
+    """A tool result's content from its raw JSON, as a line's decode read it when it was part of
+    the schema: text, or its list of items; an odd shape's odd parts dropped as :func:`_reshape`
+    drops them (a list keeps its objects, any other value is no content). Raises
+    ``msgspec.DecodeError`` for text that is not Unicode (invalid UTF-8, a lone surrogate):
+    its line takes the lenient path."""
+    if not raw:
+        return None
     try:
-        return _LINE_DECODER.decode(line)
+        return _CONTENT_DECODER.decode(raw)
+    except msgspec.ValidationError:
+        value = msgspec.json.decode(raw)
+    if value.__class__ is list:
+        return [msgspec.convert(item, _ResultItem) for item in value if item.__class__ is dict]
+    return None
+
+
+def _result_text_py(raw: msgspec.Raw) -> ResultText:
+    """A tool result's (size, head) from its raw JSON: the reference for the C fast path's
+    ``string_text``, which reads a plain string without decoding all of it."""
+    return _text_size(_result_content(raw), _utf8_size_py)
+
+
+def _read_results_py(record: _Line, max_chars: int, result_text: Callable[[msgspec.Raw], ResultText]) -> None:
+    """``record``'s tool results' raw content replaced by their (size, head), read by
+    ``result_text`` (``max_chars``: the head's length, which it knows): the reference for the C
+    fast path's ``read_results``. It runs at decode time: content that is not Unicode fails the
+    line's decode (``msgspec.DecodeError``) as it did when the content was decoded whole,
+    before anything of the line is counted."""
+    message = record.message
+    if record.type == "user" and message is not None:
+        content = message.content
+        if content.__class__ is list:
+            for block in content:
+                if block.type == "tool_result":
+                    block.content = result_text(block.content)
+
+
+ResultsReader = tuple[Callable[[_Line, int, Callable[[msgspec.Raw], ResultText]], None],
+                      Callable[[msgspec.Raw], ResultText]]
+
+
+def _results_reader(skim: Any) -> ResultsReader:
+    """(read_results, its result_text) to call as ``read_results(record, MAX_RESULT_TEXT,
+    result_text)``: the C fast path's, whose result_text reads what ``string_text`` leaves (not a
+    plain string), or the pure-Python reference (``skim`` None)."""
+    if skim is None:
+        return _read_results_py, _result_text_py
+    utf8_size = skim.utf8_size
+
+    def result_text(raw: msgspec.Raw) -> ResultText:
+        return _text_size(_result_content(raw), utf8_size)
+    return skim.read_results, result_text
+
+
+def _with_results(record: _Line, results: ResultsReader) -> _Line:
+    read_results, result_text = results
+    read_results(record, MAX_RESULT_TEXT, result_text)
+    return record
+
+
+def _decode(line: bytes, results: ResultsReader) -> Any:
+    """One line → :class:`_Line` (its tool results read by ``results``); :data:`_BAD` for a
+    line that is not JSON (or whose read fields are not UTF-8), and a plain value for JSON that
+    is not an object. (A fast path that decoded only the head of tool-result lines saved little
+    and consumed a half-written last line.)"""
+    try:
+        return _with_results(_LINE_DECODER.decode(line), results)
     except msgspec.ValidationError:
         pass  # valid JSON in an unexpected shape: decode generically, then re-shape
     except (msgspec.DecodeError, RecursionError):  # not JSON, or nested deeper than any decoder goes
@@ -164,7 +231,7 @@ def _decode(line: bytes) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return _BAD
-    return _reshape(value) if isinstance(value, dict) else value
+    return _reshape(value, results) if isinstance(value, dict) else value
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -186,7 +253,7 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
-def _reshape(record: dict[str, Any]) -> _Line:
+def _reshape(record: dict[str, Any], results: ResultsReader) -> _Line:
     """A record whose nesting differs from the schema, with the odd parts dropped (a message
     that is not an object, content that is neither text nor a list, list items that are not
     objects), as a :class:`_Line`. What remains is read exactly as any other line."""
@@ -213,7 +280,7 @@ def _reshape(record: dict[str, Any]) -> _Line:
         record = {k: v for k, v in record.items() if k != "message"}
     # the standard library's encoder: a record of the lenient path may hold integers past 64 bits,
     # which orjson cannot write (and msgspec reads, as on a line's first decode)
-    return _LINE_DECODER.decode(json.dumps(record).encode())
+    return _with_results(_LINE_DECODER.decode(json.dumps(record).encode()), results)
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -405,10 +472,6 @@ def _utf8_size_py(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _utf8_size_reader(skim: Any) -> Callable[[str], int]:
-    return _utf8_size_py if skim is None else skim.utf8_size
-
-
 def _text_size(content: str | list[_ResultItem] | None, utf8_size: Callable[[str], int]) -> tuple[int, str]:
     """UTF-8 size (by ``utf8_size``) and leading text of a tool result's content (string or list
     of items)."""
@@ -501,7 +564,7 @@ class TranscriptParser:
         self._s = _State.from_json(state)
         skim = None if pure else fast_path()  # looked up once: an environment read and an import
         self._usage_counts = _usage_counts_reader(skim)
-        self._utf8_size = _utf8_size_reader(skim)
+        self._results = _results_reader(skim)
         # None on the pure path: parse_timestamp then reads every timestamp
         self._utc_datetime: Callable[[Any], datetime | None] | None = None if skim is None else skim.utc_datetime
         self._new_usage, self._new_turn, self._new_call = _record_builders(skim)
@@ -545,7 +608,8 @@ class TranscriptParser:
         longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
         when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
         per batch; returns what it returns for the last line."""
-        decode, read, stats = _LINE_DECODER.decode, self._record, self.stats
+        decode, (read_results, result_text) = _LINE_DECODER.decode, self._results
+        read, stats = self._record, self.stats
         last = len(lines) - 1
         consumed = True
         for i, line in enumerate(lines):
@@ -561,6 +625,7 @@ class TranscriptParser:
                 # Any other (odd nesting, not JSON, not UTF-8) takes feed_line from the start.
                 try:
                     record = decode(line)
+                    read_results(record, MAX_RESULT_TEXT, result_text)
                 except Exception:
                     pass
                 else:
@@ -608,7 +673,7 @@ class TranscriptParser:
             if end_offset is not None:
                 self.offset = end_offset
             return True
-        record = _decode(line)
+        record = _decode(line, self._results)
         if record is _BAD:
             record = self._decode_lenient(line)
             if record is _BAD:
@@ -652,8 +717,8 @@ class TranscriptParser:
             if not isinstance(value, dict):
                 return _BAD
             self.stats.non_utf8 += 1
-            return _reshape(_without_surrogates(value))
-        record = _decode(line.decode("utf-8", "replace").encode("utf-8"))
+            return _reshape(_without_surrogates(value), self._results)
+        record = _decode(line.decode("utf-8", "replace").encode("utf-8"), self._results)
         if record is not _BAD:
             self.stats.non_utf8 += 1
         return record
@@ -922,7 +987,7 @@ class TranscriptParser:
     def _tool_result(self, block: _Block) -> None:
         s = self._s
         is_error = block.is_error is True
-        size, head = _text_size(block.content, self._utf8_size)
+        size, head = block.content  # read at decode time (_read_results_py)
         if is_error:
             s.counters["failed"] = s.counters.get("failed", 0) + 1
         if head.startswith(_INTERRUPT_MARK):
