@@ -149,7 +149,16 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def warm(root: Path) -> None:
+    """Read every transcript under ``root`` just before a measured run reads them: measure
+    parsing, not the disk. (Here the host takes page cache back within seconds, also when idle:
+    warmed once at the start, the later runs read part of the corpus from the disk.)"""
+    for path in root.rglob("*.jsonl"):
+        path.read_bytes()
+
+
 def measure_parse(root: Path, jobs: int) -> dict:
+    warm(root)
     cpu = _children_cpu()
     proc = subprocess.run([sys.executable, "-c", PARSE_CHILD, str(root), str(jobs), str(REPO)],
                           capture_output=True, text=True, check=True)
@@ -163,6 +172,7 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
     # of its checkpoints. Lift the age limit, so the collect writes what recent history would.
     env = {**os.environ, "WARDEN_HOME": str(home), "CLAUDE_CONFIG_DIR": str(root),
            "WARDEN_CHECKPOINT_MAX_AGE_DAYS": "36500"}
+    warm(root)
     cpu = _children_cpu()
     t = time.perf_counter()
     # With post-ingest steps: the `warden collect --json --jobs N` command itself, through the
@@ -222,6 +232,7 @@ def ensure_ccusage() -> tuple[Path, Path] | str:
 
 def measure_ccusage(root: Path, bun: Path, entry: Path) -> dict:
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(root)}
+    warm(root)
     cpu = _children_cpu()
     t = time.perf_counter()
     proc = subprocess.run([str(bun), str(entry), "session", "--json", "--offline"], capture_output=True, env=env,
@@ -286,9 +297,6 @@ def main() -> int:
               f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}")
         results: dict = {"corpus_mb": full_bytes / 1e6, "files": full_files, "cpus": len(os.sched_getaffinity(0)),
                          "load_average_1m": os.getloadavg()[0]}
-
-        for path in full_root.rglob("*.jsonl"):  # warm the page cache: measure parsing, not the disk
-            path.read_bytes()
 
         p1 = measure_parse(full_root, 1)
         pn = measure_parse(full_root, args.jobs)
