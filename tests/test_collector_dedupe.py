@@ -356,11 +356,11 @@ def test_a_collect_that_loses_a_race_to_another_collect_takes_its_files_again(
     plain_store = collector.Collector._store_files
     raced: list[str] = []
 
-    def store_after_another_collect(self, session, items, summary):  # type: ignore[no-untyped-def]
+    def store_after_another_collect(self, session, items, summary, **kwargs):  # type: ignore[no-untyped-def]
         if not raced and items and items[0][2] is None:  # a file this collect has never seen stored
             raced.append(items[0][0])
             collector.Collector(open_store(load_settings()), load_settings()).ingest_file(items[0][0])
-        return plain_store(self, session, items, summary)
+        return plain_store(self, session, items, summary, **kwargs)
 
     monkeypatch.setattr(collector.Collector, "_store_files", store_after_another_collect)
     summary = collect_paths(load_settings(), [corpus], jobs=jobs)
@@ -393,11 +393,11 @@ def test_a_failed_transaction_takes_every_uncommitted_batch_again(
     plain_store = collector.Collector._store_files
     calls: list[int] = []
 
-    def fail_third_batch(self, session, items, summary):  # type: ignore[no-untyped-def]
+    def fail_third_batch(self, session, items, summary, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(len(items))
         if len(calls) == 3:
             raise IntegrityError("INSERT", {}, Exception("UNIQUE constraint failed"))
-        return plain_store(self, session, items, summary)
+        return plain_store(self, session, items, summary, **kwargs)
 
     monkeypatch.setattr(collector.Collector, "_store_files", fail_third_batch)
     summary = collect_paths(load_settings(), [corpus], jobs=2)

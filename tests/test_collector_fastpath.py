@@ -125,9 +125,58 @@ def test_a_bulk_collect_reads_stored_captures_once_per_batch(corpus: Path, tmp_p
             event.remove(Engine, "before_cursor_execute", count)
         homes.append(home)
     assert summary.files_ingested > 10
-    assert len(reads) <= 2 * 2  # one batch here; a query per table (and one spare batch)
+    # one batch here: a query per table (and one spare batch); and at the end the two of the
+    # recall index's write (the checkpoints without terms, then their rows)
+    assert len(reads) <= 2 * 2 + 2
     one, two = (_checkpoint_rows(h) for h in homes)
     assert one[0] and one == two
+
+
+@pytest.mark.usefixtures("timeless_retention")
+def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path: Path,
+                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A bulk collect writes the recall index at its end, of the checkpoints retention kept:
+    none is indexed and then deleted, none twice; and one stopped before its end leaves its
+    checkpoints without terms, which the next collect indexes though it reads nothing new. The
+    stored rows are those of a collect of one file at a time, which indexes as it goes."""
+    import warden.continuity.capture as capture_module
+    from warden.config import load_settings
+    from warden.ingest.collector import Collector, collect_paths
+
+    monkeypatch.setenv("WARDEN_CHECKPOINT_KEEP", "30")  # fewer than the corpus captures: retention trims
+    plain_index = capture_module.index_terms
+    indexed: list[int] = []
+
+    def record(session, rows):  # type: ignore[no-untyped-def]
+        indexed.extend(row.id for row in rows)
+        return plain_index(session, rows)
+
+    monkeypatch.setattr(capture_module, "index_terms", record)
+    homes = {}
+    for name, jobs in (("one", 1), ("bulk", 2)):
+        homes[name] = tmp_path / name
+        monkeypatch.setenv("WARDEN_HOME", str(homes[name]))
+        indexed.clear()
+        collect_paths(load_settings(), [corpus], jobs=jobs)
+    rows = _checkpoint_rows(homes["bulk"])
+    assert len(rows[0]) == 30 and rows == _checkpoint_rows(homes["one"])
+    import sqlite3
+
+    con = sqlite3.connect(homes["bulk"] / "warden.db")
+    kept = sorted(i for (i,) in con.execute("select id from checkpoints"))
+    created = con.execute("select seq from sqlite_sequence where name = 'checkpoints'").fetchone()[0]
+    con.close()
+    assert created > 30 and sorted(indexed) == kept  # more were stored on the way; only the kept indexed, once
+
+    stopped = tmp_path / "stopped"
+    monkeypatch.setenv("WARDEN_HOME", str(stopped))
+    with monkeypatch.context() as patch:
+        patch.setattr(Collector, "_index_missing_checkpoints", lambda self: None)
+        collect_paths(load_settings(), [corpus], jobs=2)
+    cps, terms, _states = _checkpoint_rows(stopped)
+    assert len(cps) == 30 and terms == []
+    summary = collect_paths(load_settings(), [corpus], jobs=2)
+    assert summary.files_ingested == 0 and _checkpoint_rows(stopped) == rows
 
 
 def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:

@@ -542,7 +542,17 @@ class Collector:
                 self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
                 if progress:
                     progress(n, len(files))
+        if self.post_ingest:
+            self._index_missing_checkpoints()
         return summary
+
+    def _index_missing_checkpoints(self) -> None:
+        """The recall index of the checkpoints a bulk collect stored without it (this one's, or
+        one's that was interrupted before its end): written once, for those retention kept."""
+        from warden.continuity.capture import index_missing
+
+        with self.store.session() as session:
+            index_missing(session)
 
     def _collect_parallel(self, files: list[str], summary: CollectSummary, agent_type_hint: str | None,
                           progress: Callable[[int, int], None] | None, jobs: int) -> None:
@@ -579,8 +589,8 @@ class Collector:
                             stale.append(path)
                     try:
                         uncommitted.extend(item[0] for item in fresh)
-                        if fresh:
-                            self._store_files(session, fresh, pending)
+                        if fresh:  # the checkpoints' recall index is written at the collect's end
+                            self._store_files(session, fresh, pending, index_checkpoints=False)
                         # stale files are ingested in transactions of their own: ours must not hold the lock
                         if final or stale or time.monotonic() - last_commit >= COMMIT_SECONDS:
                             session.commit()
@@ -732,11 +742,12 @@ class Collector:
     def _store_files(self, session: Session, items: list[tuple[str, os.stat_result, IngestOffset | None, int,
                                                               tuple[ParsedRun, dict[str, Any] | None, int],
                                                               _FromParser | None]],
-                     summary: CollectSummary) -> list[str | None]:
+                     summary: CollectSummary, *, index_checkpoints: bool = True) -> list[str | None]:
         """Write the rows of parsed files, in order, with one statement per kind for the batch.
         An item is (path, stat, offset row, start, parse result, what its parser process handed
         over or None). A batch of one is the hook's and the sequential path; a larger one, the
-        bulk path's."""
+        bulk path's, which leaves the recall index of its checkpoints to the collect's end
+        (``index_checkpoints`` False: see capture.index_missing)."""
         runs: list[tuple[str, ParsedRun, str, _FromParser | None] | None] = []  # (path, parsed, run_key, from parser)
         for path, st, offset_row, start, (parsed, parser_state, end), from_parser in items:
             prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
@@ -781,12 +792,13 @@ class Collector:
             if self.settings is None:  # read once per collect, not once per run
                 self.settings = load_settings()
             stored = load_stored_captures(session, [run[1].run_key for run in runs if run is not None], IN_CHUNK,
-                                          retention_horizon(session, self.settings), defer=True)
+                                          retention_horizon(session, self.settings), defer=True,
+                                          index=index_checkpoints)
             for run in runs:
                 if run is not None:
                     _after_run_ingested(session, rows_by_key[run[2]], run[1], self.settings,
                                         run[3].precaptured if run[3] else None, stored)
-            write_pending(session, stored)  # the batch's checkpoints: one flush and one index insert
+            write_pending(session, stored)  # the batch's checkpoints: one flush (and one index insert)
             trim_to_keep(session, self.settings)
         return keys
 
