@@ -585,6 +585,18 @@ is_name(PyObject *value, int which)
            && memcmp(PyUnicode_1BYTE_DATA(value), PyUnicode_1BYTE_DATA(name), PyUnicode_GET_LENGTH(name)) == 0;
 }
 
+/* 1 when obj's attribute names[attr] is the str names[which], 0 when it is not, -1 on an error */
+static int
+attr_is_name(PyObject *obj, int attr, int which)
+{
+    PyObject *value = PyObject_GetAttr(obj, names[attr]);
+    if (value == NULL)
+        return -1;
+    int same = is_name(value, which);
+    Py_DECREF(value);
+    return same;
+}
+
 /* string_text's reading of one raw value: (size, head), Py_None for another value or a refused
  * one (new references). */
 static PyObject *
@@ -615,13 +627,9 @@ read_results(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_chars = PyLong_AsSsize_t(args[1]);
     if (max_chars == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *kind = PyObject_GetAttr(record, names[A_TYPE]);
-    if (kind == NULL)
-        return NULL;
-    int user = is_name(kind, S_USER);
-    Py_DECREF(kind);
-    if (!user)
-        Py_RETURN_NONE;
+    int user = attr_is_name(record, A_TYPE, S_USER);
+    if (user <= 0)
+        return user < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *message = PyObject_GetAttr(record, names[A_MESSAGE]);
     if (message == NULL)
         return NULL;
@@ -634,27 +642,20 @@ read_results(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     for (Py_ssize_t b = 0; b < PyList_GET_SIZE(content); b++) {
-        PyObject *block = PyList_GET_ITEM(content, b);
-        PyObject *btype = PyObject_GetAttr(block, names[A_TYPE]);
-        if (btype == NULL)
-            goto fail;
-        int result_block = is_name(btype, S_TOOL_RESULT);
-        Py_DECREF(btype);
-        if (!result_block)
-            continue;
-        PyObject *raw = PyObject_GetAttr(block, names[A_CONTENT]);
-        if (raw == NULL)
-            goto fail;
-        PyObject *text = text_of_raw(raw, max_chars);
+        PyObject *block = Py_NewRef(PyList_GET_ITEM(content, b)); /* held: fallback runs Python */
+        int result_block = attr_is_name(block, A_TYPE, S_TOOL_RESULT);
+        PyObject *raw = result_block > 0 ? PyObject_GetAttr(block, names[A_CONTENT]) : NULL;
+        PyObject *text = raw != NULL ? text_of_raw(raw, max_chars) : NULL;
         if (text == Py_None) {
             Py_DECREF(text);
             text = PyObject_CallOneArg(fallback, raw);
         }
-        Py_DECREF(raw);
-        if (text == NULL)
-            goto fail;
-        int set = PyObject_SetAttr(block, names[A_CONTENT], text);
-        Py_DECREF(text);
+        int set = text != NULL ? PyObject_SetAttr(block, names[A_CONTENT], text) : -1;
+        Py_XDECREF(text);
+        Py_XDECREF(raw);
+        Py_DECREF(block);
+        if (result_block == 0)
+            continue;
         if (set < 0)
             goto fail;
     }
