@@ -175,6 +175,7 @@ def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path
         collect_paths(load_settings(), [corpus], jobs=2)
     cps, terms, _states = _checkpoint_rows(stopped)
     assert len(cps) == 30 and terms == []
+    monkeypatch.setattr(capture_module, "INDEX_GROUP", 7)  # in groups: what one insert of all writes
     summary = collect_paths(load_settings(), [corpus], jobs=2)
     assert summary.files_ingested == 0 and _checkpoint_rows(stopped) == rows
 

@@ -702,22 +702,28 @@ def write_pending(session: Session, stored: StoredCaptures) -> None:
     stored.unindexed, stored.stale_index = {}, set()
 
 
+INDEX_GROUP = 2000  # checkpoints indexed per insert by index_missing (~150k terms): bounded memory
+
+
 def index_missing(session: Session, chunk: int = 500) -> int:
     """Write the recall index of every checkpoint that has none (those a bulk collect stored
-    without it, an interrupted one's included); how many checkpoints were indexed. A checkpoint
-    with no searchable term is looked at again each time: none is expected, and it costs little."""
+    without it, an interrupted one's included), INDEX_GROUP checkpoints at a time, read ``chunk``
+    ids per query; how many were indexed. A checkpoint with no searchable term is looked at again
+    each time: none is expected, and it costs little."""
     from sqlalchemy import exists, select
 
     from warden.store.models import Checkpoint, CheckpointTerm
 
     ids = list(session.scalars(select(Checkpoint.id).where(~exists().where(CheckpointTerm.checkpoint_id == Checkpoint.id))
                                .order_by(Checkpoint.id)))
-    rows: list[Any] = []
-    for start in range(0, len(ids), chunk):
-        rows += session.scalars(select(Checkpoint).where(Checkpoint.id.in_(ids[start:start + chunk]))
-                                .order_by(Checkpoint.id))
-    index_terms(session, rows)
-    return len(rows)
+    for group in range(0, len(ids), INDEX_GROUP):
+        group_ids = ids[group:group + INDEX_GROUP]
+        rows: list[Any] = []
+        for start in range(0, len(group_ids), chunk):
+            rows += session.scalars(select(Checkpoint).where(Checkpoint.id.in_(group_ids[start:start + chunk]))
+                                    .order_by(Checkpoint.id))
+        index_terms(session, rows)
+    return len(ids)
 
 
 def load_stored_captures(session: Session, run_keys: Collection[str], chunk: int = 500,
