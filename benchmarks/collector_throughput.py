@@ -15,8 +15,12 @@ map really grows — in a temp dir, then measures, each in its own process:
   session --json --offline``), installed with ``npm install bun ccusage@19.0.3`` into
   ``benchmarks/.work/ccusage`` (gitignored). If npm/bun cannot be installed, that is reported.
 
-    .venv/bin/python benchmarks/collector_throughput.py [--size-mb 200] [--jobs 2] [--keep]
+    .venv/bin/python benchmarks/collector_throughput.py [--size-mb 200] [--jobs 2] [--keep] [--rounds 3]
         [--corpus benchmarks/.work/corpus-1gb]
+
+``--rounds N`` (default 3): the full ingest and ccusage are measured in turn N times (each ingest
+into a fresh home), and the ratio reported is the median, with its range: this machine's speed
+drifts from minute to minute, so one pair alone can be off by a third either way.
 
 ``--corpus DIR`` builds the corpus into DIR once and reuses it on later runs (building 1 GB takes
 longer than measuring it); DIR is kept, so delete it when done (under benchmarks/.work/ it is
@@ -34,6 +38,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -279,6 +284,8 @@ def main() -> int:
                     help="build the corpus into DIR once and reuse it on later runs (DIR is kept)")
     ap.add_argument("--no-ccusage", action="store_true")
     ap.add_argument("--ledger-only", action="store_true", help="skip the run with post-ingest steps")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="full ingest and ccusage measured in turn this many times: the ratio's median and range")
     args = ap.parse_args()
     if not CORPUS.is_dir():
         print(f"corpus not found: {CORPUS}", file=sys.stderr)
@@ -347,20 +354,39 @@ def main() -> int:
                 print(f"ccusage: NOT MEASURED — {found}")
             else:
                 try:
-                    cc = measure_ccusage(full_root, *found)
+                    # In turn, each ingest into a fresh home: a machine whose speed drifts from
+                    # minute to minute (this one's does) gives both the same conditions.
+                    rounds = [(ingest, measure_ccusage(full_root, *found))]
+                    for n in range(1, max(1, args.rounds)):
+                        home = tmp / f"home-round-{n}"
+                        again = measure_ingest(full_root, home, args.jobs)
+                        shutil.rmtree(home, ignore_errors=True)
+                        rounds.append((again, measure_ccusage(full_root, *found)))
                 except (RuntimeError, OSError, ValueError) as exc:
                     results["ccusage"] = f"failed: {exc}"
                     print(f"ccusage: NOT MEASURED — it failed: {exc}")
                 else:
+                    cc = {"seconds": statistics.median(c["seconds"] for _, c in rounds),
+                          "cpu_s": statistics.median(c["cpu_s"] for _, c in rounds)}
+                    walls = [c["seconds"] / i["seconds"] for i, c in rounds]
+                    cpus = [c["cpu_s"] / i["cpu_s"] for i, c in rounds]
+                    results["rounds"] = [{"ingest_seconds": i["seconds"], "ingest_cpu_s": i["cpu_s"],
+                                          "ccusage_seconds": c["seconds"], "ccusage_cpu_s": c["cpu_s"]}
+                                         for i, c in rounds]
                     results["ccusage_seconds"] = cc["seconds"]
                     results["ccusage_cpu_s"] = cc["cpu_s"]
                     results["ccusage_mb_s"] = full_bytes / 1e6 / cc["seconds"]
-                    results["ingest_vs_ccusage"] = cc["seconds"] / ingest["seconds"]
-                    results["ingest_vs_ccusage_cpu"] = cc["cpu_s"] / ingest["cpu_s"]
+                    results["ingest_vs_ccusage"] = statistics.median(walls)
+                    results["ingest_vs_ccusage_cpu"] = statistics.median(cpus)
                     print(f"ccusage 19.0.3 (bun, whole process): {results['ccusage_mb_s']:6.1f} MB/s "
-                          f"({cc['seconds']:.2f}s, {cc['cpu_s']:.2f} CPU-s, {cc['sessions']} sessions)")
-                    print(f"full ingest speed / ccusage speed = {results['ingest_vs_ccusage']:.2f} wall, "
-                          f"{results['ingest_vs_ccusage_cpu']:.2f} by CPU-seconds (target ≥ 1.0)")
+                          f"(median of {len(rounds)}: {cc['seconds']:.2f}s, {cc['cpu_s']:.2f} CPU-s; "
+                          f"{rounds[0][1]['sessions']} sessions)")
+                    ingest_times = ", ".join(f"{i['seconds']:.2f}" for i, _ in rounds)
+                    ccusage_times = ", ".join(f"{c['seconds']:.2f}" for _, c in rounds)
+                    print(f"full ingest speed / ccusage speed = {results['ingest_vs_ccusage']:.2f} wall "
+                          f"({min(walls):.2f}–{max(walls):.2f}), {results['ingest_vs_ccusage_cpu']:.2f} by "
+                          f"CPU-seconds ({min(cpus):.2f}–{max(cpus):.2f}); medians of {len(rounds)} rounds in turn, "
+                          f"ingest {ingest_times} s, ccusage {ccusage_times} s (target ≥ 1.0)")
                     if "ingest_with_post_steps_seconds" in results:
                         results["ingest_with_post_steps_vs_ccusage"] = cc["seconds"] / results["ingest_with_post_steps_seconds"]
                         results["ingest_with_post_steps_vs_ccusage_cpu"] = cc["cpu_s"] / results["ingest_with_post_steps_cpu_s"]
