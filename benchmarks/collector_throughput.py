@@ -191,7 +191,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
             from warden.cli.entry import main
             code = main(['collect', '--json', '--jobs', jobs, root])
         else:
-            import warden.cli.app
+            from warden.cli.entry import load_cli
+            load_cli()  # the command's start-up: its imports, as the console script does them
             from warden.config import load_settings
             from warden.ingest.collector import collect_paths
             code = print(json.dumps(collect_paths(load_settings(), [root], jobs=int(jobs), post_ingest=False).to_json()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Callable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,10 +24,17 @@ def main(argv: list[str] | None = None) -> int:
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
-    # The CLI's imports build ~100k objects that live as long as the process (modules, classes,
-    # SQLAlchemy's and typer's tables): collections during them find no garbage, and once frozen
-    # no later collection, nor the one at exit, walks them (~0.1 s of CPU per command). Here
-    # only, where the process is warden's own: an in-process caller of app.main keeps its heap.
+    return load_cli()(argv)
+
+
+def load_cli() -> Callable[[list[str] | None], int]:
+    """The full CLI's ``main``, imported as a warden process of its own imports it (the console
+    script, and the collector benchmark's start-up, which must be the command's).
+
+    The CLI's imports build ~100k objects that live as long as the process (modules, classes,
+    SQLAlchemy's and typer's tables): collections during them find no garbage, and once frozen
+    no later collection, nor the one at exit, walks them (~0.1 s of CPU per command). Only where
+    the process is warden's own: an in-process caller of app.main keeps its heap."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -35,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         if collecting:
             gc.enable()
     gc.freeze()
-    return app_main(argv)
+    return app_main
 
 
 if __name__ == "__main__":
