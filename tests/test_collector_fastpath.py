@@ -147,9 +147,9 @@ def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path
     plain_index = capture_module.index_terms
     indexed: list[int] = []
 
-    def record(session, rows):  # type: ignore[no-untyped-def]
+    def record(session, rows, **kwargs):  # type: ignore[no-untyped-def]
         indexed.extend(row.id for row in rows)
-        return plain_index(session, rows)
+        return plain_index(session, rows, **kwargs)
 
     monkeypatch.setattr(capture_module, "index_terms", record)
     homes = {}
@@ -178,6 +178,51 @@ def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path
     monkeypatch.setattr(capture_module, "INDEX_GROUP", 7)  # in groups: what one insert of all writes
     summary = collect_paths(load_settings(), [corpus], jobs=2)
     assert summary.files_ingested == 0 and _checkpoint_rows(stopped) == rows
+
+
+@pytest.mark.usefixtures("timeless_retention")
+def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tmp_path: Path,
+                                                                monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two collects that end together find the same checkpoints without terms: the one that
+    writes second skips the terms the first wrote while it waited; and a checkpoint the other
+    deleted meanwhile (retention) sends its transaction round again, without it."""
+    import sqlite3
+
+    import warden.continuity.capture as capture_module
+    from warden.config import load_settings
+    from warden.ingest.collector import Collector, collect_paths
+    from warden.store.db import open_store
+
+    monkeypatch.setenv("WARDEN_HOME", str(tmp_path / "home"))
+    with monkeypatch.context() as patch:  # a first collect stopped before its end: no terms yet
+        patch.setattr(Collector, "_index_missing_checkpoints", lambda self: None)
+        collect_paths(load_settings(), [corpus], jobs=2)
+    plain_index = capture_module.index_terms
+    other = open_store(load_settings())
+    gone: list[int] = []
+
+    def the_other_collect_first(session, rows, **kwargs):  # type: ignore[no-untyped-def]
+        if not gone:  # once: the other collect writes (and deletes) while this one waits
+            gone.append(rows[-1].id)
+            with other.session() as theirs:
+                capture_module.index_missing(theirs)
+            con = sqlite3.connect(tmp_path / "home" / "warden.db")
+            con.execute("pragma foreign_keys=on")
+            con.execute("delete from checkpoints where id = ?", (gone[0],))
+            con.commit()
+            con.close()
+        return plain_index(session, rows, **kwargs)
+
+    monkeypatch.setattr(capture_module, "index_terms", the_other_collect_first)
+    Collector(open_store(load_settings()), load_settings())._index_missing_checkpoints()
+    cps, terms, _states = _checkpoint_rows(tmp_path / "home")
+    assert gone and len(cps) > 1 and terms
+    con = sqlite3.connect(tmp_path / "home" / "warden.db")
+    unindexed = con.execute("select count(*) from checkpoints c where not exists"
+                            " (select 1 from checkpoint_terms t where t.checkpoint_id = c.id)").fetchone()[0]
+    stored = con.execute("select count(*) from checkpoint_terms").fetchone()[0]
+    con.close()
+    assert unindexed == 0 and stored == len(terms)
 
 
 def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:

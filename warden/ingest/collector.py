@@ -45,7 +45,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
-from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
+from warden.store.bulk import bind_converter, dialect_insert, execute_many, execute_values, row_values
 from warden.store.db import Store, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
@@ -365,20 +365,12 @@ def _ledger_json(value: Any) -> str:
         return json.dumps(value)
 
 
-def _dialect_insert(dialect: str) -> Any:
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
-
-
 def _insert_new_usage(session: Session) -> Any:
     dialect = session.get_bind().dialect.name
     stmt = _INSERT_NEW_CACHE.get(dialect)
     if stmt is None:
         table = UsageMessage.__table__
-        stmt = _INSERT_NEW_CACHE[dialect] = _dialect_insert(dialect)(table).on_conflict_do_nothing(
+        stmt = _INSERT_NEW_CACHE[dialect] = dialect_insert(dialect)(table).on_conflict_do_nothing(
             index_elements=[table.c.message_key])
     return stmt
 
@@ -388,7 +380,7 @@ def _max_wins_upsert(session: Session) -> Any:
     stmt = _UPSERT_CACHE.get(dialect)
     if stmt is not None:
         return stmt
-    insert = _dialect_insert(dialect)
+    insert = dialect_insert(dialect)
     table = UsageMessage.__table__
     stmt = insert(table)
     excluded = stmt.excluded
@@ -546,13 +538,21 @@ class Collector:
             self._index_missing_checkpoints()
         return summary
 
-    def _index_missing_checkpoints(self) -> None:
+    def _index_missing_checkpoints(self, attempts: int = 3) -> None:
         """The recall index of the checkpoints a bulk collect stored without it (this one's, or
-        one's that was interrupted before its end): written once, for those retention kept."""
+        one's that was interrupted before its end): written once, for those retention kept.
+        Another collect ending at the same time may delete one of them (retention) while this
+        one waits to write: its transaction is then taken again, without that checkpoint."""
         from warden.continuity.capture import index_missing
 
-        with self.store.session() as session:
-            index_missing(session)
+        for attempt in range(attempts):
+            try:
+                with self.store.session() as session:
+                    index_missing(session)
+                return
+            except IntegrityError:
+                if attempt == attempts - 1:
+                    raise
 
     def _collect_parallel(self, files: list[str], summary: CollectSummary, agent_type_hint: str | None,
                           progress: Callable[[int, int], None] | None, jobs: int) -> None:
