@@ -184,8 +184,8 @@ def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path
 def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tmp_path: Path,
                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Two collects that end together find the same checkpoints without terms: the one that
-    writes second skips the terms the first wrote while it waited; and a checkpoint the other
-    deleted meanwhile (retention) sends its transaction round again, without it."""
+    writes second, finding terms the first wrote while it waited and a checkpoint it deleted
+    (retention), takes its transaction again and indexes only what is still without terms."""
     import sqlite3
 
     import warden.continuity.capture as capture_module

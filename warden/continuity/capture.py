@@ -714,8 +714,6 @@ def index_missing(session: Session, chunk: int = 500) -> int:
 
     from warden.store.models import Checkpoint, CheckpointTerm
 
-    # Two collects may end at once and find the same checkpoints: the second skips the terms the
-    # first stored while it waited for the write lock (the same rows, so the same terms).
     ids = list(session.scalars(select(Checkpoint.id).where(~exists().where(CheckpointTerm.checkpoint_id == Checkpoint.id))
                                .order_by(Checkpoint.id)))
     for group in range(0, len(ids), INDEX_GROUP):
@@ -724,7 +722,7 @@ def index_missing(session: Session, chunk: int = 500) -> int:
         for start in range(0, len(group_ids), chunk):
             rows += session.scalars(select(Checkpoint).where(Checkpoint.id.in_(group_ids[start:start + chunk]))
                                     .order_by(Checkpoint.id))
-        index_terms(session, rows, skip_stored=True)
+        index_terms(session, rows)
     return len(ids)
 
 
@@ -893,29 +891,22 @@ def _covered(data: CheckpointData, earlier: CarryState) -> bool:
     return family == "milestone" and data.calls_seen is not None and data.calls_seen <= earlier.calls
 
 
-@lru_cache(maxsize=4)
-def _term_insert(skipping_stored_on: str | None = None) -> Any:
-    """The recall index's INSERT; with a dialect's name, one that skips a term already stored."""
-    from warden.store.bulk import dialect_insert
+@lru_cache(maxsize=1)
+def _term_insert() -> Any:
     from warden.store.models import CheckpointTerm
 
-    table = CheckpointTerm.__table__
-    if skipping_stored_on is None:
-        return table.insert()
-    return dialect_insert(skipping_stored_on)(table).on_conflict_do_nothing(
-        index_elements=[table.c.checkpoint_id, table.c.term])
+    return CheckpointTerm.__table__.insert()
 
 
 _TERM_COLUMNS = ("checkpoint_id", "term", "captured_at", "session_id")
 
 
-def index_terms(session: Session, rows: list[Any], *, skip_stored: bool = False) -> None:
-    """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows; ``skip_stored``:
-    a term already stored is left (another collect may index the same rows at the same time)."""
+def index_terms(session: Session, rows: list[Any]) -> None:
+    """Write the recall index of freshly stored (flushed) ``Checkpoint`` rows."""
     from warden.store.bulk import bind_converter, execute_values
 
+    insert = _term_insert()
     dialect = session.get_bind().dialect
-    insert = _term_insert(dialect.name if skip_stored else None)
     convert_id, convert_term, convert_time, convert_session = (
         bind_converter(insert.table.c[name], dialect) for name in _TERM_COLUMNS)
     # A row's values are converted once for all its terms (about 75 each), not once per term.

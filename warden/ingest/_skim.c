@@ -417,22 +417,27 @@ plain_run_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t end)
 
 #define HEAD_ON_STACK 4096
 
-static PyObject *
-string_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* max_chars as a Py_ssize_t in [0, 2**20]; -1 with an exception set otherwise */
+static Py_ssize_t
+max_chars_of(PyObject *value)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "string_text takes (raw, max_chars)");
-        return NULL;
-    }
-    Py_ssize_t max_chars = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_chars = PyLong_AsSsize_t(value);
     if (max_chars == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     if (max_chars < 0 || max_chars > (1 << 20)) {
         PyErr_SetString(PyExc_ValueError, "max_chars must be in [0, 2**20]");
-        return NULL;
+        return -1;
     }
+    return max_chars;
+}
+
+/* string_text's reading of the raw value ``raw`` (any buffer): (size, head), or Py_None for
+ * another value or a refused one; NULL with an exception (not a buffer, out of memory). */
+static PyObject *
+text_of_raw(PyObject *raw, Py_ssize_t max_chars)
+{
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *s = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len;
@@ -567,6 +572,17 @@ done:
     return result;
 }
 
+static PyObject *
+string_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "string_text takes (raw, max_chars)");
+        return NULL;
+    }
+    Py_ssize_t max_chars = max_chars_of(args[1]);
+    return max_chars < 0 ? NULL : text_of_raw(args[0], max_chars);
+}
+
 /* ---- read_results: a decoded line's tool results, read in one call ---------------------------- */
 
 enum { A_TYPE, A_MESSAGE, A_CONTENT, S_USER, S_TOOL_RESULT, N_NAMES };
@@ -597,21 +613,6 @@ attr_is_name(PyObject *obj, int attr, int which)
     return same;
 }
 
-/* string_text's reading of one raw value: (size, head), Py_None for another value or a refused
- * one (new references). */
-static PyObject *
-text_of_raw(PyObject *raw, Py_ssize_t max_chars)
-{
-    PyObject *argv[2] = {raw, NULL};
-    PyObject *limit = PyLong_FromSsize_t(max_chars);
-    if (limit == NULL)
-        return NULL;
-    argv[1] = limit;
-    PyObject *result = string_text(NULL, argv, 2);
-    Py_DECREF(limit);
-    return result;
-}
-
 /* read_results(record, max_chars, fallback): parser._read_results in one call. For a "user"
  * record whose message's content is a list, each "tool_result" block's raw content is replaced
  * by its (size, head): string_text's, or fallback(raw)'s where string_text gives None (another
@@ -624,8 +625,8 @@ read_results(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *record = args[0], *fallback = args[2];
-    Py_ssize_t max_chars = PyLong_AsSsize_t(args[1]);
-    if (max_chars == -1 && PyErr_Occurred())
+    Py_ssize_t max_chars = max_chars_of(args[1]);
+    if (max_chars < 0)
         return NULL;
     int user = attr_is_name(record, A_TYPE, S_USER);
     if (user <= 0)

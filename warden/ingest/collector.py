@@ -45,7 +45,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
-from warden.store.bulk import bind_converter, dialect_insert, execute_many, execute_values, row_values
+from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
 from warden.store.db import Store, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
@@ -365,12 +365,20 @@ def _ledger_json(value: Any) -> str:
         return json.dumps(value)
 
 
+def _dialect_insert(dialect: str) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
 def _insert_new_usage(session: Session) -> Any:
     dialect = session.get_bind().dialect.name
     stmt = _INSERT_NEW_CACHE.get(dialect)
     if stmt is None:
         table = UsageMessage.__table__
-        stmt = _INSERT_NEW_CACHE[dialect] = dialect_insert(dialect)(table).on_conflict_do_nothing(
+        stmt = _INSERT_NEW_CACHE[dialect] = _dialect_insert(dialect)(table).on_conflict_do_nothing(
             index_elements=[table.c.message_key])
     return stmt
 
@@ -380,7 +388,7 @@ def _max_wins_upsert(session: Session) -> Any:
     stmt = _UPSERT_CACHE.get(dialect)
     if stmt is not None:
         return stmt
-    insert = dialect_insert(dialect)
+    insert = _dialect_insert(dialect)
     table = UsageMessage.__table__
     stmt = insert(table)
     excluded = stmt.excluded
@@ -541,8 +549,9 @@ class Collector:
     def _index_missing_checkpoints(self, attempts: int = 3) -> None:
         """The recall index of the checkpoints a bulk collect stored without it (this one's, or
         one's that was interrupted before its end): written once, for those retention kept.
-        Another collect ending at the same time may delete one of them (retention) while this
-        one waits to write: its transaction is then taken again, without that checkpoint."""
+        Another collect ending at the same time may index the same checkpoints, or delete one
+        (retention), while this one waits to write: its transaction is then taken again, and
+        finds only what is still without terms."""
         from warden.continuity.capture import index_missing
 
         for attempt in range(attempts):

@@ -154,15 +154,6 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
     session.connection().exec_driver_sql(sql, params)
 
 
-def dialect_insert(dialect: str) -> Any:
-    """The ``insert`` construct of ``dialect`` (a dialect's name), which has ON CONFLICT."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
-
-
 def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[str, ...],
                    rows: Sequence[tuple[Any, ...]]) -> int:
     """:func:`execute_many` for rows of values in ``columns`` order, each already converted by
