@@ -2,21 +2,31 @@
 (so ``~`` in code under test, and in every subprocess it starts, is the temp dir), no API key,
 and a last-resort check that the real ~/.warden and ~/.claude directories were not created or
 had entries added or removed (it reads their own modification times only: their contents
-belong to whoever else uses the machine, a running Claude Code included)."""
+belong to whoever else uses the machine, a running Claude Code included). Hypothesis keeps its
+example database and caches in a temp dir of the run, not in ``.hypothesis/`` of the checkout."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 from sqlalchemy import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 # The shared corpus sits beside the checkout; a clone elsewhere names it in WARDEN_TEST_CORPUS.
 CORPUS = Path(os.environ.get("WARDEN_TEST_CORPUS") or REPO.parent / "shared" / "corpus" / "claude-home").resolve()
+
+# One per test process (each xdist worker imports this file), removed when it exits.
+HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="warden-tests-hypothesis-"))
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
+atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
 
 _REAL_DIRS = [Path("~/.warden").expanduser(), Path("~/.claude").expanduser()]
 
