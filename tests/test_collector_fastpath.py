@@ -147,9 +147,9 @@ def test_a_bulk_collect_indexes_once_what_retention_keeps(corpus: Path, tmp_path
     plain_index = capture_module.index_terms
     indexed: list[int] = []
 
-    def record(session, rows, **kwargs):  # type: ignore[no-untyped-def]
+    def record(session, rows):  # type: ignore[no-untyped-def]
         indexed.extend(row.id for row in rows)
-        return plain_index(session, rows, **kwargs)
+        return plain_index(session, rows)
 
     monkeypatch.setattr(capture_module, "index_terms", record)
     homes = {}
@@ -201,7 +201,7 @@ def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tm
     other = open_store(load_settings())
     gone: list[int] = []
 
-    def the_other_collect_first(session, rows, **kwargs):  # type: ignore[no-untyped-def]
+    def the_other_collect_first(session, rows):  # type: ignore[no-untyped-def]
         if not gone:  # once: the other collect writes (and deletes) while this one waits
             gone.append(rows[-1].id)
             with other.session() as theirs:
@@ -211,7 +211,7 @@ def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tm
             con.execute("delete from checkpoints where id = ?", (gone[0],))
             con.commit()
             con.close()
-        return plain_index(session, rows, **kwargs)
+        return plain_index(session, rows)
 
     monkeypatch.setattr(capture_module, "index_terms", the_other_collect_first)
     Collector(open_store(load_settings()), load_settings())._index_missing_checkpoints()
