@@ -12,7 +12,7 @@ from warden.distill.rule_text import (RuleTextError, is_near_duplicate, trigram_
 from warden.habits import HABITS, habits_named_by, is_false_economy
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage
 from warden.select.memory import (GENERATED_HEADER, MAX_BYTES, MAX_LINES, MemoryRule,
-                                  render_memory, rule_rent)
+                                  order_rules, render_memory, rule_rent)
 from warden.tokens import estimate_tokens, tokens_of_bytes
 
 
@@ -160,6 +160,14 @@ def test_memory_render_orders_by_saving_and_respects_caps() -> None:
     big = render_memory("backend", many, 1, extra_sections=["## Recovered\n- pointer"])
     assert len(big.splitlines()) <= MAX_LINES and len(big.encode()) <= MAX_BYTES
     assert rule_rent(rules[0]) == estimate_tokens("- Rule one is good enough.\n")
+
+
+def test_a_saving_without_an_estimate_orders_as_unmeasured_whatever_the_input_order() -> None:
+    """NaN compares false both ways: sorted by it, the order depended on the input's."""
+    rules = [MemoryRule(1, "x", saving=5.0), MemoryRule(2, "y", saving=float("nan")), MemoryRule(3, "z", saving=10.0),
+             MemoryRule(4, "w")]
+    assert [r.id for r in order_rules(rules)] == [3, 1, 2, 4]
+    assert [r.id for r in order_rules(rules[::-1])] == [3, 1, 2, 4]
 
 
 def test_one_bytes_to_tokens_rounding_everywhere() -> None:

@@ -12,7 +12,7 @@ import pytest
 from warden.config import load_settings
 from warden.select.compile import memory_path
 from warden.select.decision import DecisionParams
-from warden.select.runner import SyntheticRunner, log_uniform_tasks
+from warden.select.runner import SyntheticRunner, config_key, log_uniform_tasks
 from warden.select.selector import Selector, next_state
 from warden.select.decision import ADMISSION, REAUDIT, Verdict
 from warden.store.db import open_store
@@ -391,6 +391,36 @@ def test_runs_of_a_decision_the_invocation_budget_cut_off_are_charged_to_it(env)
     report = _selector(settings, store, LosesOneTask()).run(budget_tokens=int(first_round * 1.1))
     assert report.decisions == [] and "the invocation budget ran out" in report.skipped[0]
     assert inner.tokens_spent > 0 and report.tokens_spent == pytest.approx(inner.tokens_spent)
+
+
+def test_a_task_infra_errors_left_unpaired_when_the_evidence_budget_ends_aborts_without_a_receipt(env) -> None:
+    """One flaky run alone does not abort, but when it leaves a task without a pair and the
+    evidence budget buys no second round, the suite's saving has no estimate: the decision is an
+    infra abort (no receipt, no strike, the rule still a candidate), not an inconclusive receipt
+    with no estimate (which failed the receipt's insert and lost the invocation)."""
+    from dataclasses import replace as with_
+
+    settings, store = env
+    rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
+    inner = SyntheticRunner(TASKS, savings={str(rid): 0.05}, seed=8)
+    lost = max(TASKS, key=lambda t: t.mean_cost).task_id  # what is left after one round buys no pair of it
+
+    class LosesOneRuleRun:
+        def run(self, configs, slots):  # type: ignore[no-untyped-def]
+            return [with_(r, outcome="infra_error", completed=False)
+                    if r.task_id == lost and r.round_index == 0 and str(rid) in config_key(r.config).split(",") else r
+                    for r in inner.run(configs, slots)]
+
+    one_round = int(sum(HINTS.values()) * 2 * 1.05)  # the evidence budget buys one round, not two
+    settings = replace(settings, evidence_budget_tokens=one_round)
+    report = _selector(settings, store, LosesOneRuleRun()).run(budget_tokens=one_round)
+    assert report.decisions == []
+    assert report.aborted and f"left {lost} without a usable pair" in report.aborted
+    assert report.tokens_spent == pytest.approx(inner.tokens_spent) and inner.tokens_spent > 0
+    with store.session() as s:
+        assert s.query(Receipt).count() == 0
+        rule = s.get(Rule, rid)
+        assert rule.state == "candidate" and rule.strikes == 0 and rule.measured_saving is None
 
 
 def test_memory_compiled_with_a_keep_names_the_backend_that_measured_it(env) -> None:

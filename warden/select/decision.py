@@ -57,7 +57,9 @@ upper bound ``θ̂ + δ/2 + v·log(1/β)/δ`` falls below margin + δ; these bou
 receipt shows. Discrete looks only make the errors smaller (the statistic overshoots). The
 variance is widened for the degrees of freedom it rests on — by the χ² limit ``df/χ²_df(q)`` and
 by Student's ``(t_df/z)²`` at α, both fading to 1 as runs accumulate — and no keep or refute is
-taken before ``min_pairs_per_task`` pairs per task. A test that reaches the evidence budget
+taken before ``min_pairs_per_task`` × (number of tasks) pairs in all, at least one on every task
+(an average, not a floor per task: rounds are allocated where they reduce variance most, and a
+task's variance borrows strength from the pooled one). A test that reaches the evidence budget
 undecided is *inconclusive* — not refuted.
 
 **Re-audits** ask a different question of an active rule: is it still above its margin? The same
@@ -761,3 +763,10 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
         if why:
             raise InfraAbort(f"{why} in round {rounds}; decision aborted", evidence, spent)
     return RuleDecision(decision, evidence, tuple(new_runs), spent, raw, rounds, tuple(looks))
+
+
+def infra_unpaired_tasks(decision: Decision, evidence: Evidence) -> tuple[str, ...]:
+    """The tasks of ``decision`` without a pair whose runs in ``evidence`` include an infra error:
+    a budget spent with one of them leaves the suite's saving unknown, and not by the agent's doing."""
+    infra = {r.task_id for r in (*evidence.reference, *evidence.rule) if r.is_infra}
+    return tuple(t.task_id for t in decision.tasks if not t.log_ratios and t.task_id in infra)

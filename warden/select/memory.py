@@ -7,6 +7,7 @@ Writing the file (atomic, symlink-refusing, drift detection) lives in ``select/c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,10 @@ def order_rules(rules: list[MemoryRule]) -> list[MemoryRule]:
     """Best measured first, then rules not measured yet (a candidate on the bench), then
     protected rules, oldest id first. A candidate sits where a kept rule that measured least
     will sit, so the bench runs of its memory stay the runs of the memory its keep compiles."""
-    return sorted(rules, key=lambda r: (r.protected, r.saving is None, -(r.saving or 0.0), r.id))
+    def measured(rule: MemoryRule) -> bool:  # NaN (no estimate) sorts with the unmeasured
+        return rule.saving is not None and not math.isnan(rule.saving)
+
+    return sorted(rules, key=lambda r: (r.protected, not measured(r), -r.saving if measured(r) else 0.0, r.id))
 
 
 def intro_line(measured_backends: Iterable[str] | None = None) -> str:

@@ -19,6 +19,7 @@ rested on, and the next decision about the rule starts from them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,7 +32,7 @@ from warden.config import Settings
 from warden.errors import UsageError
 from warden.select.compile import IN_MEMORY_STATES, CompileResult, change_since, compile_memory, memory_start
 from warden.select.decision import (ADMISSION, REAUDIT, DecisionParams, Evidence, InfraAbort,
-                                    RuleDecision, Verdict, decide_rule)
+                                    RuleDecision, Verdict, decide_rule, infra_unpaired_tasks)
 from warden.select.memory import MemoryRule, rule_rent
 from warden.select.receipts import write_receipt
 from warden.select.runner import Config, RunRecord
@@ -233,7 +234,12 @@ class Selector:
                 return Skipped(f"the invocation budget ran out before the rule was decided (its runs are kept for "
                                f"the next select; {undecided:,.0f} of its {self.settings.evidence_budget_tokens:,} "
                                "evidence-budget tokens spent undecided)", result.tokens_spent)
-            if result.rounds == 0 or result.decision.n_pairs == 0:
+            # a task without a pair leaves the suite's saving unknown (no estimate): no receipt
+            if result.rounds == 0 or result.decision.n_pairs == 0 or not math.isfinite(result.decision.estimate):
+                lost = infra_unpaired_tasks(result.decision, result.evidence)
+                if lost:  # infra is not the agent: no verdict, no receipt, no strike
+                    raise InfraAbort(f"infrastructure errors left {', '.join(lost)} without a usable pair and the "
+                                     "evidence budget is spent; decision aborted", result.evidence, result.tokens_spent)
                 self._set_undecided(rule_id, undecided)
                 return Skipped(f"the evidence budget ({budget:,.0f} weighted tokens) does not buy a paired run of "
                                "every golden task; raise evidence_budget_tokens", result.tokens_spent)
