@@ -614,3 +614,38 @@ def test_display_figures_round_by_what_a_figure_is() -> None:
     assert display_figures({"saving_usd_per_session": 0.0335573123, "bench_usd_spent": 3.731694321,
                             "usdt_ratio": 0.123456789}) == {
         "saving_usd_per_session": 0.033557, "bench_usd_spent": 3.731694, "usdt_ratio": 0.123457}
+
+
+def test_collect_on_a_terminal_shows_one_progress_line_that_updates_in_place(tmp_path: Path) -> None:
+    """Rich drops a leading "\\r" from printed text: the counter used to run on as "1/3 files2/3
+    files…" on one ever longer line. A real terminal (a pty) must see a bar redrawn in place,
+    gone before the summary."""
+    import pty
+    import subprocess
+    import sys
+
+    from collect_support import assistant, usage, write
+
+    for n in range(3):
+        write(tmp_path / "projects" / "p" / f"s{n}.jsonl",
+              [assistant(f"m{n}", f"r{n}", usage(), session=f"{n}1111111-2222-3333-4444-555555555555")])
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "warden"), "collect", str(tmp_path / "projects")],
+                            stdin=follower, stdout=follower, stderr=follower, close_fds=True,
+                            env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the pty closes when the command exits
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    screen = b"".join(chunks).decode()
+    assert "3 transcript(s): 3 ingested" in screen
+    assert "files2/3" not in screen and "1/3 files" not in screen
+    assert "3/3" in screen and "\x1b[2K" in screen  # the bar's last state, then erased in place

@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, safe, settings, store,
-                               print_uncut_table)
+from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, progress_bar, safe,
+                               print_uncut_table, settings, store)
 from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector
@@ -46,12 +46,11 @@ def collect(
     s = settings()
     st = store(s)
     try:
-        show = not as_json and console.is_terminal
-        summary = collect_paths(s, paths or None, store=st, jobs=jobs,
-                                progress=(lambda n, total: console.print(f"\r{n}/{total} files", end=""))
-                                if show else None)
-        if show:
-            console.print()
+        with progress_bar("collect", not as_json) as bar:
+            task = bar.add_task("files", total=None)
+            summary = collect_paths(s, paths or None, store=st, jobs=jobs,
+                                    progress=(lambda n, total: bar.update(task, completed=n, total=total))
+                                    if not bar.disable else None)
     finally:
         st.engine.dispose()
     if as_json:

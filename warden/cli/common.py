@@ -30,6 +30,15 @@ MAX_CONCURRENCY = 64
 MAX_ROWS = 1_000_000  # --limit of a listing
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
+def progress_bar(label: str, enabled: bool) -> Any:
+    """A transient rich progress bar on stderr (stdout stays the command's output), shown only
+    when ``enabled`` and stderr is a terminal. rich.progress is imported here, not by every command."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=True, disable=not (enabled and err_console.is_terminal))
+
 # A token budget as people write big numbers: 2000000, 2_000_000 or 2e6 (1.5e6 too). Not
 # "2,000,000": a comma is the decimal mark in many locales, so 2,5 would be a guess.
 _DIGITS = r"[0-9]+(?:_[0-9]+)*"

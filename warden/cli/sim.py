@@ -12,16 +12,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import MAX_SEED, agent_names, bounded_float_option, console, err_console, print_json, safe, settings
+from warden.cli.common import (MAX_SEED, agent_names, bounded_float_option, console, print_json, progress_bar, safe,
+                               settings)
 from warden.errors import UsageError, WardenError
-
-
-def _progress(label: str, enabled: bool) -> Progress:
-    return Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=True, disable=not (enabled and err_console.is_terminal))
 
 
 def _persona(name: str) -> str:
@@ -57,7 +52,7 @@ def register(app: typer.Typer) -> None:
         s = settings()
         rules = [validate_rule_body(body) for body in rules]  # RuleTextError is a UsageError
         suite = load_suite(s.golden_dir, agent, s.fixture_dir)
-        with _progress("sim truth", not as_json) as bar:
+        with progress_bar("sim truth", not as_json) as bar:
             task = bar.add_task("runs", total=None)
             result = true_expected_cost(suite, rules, seeds, fixture_dir=s.fixture_dir,
                                         persona=_persona(persona), fast=not exact,
@@ -140,7 +135,7 @@ def register(app: typer.Typer) -> None:
                     except (OSError, UnicodeDecodeError) as exc:
                         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
                         raise UsageError(f"cannot read {safe(memory_file)}: {reason or exc}") from None
-        with _progress("sim sessions", not as_json) as bar:
+        with progress_bar("sim sessions", not as_json) as bar:
             bar.add_task("sessions", total=None)
             try:
                 played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
