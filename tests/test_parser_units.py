@@ -49,7 +49,7 @@ def test_usage_counts_read_as_zero_are_counted_not_priced_differently() -> None:
     lines = [
         assistant("m1", "r1", {"input_tokens": -5000, "output_tokens": 100, "cache_read_input_tokens": 3}),
         assistant("m2", "r2", {"input_tokens": 7}),  # no output count
-        assistant("m3", "r3", usage(2.5, 1)),  # type: ignore[arg-type]
+        assistant("m3", "r3", usage(2.5, 1)),  # type: ignore[arg-type]  # fractional: no count, read as 0
         assistant("m4", "r4", usage(1, 1, w5=-1, w1=0)),
         assistant("m5", "r5", usage(10**16, 1)),
         progress("agent1", "m6", "r6", {"input_tokens": 4, "output_tokens": -1}),
@@ -59,7 +59,7 @@ def test_usage_counts_read_as_zero_are_counted_not_priced_differently() -> None:
     ]
     run = parse_bytes(jsonl(lines))
     assert run.stats.zeroed_usage == 6
-    assert run.usage == Usage(0 + 7 + 2 + 1 + 0 + 1 + 2, 100 + 0 + 1 + 1 + 1 + 2 + 1, 0, 0, 3)
+    assert run.usage == Usage(0 + 7 + 0 + 1 + 0 + 1 + 2, 100 + 0 + 1 + 1 + 1 + 2 + 1, 0, 0, 3)
 
 
 def test_per_message_models() -> None:
@@ -155,12 +155,13 @@ def test_odd_lines_are_tolerated_and_counted() -> None:
             + b"[1, 2]\n"  # JSON but not an object
             + json.dumps(assistant("m2", "r2", usage(5, 1), [{"type": "text", "text": "caf\u00e9"}])).encode()
             .replace("caf\\u00e9".encode(), b"caf\xe9") + b"\n"  # Latin-1 byte: not UTF-8
-            + good[: len(good) // 2])  # unterminated half line: still being written
+            + b"\r\n"  # a blank CRLF line
+            + good[: len(good) // 2] + b"\r")  # unterminated half line (its "\r" ends nothing yet)
     run = parse_bytes(data)
     s = run.stats
-    assert (s.bom, s.blank, s.malformed, s.non_utf8, s.truncated) == (1, 2, 2, 1, 1)
+    assert (s.bom, s.crlf, s.blank, s.malformed, s.non_utf8, s.truncated) == (1, 2, 3, 2, 1, 1)
     assert run.usage.input_tokens == 12
-    assert run.bytes_consumed == len(data) - len(good) // 2  # the half line is left for later
+    assert run.bytes_consumed == len(data) - len(good) // 2 - 1  # the half line is left for later
 
 
 def test_invalid_utf8_only_in_a_field_the_ledger_never_reads_is_not_a_finding() -> None:

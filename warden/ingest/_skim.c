@@ -97,7 +97,7 @@ fail:
 
 #define MAX_COUNT 1000000000000000LL /* parser.MAX_COUNT: 10**15 */
 
-/* parser._count: an int (not a bool) or a non-NaN float in (0, MAX_COUNT), truncated; else 0.
+/* parser._count: an int (not a bool) or an integral float in (0, MAX_COUNT); else 0.
  * *readable: parser._readable_count (absent = NULL is readable unless required). */
 static long long
 count_of(PyObject *value, int required, int *readable)
@@ -123,7 +123,7 @@ count_of(PyObject *value, int required, int *readable)
     if (PyFloat_CheckExact(value)) {
         double v = PyFloat_AS_DOUBLE(value);
         *readable = v == floor(v) && v >= 0 && v < (double)MAX_COUNT; /* NaN and inf fail */
-        return v > 0 && v < (double)MAX_COUNT ? (long long)v : 0;
+        return *readable && v > 0 ? (long long)v : 0;
     }
     *readable = value == Py_None ? !required : 0;
     return 0;

@@ -42,14 +42,15 @@ from warden.names import clean_label, plain_int, storable_text, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import tokens_of_bytes
 
-PARSER_VERSION = "8"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
+PARSER_VERSION = "9"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
 # 5: a run's start and end are its earliest and latest instants, whatever their ISO form;
 # 6: secrets in the trace digest's paths are redacted too, and the state's read registry keys
 # paths by a digest (a password in a path is not stored, equal paths still match); 7: more key
 # shapes and other languages' password labels, keys disguised by invisible or full-width
 # characters, and checkpoints' paths are redacted (a re-read refreshes stored checkpoints);
 # 8: keys written with look-alike letters (Cyrillic, Greek) and keys glued to the word before
-# them ("/home/u/othersk-ant-api03-…", "x_AKIA…") are redacted too
+# them ("/home/u/othersk-ant-api03-…", "x_AKIA…") are redacted too; 9: a fractional token count
+# reads as 0 (it was truncated), and CRLF endings are counted
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -343,17 +344,18 @@ MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflo
 
 
 def _count(value: Any) -> int:
-    """A token count from untrusted JSON: an int (or integral float) in [0, MAX_COUNT), else 0."""
+    """A token count from untrusted JSON: an int (or integral float) in [0, MAX_COUNT), else 0
+    (a fractional count is no count an API reply writes: zeroed and flagged, not truncated)."""
     if value.__class__ is int:
         return value if 0 < value < MAX_COUNT else 0
-    if type(value) is float and value == value and 0 < value < MAX_COUNT:
+    if type(value) is float and value.is_integer() and 0 < value < MAX_COUNT:
         return int(value)
     return 0
 
 
 def _readable_count(value: Any, *, required: bool) -> bool:
     """Whether :func:`_count` reads ``value`` as it is: an int (or integral float) in
-    [0, MAX_COUNT), or an absent optional count (anything else it reads as 0, or truncates)."""
+    [0, MAX_COUNT), or an absent optional count (anything else it reads as 0)."""
     if value is None:
         return not required
     if value.__class__ is int:
@@ -657,6 +659,7 @@ class TranscriptParser:
     def _feed(self, line: bytes, complete: bool, end_offset: int | None) -> bool:
         if not (line[:1] == b"{" and line[-1:] == b"}"):  # the common case skips these checks
             if line.endswith(b"\r"):
+                self.stats.crlf += complete  # an unterminated line's "\r" ends nothing yet
                 line = line[:-1]
             if line.startswith(BOM):
                 self.stats.bom += 1

@@ -73,6 +73,7 @@ class LineStats:
     non_utf8: int = 0
     truncated: int = 0  # a final line with no newline that does not parse (still being written)
     bom: int = 0
+    crlf: int = 0  # lines that ended "\r\n" (read without the "\r")
     duplicate_usage: int = 0  # usage lines dropped by the (message.id, requestId) dedupe
     oversized: int = 0  # lines longer than the reader's cap, skipped unread
     # usage objects with a count read as 0 that no reply holds (missing input/output, negative,
