@@ -115,6 +115,19 @@ def test_a_home_with_url_characters_keeps_its_database_inside(name: str, tmp_pat
     assert sorted(p.name for p in (tmp_path / "homes").iterdir()) == [name]
 
 
+def test_a_database_path_that_is_a_directory_is_named_as_such(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`db current` used to say "no database yet: any command creates it", and every command then
+    failed with sqlite's "unable to open database file"."""
+    home = tmp_path / "home"
+    (home / "warden.db").mkdir(parents=True)
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+    monkeypatch.delenv("WARDEN_DATABASE_URL", raising=False)
+    for argv in (("db", "current"), ("db", "upgrade"), ("db", "check"), ("status",)):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 1 and f"{home / 'warden.db'} is not a regular file" in err and err.count("\n") == 1, argv
+    assert (home / "warden.db").is_dir() and not any((home / "warden.db").iterdir())
+
+
 def test_db_commands_say_one_line_for_what_they_cannot_use(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     home = tmp_path / "home"
     monkeypatch.setenv("WARDEN_HOME", str(home))

@@ -28,7 +28,7 @@ def _database(s: Settings, *, create: bool) -> Iterator[Engine]:
     from sqlalchemy.exc import DatabaseError, OperationalError
 
     path = s.sqlite_path
-    if not create and path is not None and not path.is_file():
+    if not create and path is not None and not path.exists():
         raise WardenError(f"no database at {path} yet: any warden command creates it (e.g. `warden db upgrade`)")
     engine = db.make_engine(s.database_url, create=create)
     try:

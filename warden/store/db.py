@@ -137,6 +137,9 @@ def make_engine(url: str, *, busy_timeout_ms: int | None = None, create: bool = 
     try:
         if url.startswith("sqlite"):
             database = _sqlite_file(url)
+            if database is not None and database.exists() and not database.is_file():
+                # sqlite would say only "unable to open database file"
+                raise StoreError(f"cannot open database {redact_url(url)}: {database} is not a regular file")
             if database is not None and create:
                 database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 _create_private(database)
