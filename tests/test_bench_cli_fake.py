@@ -76,6 +76,11 @@ def test_bench_table_output(fake_bench, capsys):
     out = capsys.readouterr().out
     assert "golden-01" in out and "mean wt" in out and "pass #1 (done)" in out
     assert "no real-work sessions" in out
+    # the sim backend's figures say they are the simulation's, in the text and in --json
+    assert "bench figures measured on warden's simulated agent (sim backend), not a real model" in out
+    assert main(["bench", "--agent", AGENT, "--runs", "1", "--seed", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "sim" and report["measured_on"] == "on warden's simulated agent (sim backend), not a real model"
 
 
 def test_a_resumed_pass_counts_the_runs_done_before_not_those_still_pending(fake_bench, capsys):

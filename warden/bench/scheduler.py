@@ -56,6 +56,7 @@ from warden.bench.results import AgentBackend, Outcome, RunCaps, RunResult
 from warden.bench.tasks import AgentSuite, GoldenTask
 from warden.errors import UsageError, WardenError
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable
+from warden.measured import measured_on
 from warden.names import pid_alive, pid_namespace, process_tag, tagged_process_gone
 from warden.sanitize import counted, redact_credentials, strip_controls
 from warden.select.memory import MemoryRule, render_memory
@@ -1094,8 +1095,8 @@ class BenchReport:
 
     def as_dict(self) -> dict[str, Any]:
         o = self.outcome
-        return {"agent": self.agent, "backend": self.backend, "model": self.model, "seed": self.seed,
-                "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
+        return {"agent": self.agent, "backend": self.backend, "model": self.model,
+                "measured_on": measured_on([self.backend]), "seed": self.seed, "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
                 "infra_pending": o.infra_pending,
                 "jobs": o.total_jobs, "executed": o.executed, "done_before": o.done_before, "configs": self.configs,
                 "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,

@@ -8,8 +8,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, safe, say_error,
-                               settings, store, token_budget_option)
+from warden.cli.common import (MAX_CONCURRENCY, MAX_ID, MAX_SEED, console, err_console, print_json, print_measured, safe,
+                               say_error, settings, store, token_budget_option)
 from warden.errors import UsageError
 from warden.names import plain_int
 
@@ -79,6 +79,7 @@ def _render(report: Any) -> None:
                       f"{s.mean_weighted:,.0f}", f"{s.stdev_weighted:,.0f}", f"{s.cv:.0%}",
                       f"{s.min_weighted:,.0f}–{s.max_weighted:,.0f}")
     console.print(table)
+    print_measured([report.backend])  # the sim's figures say they are the simulation's
     if report.comparisons:
         reference = safe(report.configs[0] or "none")
         console.print(f"paired against rules {reference} (same seeds; positive = cheaper):")
