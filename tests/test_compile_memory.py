@@ -486,7 +486,11 @@ def test_the_backend_note_does_not_bump_the_ruleset_version(env) -> None:
     assert second.version == first.version and second.changed and "sim backend" in second.text
 
 
-def test_a_memory_md_warden_never_wrote_is_replaced_with_a_warning_that_its_content_is_gone(env, capsys) -> None:
+def test_a_memory_md_warden_never_wrote_is_replaced_and_its_content_kept_beside_it(env, capsys) -> None:
+    """The agent's own notes (or anyone's) in a MEMORY.md warden never wrote were destroyed by
+    the first compile: they are kept, owner-only, beside the file, and the warning says where."""
+    import stat as stat_
+
     from warden.cli.common import warn_if_drifted
 
     settings, store = env
@@ -497,5 +501,30 @@ def test_a_memory_md_warden_never_wrote_is_replaced_with_a_warning_that_its_cont
     with store.session() as s:
         result = compile_memory(s, settings, "backend")
     assert result.drifted and "my own notes" not in path.read_text()
+    [kept] = path.parent.glob("MEMORY.md.replaced-*")
+    assert result.kept == kept and kept.read_text() == "# my own notes\n"
+    assert stat_.S_IMODE(kept.stat().st_mode) == 0o600
     warn_if_drifted(result)
-    assert "a MEMORY.md warden did not write: its content is gone" in capsys.readouterr().err
+    assert f"a MEMORY.md warden did not write: its content is kept at {kept}" in capsys.readouterr().err
+    with store.session() as s:  # nothing more to keep: the file is warden's compile now
+        assert compile_memory(s, settings, "backend").kept is None
+    assert len(list(path.parent.glob("MEMORY.md.replaced-*"))) == 1
+
+
+def test_a_hand_edit_is_kept_beside_the_recompiled_file_and_an_earlier_compile_is_not(env, capsys) -> None:
+    from warden.cli.common import warn_if_drifted
+
+    settings, store, path, v1 = _compiled_once(env)
+    path.write_bytes(v1 + b"- my edit\n")
+    with store.session() as s:
+        result = compile_memory(s, settings, "backend")
+    assert result.drifted and result.kept is not None and result.kept.read_bytes() == v1 + b"- my edit\n"
+    assert path.read_bytes() == v1
+    warn_if_drifted(result)
+    assert f"recompiled, the edit kept at {result.kept}" in capsys.readouterr().err
+    path.write_bytes(v1 + b"- another\n")
+    with store.session() as s:  # a rolled-back compile replaces nothing, so keeps nothing
+        compile_memory(s, settings, "backend")
+        s.rollback()
+    assert path.read_bytes() == v1 + b"- another\n"
+    assert len(list(path.parent.glob("MEMORY.md.replaced-*"))) == 1

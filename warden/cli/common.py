@@ -283,7 +283,7 @@ def compile_outcome(memory: Any) -> str:
 
 
 def warn_if_drifted(result: Any) -> None:
-    """A compile that found MEMORY.md edited by hand (or stale) says so: the edit is gone; and
+    """A compile that found MEMORY.md edited by hand (or stale) says so, and where the edit is kept; and
     one that had to leave rules out (past the 200-line / 25 KB cap) names them."""
     left_out = getattr(result, "left_out", [])
     if left_out:
@@ -294,10 +294,11 @@ def warn_if_drifted(result: Any) -> None:
         from warden.select.compile import NOT_WRITTEN_BY_WARDEN
 
         path = strip_controls(str(result.path), keep_newlines=False)
+        kept = getattr(result, "kept", None)
+        where = f"kept at {strip_controls(str(kept), keep_newlines=False)}" if kept else "not kept"
         if result.drift == NOT_WRITTEN_BY_WARDEN:  # no compile before this one to drift from
-            message = f"replaced {path}, a MEMORY.md warden did not write: its content is gone"
+            message = f"replaced {path}, a MEMORY.md warden did not write: its content is {where}"
         else:
-            lost = "earlier compile" not in result.drift  # an edit by hand, or unknown content
             message = (f"{path} had drifted from the last compile ({result.drift or 'edited by hand, or stale'}): "
-                       "recompiled" + (", the edit is gone" if lost else ""))
+                       "recompiled" + (f", the edit {where}" if kept else ""))
         err_console.print("warning: " + message, markup=False, highlight=False, soft_wrap=True)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class CompileResult:
     left_out: list[int] = field(default_factory=list)  # in-memory rules past the line/byte cap
     created: bool = False  # there was no MEMORY.md: this compile wrote the first
     drift: str = ""  # why it had drifted (see :func:`drift_reason`)
+    kept: Path | None = None  # where the content it replaced is kept (see :func:`drift_loses_content`)
 
 
 def memory_path(settings: Settings, agent: str) -> Path:
@@ -214,6 +216,9 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     session.flush()
     changed = existing != data
     root = settings.memory_dir
+    # Content that is no compile of warden's (a hand edit, the agent's own notes in a MEMORY.md
+    # warden never wrote) is someone's: kept beside the file, installed with it, never lost.
+    kept = kept_copy_path(path) if changed and existing is not None and drift_loses_content(drift) else None
     sweep_staged(path.parent)
     sweep_staged(path.parent / DETAIL_DIR)
     staged: list[tuple[Path, Path]] = []
@@ -223,6 +228,8 @@ def compile_memory(session: Session, settings: Settings, agent: str,
             if ".." in Path(rel).parts or Path(rel).is_absolute():
                 raise WardenError(f"refusing to write detail file outside the memory directory: {rel}")
             staged.append((staged_or_error(target, text.encode("utf-8"), root, private=True), target))
+        if kept is not None and existing is not None:
+            staged.append((staged_or_error(kept, existing, root, private=True), kept))
         if changed:
             staged.append((staged_or_error(path, data, root), path))
     except BaseException:
@@ -234,10 +241,28 @@ def compile_memory(session: Session, settings: Settings, agent: str,
     return CompileResult(agent=agent, path=path, version=version, changed=changed, drifted=bool(drift), drift=drift,
                          rule_ids=rule_ids, added=sorted(set(rule_ids) - before),
                          removed=sorted(before - set(rule_ids)), text=data.decode("utf-8"), left_out=left_out,
-                         created=existing is None)
+                         created=existing is None, kept=kept)
 
 
 NOT_WRITTEN_BY_WARDEN = "it was not written by warden"
+_EARLIER_COMPILE = "warden's earlier compile"
+
+
+def drift_loses_content(drift: str) -> bool:
+    """Whether replacing a file that drifted so (:func:`drift_reason`) would lose content nobody
+    else has: anything but one of warden's earlier compiles."""
+    return bool(drift) and _EARLIER_COMPILE not in drift
+
+
+def kept_copy_path(path: Path) -> Path:
+    """A fresh name beside ``path`` for the content a compile replaces: MEMORY.md.replaced-<UTC time>."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    candidate = path.with_name(f"{path.name}.replaced-{stamp}")
+    n = 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = path.with_name(f"{path.name}.replaced-{stamp}-{n}")
+    return candidate
 
 
 def drift_reason(session: Session, agent: str, existing: bytes, previous: RulesetVersion | None) -> str:
@@ -254,7 +279,7 @@ def drift_reason(session: Session, agent: str, existing: bytes, previous: Rulese
         RulesetVersion.agent == agent, RulesetVersion.memory_sha256 == digest)
         .order_by(RulesetVersion.version.desc()).limit(1)).first()
     if earlier is not None:
-        return (f"it is warden's earlier compile v{earlier} (a compile stopped before it replaced the file, "
+        return (f"it is {_EARLIER_COMPILE} v{earlier} (a compile stopped before it replaced the file, "
                 "or a restored copy)")
     return "it was edited by hand, or is stale"
 
