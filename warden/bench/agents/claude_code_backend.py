@@ -47,7 +47,8 @@ from typing import Any
 from warden.api_client import MAX_CALL_TOKENS
 from warden.bench.agents.anthropic_backend import resolve_model
 from warden.bench.agents.harness import check_failure, run_success_check
-from warden.bench.agents.tools import CommandResult, run_process, sandbox_env, split_check_commands
+from warden.bench.agents.tools import (CommandResult, anchor_pytest, run_process, sandbox_env,
+                                      split_check_commands)
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.config import Settings
@@ -168,7 +169,9 @@ class ClaudeCodeBackend:
                 made.mkdir()
             self.install(task, workdir, agent, system_prompt)
             exit_ = run_process(self.command(task, agent, caps), workdir, timeout_s=caps.max_wall_s,
-                                env=child_env(self.source_env, config_dir, home, tmp), stderr_apart=True)
+                                # the CLI's own Bash pytest too (as of its start: see anchor_pytest)
+                                env=anchor_pytest(child_env(self.source_env, config_dir, home, tmp), workdir),
+                                stderr_apart=True)
             calls, transcript_error = read_usage(config_dir, _session_id(exit_.output))
             if exit_.timed_out:
                 if not calls:  # no answer in all that time: the API (or the CLI) hung, not the agent

@@ -57,8 +57,8 @@ from typing import Any, Callable
 import anthropic
 
 from warden.api_client import MAX_CALL_TOKENS, describe_api_error
-from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, run_process,
-                                       run_tmpdir, sandbox_env)
+from warden.bench.agents.tools import (TOOL_DEFINITIONS, CommandResult, Toolbox, anchor_pytest,
+                                       run_process, run_tmpdir, sandbox_env)
 from warden.bench.results import CallUsage, Outcome, RunCaps, RunResult
 from warden.bench.tasks import GoldenTask
 from warden.ingest.pricing import Usage
@@ -198,12 +198,15 @@ def run_success_check(task: GoldenTask, workdir: Path,
                       env: dict[str, str] | None = None) -> CommandResult:
     """Run the task's success check in ``workdir`` (shell string, env allowlist, no API keys,
     ``timeout = task.timeout_s``; without ``env``, :func:`sandbox_env` with a private
-    ``TMPDIR``). Raises ``OSError`` only if the shell cannot start."""
+    ``TMPDIR``; its pytest anchored to ``workdir``, :func:`anchor_pytest`). Raises ``OSError``
+    only if the shell cannot start."""
+    workdir = Path(workdir).resolve()
     if env is not None:
-        return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s, env=env, shell=True)
+        return run_process(task.success_check, workdir, timeout_s=task.timeout_s,
+                           env=anchor_pytest(env, workdir), shell=True)
     with run_tmpdir() as tmp:
-        return run_process(task.success_check, Path(workdir), timeout_s=task.timeout_s,
-                           env=sandbox_env(tmpdir=tmp), shell=True)
+        return run_process(task.success_check, workdir, timeout_s=task.timeout_s,
+                           env=anchor_pytest(sandbox_env(tmpdir=tmp), workdir), shell=True)
 
 
 def check_failure(task: GoldenTask, result: CommandResult) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from warden.names import plain_int, process_tag
+from warden.names import process_tag
 
 # Caps keep one tool result from flooding the context (and the run's token bill).
 MAX_RESULT_CHARS = 30_000
@@ -187,6 +187,27 @@ def sandbox_env(base: dict[str, str] | None = None, *, tmpdir: str | Path | None
     if tmpdir is not None:
         env["TMPDIR"] = env["HOME"] = str(tmpdir)
     return env
+
+
+# The copy's own pytest configuration files, in pytest's order of precedence.
+_PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml")
+
+
+def anchor_pytest(env: dict[str, str], root: Path) -> dict[str, str]:
+    """``env`` with every pytest started in the copy ``root`` (a check's ``pytest.main`` too)
+    anchored to it through ``PYTEST_ADDOPTS``.
+
+    pytest looks for its configuration upwards from its arguments and the copy's
+    ``pyproject.toml`` has no pytest table, so a ``pytest.ini`` or ``conftest.py`` in a folder
+    above the copy (``/tmp``, the pass directory) would be loaded: code from outside the copy run,
+    and outputs (so costs) that depend on where the copy is. ``-c`` names the copy's own config
+    file (or none), ``--rootdir`` and ``--confcutdir`` keep node ids, the cache and conftest
+    loading inside the copy. Called when a command starts: the agent may add or remove a config.
+    """
+    root = Path(root)
+    config = next((root / name for name in _PYTEST_CONFIGS if (root / name).is_file()), Path(os.devnull))
+    return {**env, "PYTEST_ADDOPTS": shlex.join([f"--config-file={config}", f"--rootdir={root}",
+                                                  f"--confcutdir={root}"])}
 
 
 @contextmanager
@@ -416,7 +437,14 @@ _SHELL_OPERATORS = re.compile(r"[|;&<>`]|\$\(")
 _PYTHONS = ("python", "python3", Path(sys.executable).name)
 _READ_ONLY_HELPERS = {"ls", "cat", "head", "tail", "wc", "grep"}
 _SHORT_FLAGS = re.compile(r"^-[A-Za-z0-9]+$")
-_REFUSED_SHORT_FLAGS = {"grep": set("efR"), "ls": set("LH")}
+_REFUSED_SHORT_FLAGS = {"grep": set("efRS"), "ls": set("LH")}
+# Short options of a helper that take a value (the rest of their cluster, else the next argument),
+# in every implementation that knows them (GNU, BSD/macOS, busybox): a value is never a path to
+# check. A letter that is a plain flag in one implementation and takes a value in another is
+# refused (_AMBIGUOUS_SHORT_FLAGS): read the wrong way, a file operand would pass as a value.
+# (tail -b: BSD's takes a count, GNU's obsolete "-b FILE" is the last 10 blocks of FILE.)
+_VALUE_SHORT_FLAGS = {"grep": set("ABCDXdefm"), "head": set("cn"), "tail": set("cns")}
+_AMBIGUOUS_SHORT_FLAGS = {"ls": set("DITw"), "tail": set("b")}
 _PYTEST_FLAGS = frozenset({"--lf", "--ff", "--nf", "--co", "--collect-only", "--no-header", "--disable-warnings",
                            "--strict-markers", "--last-failed", "--failed-first", "--new-first", "--quiet",
                            "--verbose", "--exitfirst", "--showlocals"})
@@ -650,11 +678,12 @@ class Toolbox:
             raise ToolError("command must be a non-empty string")
         command = command.strip()
         timeout = self._command_timeout()
+        env = anchor_pytest(self.env, self.root)
         if self.check_command and command == self.check_command.strip():
-            result = run_process(command, self.root, timeout_s=timeout, env=self.env, shell=True)
+            result = run_process(command, self.root, timeout_s=timeout, env=env, shell=True)
         else:
             argv = self.allowed_argv(command)
-            result = run_process(argv, self.root, timeout_s=timeout, env=self.env)
+            result = run_process(argv, self.root, timeout_s=timeout, env=env)
         if result.timed_out:
             raise ToolError(f"command timed out after {timeout:.0f}s\n{result.output}")
         return f"exit code {result.exit_code}\n{result.output}".rstrip()
@@ -680,15 +709,19 @@ class Toolbox:
         if program in _READ_ONLY_HELPERS:
             options = [a for a in argv[1:] if a.startswith("-")]
             # Short flag clusters only: long options and grep -f can name files to read; grep -e
-            # would make the first operand a file (unchecked); grep -R and ls -L/-H follow
-            # symlinks out of the copy.
+            # would make the first operand a file (unchecked); grep -R (and BSD grep -S) and
+            # ls -L/-H follow symlinks out of the copy.
             if any(not _SHORT_FLAGS.match(o) or set(o) & _REFUSED_SHORT_FLAGS.get(program, set()) for o in options):
-                raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f or -R; "
+                raise ToolError(f"{program}: only short flags are allowed (e.g. -n; for grep not -e, -f, -R or -S; "
                                 f"for ls not -L or -H), not {' '.join(options)}")
-            operands = [a for a in argv[1:] if not a.startswith("-") and plain_int(a) is None]
-            if program == "grep" and operands:
-                operands = operands[1:]  # the first operand is the pattern
-            for operand in operands:
+            ambiguous = sorted({c for o in options for c in o[1:]} & _AMBIGUOUS_SHORT_FLAGS.get(program, set()))
+            if ambiguous:
+                raise ToolError(f"{program}: -{', -'.join(ambiguous)} not allowed: GNU and BSD {program} disagree "
+                                "on whether it takes a value, so its operands cannot be told apart")
+            operands = _helper_operands(program, argv[1:])
+            if program == "grep":
+                operands = operands[1:]  # the pattern: -e and -f, which would make it an option, are refused
+            for operand in operands:  # every file or directory the program will open
                 self.resolve(operand)
             return argv
         raise ToolError("command not allowed; allowed: python -m pytest …, pytest …, the task's "
@@ -749,6 +782,34 @@ class Toolbox:
             for name in sorted(filenames):
                 files.append(Path(dirpath) / name)
         return self._inside(files)
+
+
+def _helper_operands(program: str, args: list[str]) -> list[str]:
+    """The operands of a read-only helper's ``args`` (grep's pattern first), by position: what is
+    neither a short option cluster nor the value of one that takes a value. A value-taking option
+    after an operand is refused: BSD getopt stops at the first operand, so there ``head f -n X``
+    opens ``-n`` and ``X`` as files."""
+    takes_value = _VALUE_SHORT_FLAGS.get(program, set())
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("-"):
+            operands.append(arg)
+            continue
+        if program in ("head", "tail") and arg[1:2].isdigit():
+            continue  # the obsolete "-5c": a count and its unit letters, no value follows
+        for at, letter in enumerate(arg[1:], start=1):
+            if letter in takes_value:
+                if operands:
+                    first = "pattern" if program == "grep" else "files"
+                    raise ToolError(f"{program}: put -{letter} before the {first} (an option with a value "
+                                    "after an operand is not allowed)")
+                if at == len(arg) - 1:
+                    i += 1  # "-n 5": the value is the next argument, whatever it looks like
+                break  # "-n5": the rest of the cluster is the value
+    return operands
 
 
 def _split(command: str) -> list[str]:
