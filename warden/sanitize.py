@@ -302,7 +302,9 @@ _SECRET_NAME_WORDS = ("passw", "passphrase", "pwd", "secret", "token", "key",
 # Each with its gate (_Gate): the literals every match holds, lowercased (":" or "=" for [:=]);
 # "(?i)" matches them in any case, which the gate copy reads as lowercase letters.
 _STRUCTURED_SECRET_PATTERNS: _Patterns = [
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+    # PGP armour names its block: "-----BEGIN PGP PRIVATE KEY BLOCK-----"
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S),
      "[REDACTED PRIVATE KEY]", (("private key",),)),  # first: no redaction before it adds one
     # scheme://user:password@host → keep user and host (redis://:password@host has no user)
     (re.compile(r"(?P<pre>(?<![a-zA-Z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@'\"]*:)(?P<pw>[^\s@/'\"]+)(?=@)"),
@@ -332,8 +334,9 @@ _SECRET_PATTERNS: _Patterns = [
      (("docker",), ("login",), ("-p",))),  # the command's words, then its flag
     (re.compile(r"(?P<pre>(?:\s-u|\s--user)[ =]?[\"']?[^\s:\"']+:)(?P<val>[^\s\"'@]+)"), r"\g<pre>" + REDACTED,
      (("-u",), (":",))),  # "--user" holds "-u"
-    (re.compile(r"(?i)\b(?P<pre>(?:password|passphrase)\s+is\s+)(?P<val>\S{4,})"), r"\g<pre>" + REDACTED,
-     (("passw", "passphrase"),)),  # "passw": password (see _SECRET_NAME_WORDS)
+    # "password is hunter22", and with a sign after "is": "is: …", "is = …", "is - …"
+    (re.compile(r"(?i)\b(?P<pre>(?:password|passphrase)\s+is(?=[\s:=\-])\s*[:=\-]?\s*)(?P<val>\S{4,})"),
+     r"\g<pre>" + REDACTED, (("passw", "passphrase"),)),  # "passw": password (see _SECRET_NAME_WORDS)
     # "the db password hunter2x": the next word, when it has a digit or symbol (not "password reset")
     (re.compile(r"(?i)\b(?P<pre>(?:password|passwd|passphrase|pwd)\s+)(?P<val>(?=[^\s\"']*[\d!@#$%^&*])[^\s\"']{6,})"),
      r"\g<pre>" + REDACTED, (("passw", "passphrase", "pwd"),)),
@@ -385,7 +388,7 @@ def _first_char_groups(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
 _SCREEN_GROUPS = _first_char_groups(_SCREEN_WORDS)
 _SECRET_WORDS_NON_ASCII = tuple(w for w in _PASSWORD_LABELS if not w.isascii())
 _SPACE_DASH_U = re.compile(r"\s-u")  # curl -u, and --user
-_PASSWORD_WORD = re.compile(r"(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])")
+_PASSWORD_WORD = re.compile(r"(?:password|passwd|passphrase|pwd)\s+(?:is[\s:=\-]|[^\s\"']*[\d!@#$%^&*])")
 # A name that holds a secret, given a value (name=…, "name": …, --name …); a bare word such as
 # "tokenizer.js" or "api/" is not one ("mot de passe:" is one by its last word). Each runs only
 # where its words are: a word start is tried at every word, and most text names no secret.

@@ -86,11 +86,16 @@ def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, dict[str
 # linear in the text however many blank lines or spaces it holds.
 _LEAD = (r"(?:[ \t_]|[^\w\s:<]|<(?:/?[a-z]{1,10}>)?|\d{1,9}[.)]|[a-z][.)](?=[ \t])|"
          r"\[x\])*")
+# What may follow a role label before its colon: spaces, punctuation, a closing tag, and up to three
+# short qualifiers in brackets ("System (priority):", "ASSISTANT [internal]:"); a word outside
+# brackets ends the label ("System (as designed) works: yes" is prose)
+_ROLE_TAIL = r"(?:[ \t_]|[^\w\s:<]|</?[a-z]{1,10}>){0,12}"
+_ROLE_QUALIFIER = r"(?:\([ \t]*\w[\w \t\-./]{0,30}\)|\[[ \t]*\w[\w \t\-./]{0,30}\])"
 # a role label at the start of a line, behind any quote, bracket, emphasis, tag, bullet or list
 # marker; H: and A: (the short transcript forms) only right at the start
 _ROLE_LINE = re.compile(
     rf"(?im)^(?:(?P<lead>{_LEAD})(?P<role>system|assistant|user|human|tool|developer)"
-    r"(?P<tail>(?:[ \t_]|[^\w\s:<]|</?[a-z]{1,10}>){0,12})"
+    rf"(?P<tail>{_ROLE_TAIL}(?:{_ROLE_QUALIFIER}{_ROLE_TAIL}){{0,3}})"
     r"|(?P<slead>[ \t]*)(?P<short>h|a)(?P<stail>[ \t]*)):")
 _MARKER_WORD_LIKE = r"warden[^\w\n]{0,5}recovered[^\w\n]{0,5}data"
 _TAG_NAMES = (r"data|system|instructions?|assistant|user|human|tool(?:_use|_result|_call)?|"

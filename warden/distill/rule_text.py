@@ -180,7 +180,18 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\brm\s+(-\w+\s+)*-\w*[rf]|\brm\s+--(recursive|force)|\bdd\s+\S*(if|of)=|\bof=/dev/|\bmkfs\b|"
      r"\bchmod\s+(-\w+\s+)*(-R\b|0?777\b|a\+rwx)|\bchown\s+-R\b|\bsudo\b|"
      r"\bgit\s+push\b.{0,40}(--force|\s-f\b|--mirror|--delete|\s\+\w)|\bforce[- ]push|"
-     r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]|\bfind\b.{0,80}\s(-delete\b|-exec\s+rm\b)",
+     r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]|\bfind\b.{0,80}\s(-delete\b|-exec\s+rm\b)|"
+     # SQL that destroys tables or databases ("drop the stale cache" and "drop tables from the
+     # summary" are words). TRUNCATE TABLE and DELETE FROM (with no WHERE) as SQL writes them, in
+     # capitals or ending at the table's name: "truncate table output to 20 rows" and "delete from
+     # the summary" are habits
+     r"\bdrop\s+(temporary\s+)?(table|database|schema)\b|\bdropdb\b|"
+     r"(?-i:\bTRUNCATE\s+TABLE\b)|\btruncate\s+(table\s+)?(only\s+)?[\w.\"`]+\s*(;|\s+cascade\b)|"
+     r"(?-i:\bDELETE\s+FROM\s+[\w.\"`]+)(?![\w.\"`]|\s+where\b)|\bdelete\s+from\s+[\w.\"`]+\s*;|"
+     # the repository's history deleted: its .git directory ("remove .git/index.lock" clears a
+     # stale lock, "remove the .git suffix" edits a name, .gitignore is another file)
+     r"\b(delete|remove|rm|rmdir|rd|del|erase|wipe|nuke|purge|destroy|trash|rmtree|remove-item)\b.{0,30}"
+     r"((?<![\w.\-])\.git(?![\w.\-]|/\w|\s+(suffix|extension|ending)\b)|\bgit\s+(directory|folder|dir)\b)",
      "a destructive command"),
     # effects beyond the working tree: publishing commits, replacing git's hooks, a root container
     (r"\bgit\s+" + _OPTIONS + r"push\b|\bgit\s+config\b.{0,40}\bhookspath\b|\bdocker\s+run\b.{0,80}--privileged\b",
