@@ -163,6 +163,12 @@ def test_projects_its_paths_touch() -> None:
     ("senha=Segredo2026", "Segredo2026"),
     ('{"senha": "Segredo 2026"}', "Segredo 2026"),
     ("пароль: Parol2026", "Parol2026"),
+    # "is" with a sign after it, and a PGP armoured key (its markers end in "KEY BLOCK")
+    ("my password is: Tr0ub4dor&3xyz", "Tr0ub4dor"),
+    ("the passphrase is = Tr0ub4dor&3xyz", "Tr0ub4dor"),
+    ("Password is - Tr0ub4dor&3xyz", "Tr0ub4dor"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGXabcdEFGH\n=x1Yz\n-----END PGP PRIVATE KEY BLOCK-----",
+     "lQOYBGXabcdEFGH"),
 ])
 def test_secrets_are_redacted(secret: str, leak: str) -> None:
     out = redact_secrets(secret)
@@ -302,7 +308,7 @@ _SECRET_FRAGMENTS = [
     "&SIG=", "Passwort", "kennwort", "mot de passe", "Mot_De_Passe", "contraseña", "SENHA", "пароль", "密码", "wachtwoord",
     "\u0455k-\u0430nt-api03-abcdefghijklmnopqrstuv", "g\u04bbp_abcdefghijklmnopqrstuvwx", "\u0440\u0430ss: abcd", "\u200b",
     "othersk-ant-api03-abcdefghijklmnopqrstuv", "abcghp_abcdefghijklmnopqrstuvwxyz0123456789", "x_AKIAIOSFODNN7EXAMPLE_",
-    "zzwhsec_abcdefghijklmnopqrstuv", "task-", "maya29.abcdefghijklmnopqrst",
+    "zzwhsec_abcdefghijklmnopqrstuv", "task-", "maya29.abcdefghijklmnopqrst", "password is: abcd", "passphrase is =abcd",
 ]
 
 
@@ -333,6 +339,7 @@ def test_the_quick_screen_never_skips_text_a_pattern_would_redact(parts: list[st
 # separators the screen's regexes read.
 _PATTERN_FRAGMENTS = [
     *_SECRET_FRAGMENTS, "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n", "-----END RSA PRIVATE KEY-----", "PRIVATE KEY",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOY\n", "-----END PGP PRIVATE KEY BLOCK-----",
     "https://hooks.slack.com/workflows/T1/x", "discordapp.com/api/webhooks/1/ab", "Set-Cookie: a=b; c=d",
     "Cookie: abcdef", "Proxy-Authorization: Basic abcdefgh", "Authorization=token abcdefgh", "authorization",
     "BEARER\tabcdefgh", "&sig=abcdefgh", "ASIAIOSFODNN7EXAMPLE", "github_pat_abcdefghij0123456789",
@@ -351,7 +358,8 @@ _PATTERN_FRAGMENTS = [
     *(form.format(name) for name in ("password", "passwd", "passphrase", "pwd", "secret", "token", "api_key", "apikey",
                                      "access-key", "private_key", "account_key", "sharedaccesskey", "client_secret",
                                      "auth", *_PASSWORD_LABELS)
-      for form in ("{}=abcd", "{}: abcd", '"{}": "abcd efgh"', "{}='abcd'", "--{} abcd", "{} is abcd", "{} hunter2x")),
+      for form in ("{}=abcd", "{}: abcd", '"{}": "abcd efgh"', "{}='abcd'", "--{} abcd", "{} is abcd", "{} is: abcd",
+                   "{} is =abcd", "{} hunter2x")),
 ]
 
 
@@ -508,7 +516,7 @@ def test_gated_redaction_is_the_ungated_one_on_the_corpus_commands_and_paths(cor
 _ONE_REGEX_SCREEN = (
     r"private key|://|bearer|authorization|a(?:kia|sia|gpa|ida|roa|npa|nva|ipa)|sk-|gh[pousr]_|github_pat|xox|"
     r"aiza|glpat|_live_|_test_|eyj|npm_|hf_|pypi-|sg\.|mysql|mariadb|sshpass|docker|\s-u|--user|cookie|"
-    r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is\s|[^\s\"']*[\d!@#$%^&*])|"
+    r"hooks\.slack|discord|(?:password|passwd|passphrase|pwd)\s+(?:is[\s:=\-]|[^\s\"']*[\d!@#$%^&*])|"
     r"(?<![\w\-])(?=[\w\-]*?(?:pass|pwd|secret|token|api|access|key|auth|private|account))[\w\-]*+[\"']?\s*[:=]|"
     r"(?<![\w\-])--?(?=[\w\-]*?(?:pass|secret|token|api|access|private|account))[\w\-]*+[ \t]")
 
@@ -1083,3 +1091,85 @@ def test_a_deferred_batch_stores_what_one_write_per_run_stores() -> None:
     per_run, deferred_rows = results
     assert deferred_rows == per_run
     assert len(per_run[0]) > len(triggers(earlier)) and per_run[1]
+
+
+_GH_KEY = "ghp_" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # a GitHub token's shape: 36 letters and digits
+
+
+@pytest.mark.parametrize("path", ["/home/dev/proj", "/home/dev/proj/", "/w/my app/café-2", "/", "~/x", "relative/dir",
+                                  "/home/u/task-list-2024", "/srv/pass/api", "/home/u/tokenizer.js"])
+def test_a_project_directory_without_a_secret_is_stored_as_it_is(path: str) -> None:
+    from warden.continuity.pointer import stored_project
+
+    assert stored_project(path) == path
+
+
+@pytest.mark.parametrize(("path", "stored"), [
+    (f"/home/u/proj-{_GH_KEY}", "/home/u/proj-[REDACTED]"),
+    (f"/home/u/proj-{_GH_KEY}/src", "/home/u/proj-[REDACTED]/src"),
+    ("/srv/token=SuperSecretValue123/app", "/srv/token=[REDACTED]"),
+    (f"/home/u/{_KEY}", "/home/u/[REDACTED]"),
+])
+def test_a_project_directory_s_secret_is_redacted_once_and_for_all(path: str, stored: str) -> None:
+    """As a file path is (capture's _kept_path), and again the same: a stored value matches itself."""
+    from warden.continuity.capture import _kept_path
+    from warden.continuity.pointer import stored_project
+
+    assert stored_project(path) == stored == _kept_path(path) and stored_project(stored) == stored
+
+
+def test_a_secret_in_the_run_s_cwd_never_reaches_its_checkpoints_nor_its_carried_state() -> None:
+    """A run parsed before its cwd was redacted (or built by hand) is captured with its project
+    redacted as its files are: project, projects, the items' projects and the capture state."""
+    import json
+
+    from warden.continuity.capture import capture, project_of
+
+    cwd = f"/home/u/proj-{_GH_KEY}"
+    run = (RunBuilder(cwd=cwd).prompt("tidy the exporter")
+           .turn(int(0.3 * W), "I'll split the exporter. Should the writer stream?", [
+               write(f"{cwd}/a.py"), write(f"{cwd}/b.py"), write("src/c.py"), write("/home/u/other/d.py"),
+               edit(f"{cwd}/a.py", error=True, result="permission denied")])
+           .build())
+    checkpoints, carry = capture(run)
+    assert checkpoints
+    for cp in checkpoints:
+        assert cp.project == "/home/u/proj-[REDACTED]" and cp.projects == ["/home/u/proj-[REDACTED]", "/home/u/other"]
+        assert {d["project"] for d in cp.decisions + cp.open_questions} == {"/home/u/proj-[REDACTED]"}
+        assert [project_of(f, cp.projects, cp.project) for f in cp.edited_files] == \
+            ["/home/u/proj-[REDACTED]", "/home/u/proj-[REDACTED]", "/home/u/proj-[REDACTED]", "/home/u/other"]
+    assert _GH_KEY[4:] not in json.dumps([[c.__dict__ for c in checkpoints], carry.to_json()], default=str)
+    # a state an earlier warden carried, the raw cwd in it: the next part of the run is redacted too
+    carry.projects, carry.last_project = [cwd, "/home/u/other"], cwd
+    later = RunBuilder(cwd=cwd, start=run.ended_at).prompt("and the tests").turn(
+        int(0.55 * W), "I'll add the tests.", [write(f"{cwd}/t{i}.py") for i in range(4)]).build()
+    more, carry = capture(later, carry=carry)
+    assert more and _GH_KEY[4:] not in json.dumps([[c.__dict__ for c in more], carry.to_json()], default=str)
+
+
+def test_reindex_redacts_a_secret_in_the_run_s_own_project() -> None:
+    """A checkpoint stored with its cwd as written (before the project was redacted), its
+    transcript gone: ``checkpoints reindex`` redacts the project too, and keeps a plain one."""
+    from warden.continuity.service import reindex
+
+    store = _store()
+    cwd = f"/home/u/proj-{_GH_KEY}"
+    with store.session() as s:
+        for sid, project in (("sess-secret", "/home/u/proj-x"), ("sess-plain", "/home/u/plain")):
+            record_checkpoints(s, None, RunBuilder(session_id=sid, cwd=project).prompt("ship it")
+                               .turn(int(0.3 * W), "I'll ship it.", [edit(f"{project}/a.py")]).build())
+        row = s.scalars(select(Checkpoint).where(Checkpoint.session_id == "sess-secret")).one()
+        row.project, row.projects = cwd, [cwd, "/home/u/other"]
+        row.decisions = [{"text": "I'll ship it.", "project": cwd}]
+        row.errors = [{"error": "denied", "fix": "", "tool": "Edit", "path": f"{cwd}/a.py", "project": cwd}]
+    with store.session() as s:
+        reindex(s)
+    with store.session() as s:
+        row = s.scalars(select(Checkpoint).where(Checkpoint.session_id == "sess-secret")).one()
+        assert row.project == "/home/u/proj-[REDACTED]" and row.projects == ["/home/u/proj-[REDACTED]", "/home/u/other"]
+        assert row.decisions[0]["project"] == row.errors[0]["project"] == "/home/u/proj-[REDACTED]"
+        assert row.errors[0]["path"] == "/home/u/proj-[REDACTED]/a.py"
+        plain = s.scalars(select(Checkpoint).where(Checkpoint.session_id == "sess-plain")).one()
+        assert plain.project == "/home/u/plain" and plain.projects == ["/home/u/plain"]
+        terms = s.scalars(select(CheckpointTerm.term)).all()
+        assert terms and not any("abcdefgh" in term for term in terms)

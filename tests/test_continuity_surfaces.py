@@ -505,3 +505,108 @@ def test_cwd_is_taken_as_the_directory_it_names(store, capsys, monkeypatch) -> N
     assert code == 0 and "/w/other/client.py" in out and "/w/app/export.py" not in out
     code, out, _ = run_cli(capsys, "checkpoints", "show", cid, "--cwd", "~/app/")
     assert code == 0 and "/w/app/export.py" in out and "/w/other/client.py" not in out
+
+
+# ---------------------------------------------------------------- a secret in the project directory
+
+GH_KEY = "ghp_" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # a GitHub token's shape: 36 letters and digits
+PROJECT_DIRS = [  # (the session's cwd, the secret in it, the project as warden stores it, a sibling checkout)
+    (f"/home/u/proj-{GH_KEY}", GH_KEY[4:], "/home/u/proj-[REDACTED]", "/home/u/other"),
+    ("/srv/token=SuperSecretValue123/app", "SuperSecretValue123", "/srv/token=[REDACTED]", "/srv/other"),
+    ("/home/u/proj-plain", None, "/home/u/proj-plain", "/home/u/other"),  # no secret: nothing changes
+]
+
+
+def _collect_project_session(capsys, tmp_path: Path, cwd: str, sibling: str) -> None:  # noqa: ANN001
+    """A session in ``cwd`` whose Write calls (four in the project, one in a sibling checkout)
+    make an edit-burst checkpoint, collected by ``warden collect`` as a user runs it."""
+    from collect_support import SESSION, assistant, jsonl, prompt, tool_result, tool_use, usage
+
+    ts = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # recent: recover and the pointer look back
+    paths = [f"{cwd}/g0.py", f"{cwd}/g1.py", f"{sibling}/x.py", f"{cwd}/g2.py", f"{cwd}/g3.py"]
+    lines = [prompt("Make the invoice exporter stream rows", ts=ts),
+             assistant("msg_1", "req_1", usage(5, 50, cr=1000),
+                       [{"type": "text", "text": "I'll write the exporter modules."}]
+                       + [tool_use(f"toolu_{i}", "Write", file_path=p, content="x") for i, p in enumerate(paths)],
+                       ts=ts)]
+    lines += [tool_result(f"toolu_{i}", "written", ts=ts) for i in range(len(paths))]
+    for line in lines:
+        line["cwd"] = cwd
+    transcript = tmp_path / "projects" / "p" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(jsonl(lines))
+    assert run_cli(capsys, "collect", str(tmp_path / "projects"))[0] == 0
+
+
+@pytest.mark.parametrize(("cwd", "secret", "stored", "sibling"), PROJECT_DIRS)
+def test_a_secret_in_the_project_directory_is_stored_and_shown_redacted_and_still_matches(
+        store, capsys, tmp_path: Path, cwd: str, secret: str | None, stored: str, sibling: str) -> None:
+    """The session's cwd is redacted where it is written (session_runs.project, the checkpoint's
+    project and projects, the capture and parser state) as its file paths are, so no listing,
+    fence, recover or MEMORY.md shows it; and what matches a directory against the project
+    (``sessions --project``, ``checkpoints list --project``, ``--cwd`` scoping, the pointer of
+    the project and of a directory inside it) redacts the directory alike, so it still matches."""
+    from sqlalchemy import inspect
+
+    from warden.continuity.pointer import session_start_hook_line
+    from warden.store.models import CaptureState, IngestOffset, SessionRun
+
+    _collect_project_session(capsys, tmp_path, cwd, sibling)
+    with store.session() as s:
+        run_row = s.scalars(select(SessionRun)).one()
+        row = s.scalars(select(Checkpoint)).one()
+        assert run_row.project == stored and row.project == stored and row.projects == [stored, sibling]
+        assert {d["project"] for d in row.decisions} == {stored}
+        cid = row.id
+        rows = [{c.key: getattr(r, c.key) for c in inspect(model).mapper.column_attrs}
+                for model in (Checkpoint, CheckpointTerm, CaptureState, IngestOffset, SessionRun)
+                for r in s.scalars(select(model))]
+        section = memory_section_for_agent(s, "main")
+    shown: list[str] = [json.dumps(rows, default=str), section.text, *section.files.values()]
+    assert section.text and "project " + re.sub(r"[^\w.\-]+", "_", stored.rsplit("/", 1)[1]) in section.text
+
+    code, out, _ = run_cli(capsys, "checkpoints", "show", str(cid))
+    assert code == 0 and f"project {stored} " in out and f"{sibling}/x.py" in out
+    shown.append(out)
+    code, out, _ = run_cli(capsys, "checkpoints", "list", "--json")
+    assert code == 0 and [(r["project"], r["projects"]) for r in json.loads(out)] == [(stored, [stored, sibling])]
+    shown.append(out)
+    code, out, _ = run_cli(capsys, "checkpoints", "list")
+    shown.append(out)
+    code, out, _ = run_cli(capsys, "sessions", "--json")
+    assert code == 0 and [r["project"] for r in json.loads(out)] == [stored]
+    shown.append(out)
+
+    # --cwd scoping: the project's own files for the project (as the user types it), the sibling's for it
+    code, out, _ = run_cli(capsys, "recover", "--prompt", "invoice exporter stream rows", "--cwd", cwd,
+                           "--session-id", "sess-new")
+    assert code == 0 and out.startswith("<<<warden-recovered-data id=")
+    assert stored in out.split("Edited files:")[1] and f"{sibling}/x.py" not in out
+    shown.append(out)
+    code, out, _ = run_cli(capsys, "checkpoints", "show", str(cid), "--cwd", sibling)
+    assert code == 0 and f"{sibling}/x.py" in out and "Edited files: " + stored not in out
+    code, out, _ = run_cli(capsys, "checkpoints", "show", str(cid), "--cwd", cwd + "/")
+    assert code == 0 and f"{sibling}/x.py" not in out
+    shown.append(out)
+
+    # matching by project: the directory as the user types it (or a part of it, for sessions),
+    # and for checkpoints the directory with a trailing slash
+    for project in (cwd, cwd.split("/", 2)[2]):
+        code, out, _ = run_cli(capsys, "sessions", "--project", project, "--json")
+        assert code == 0 and len(json.loads(out)) == 1, project
+    for project in (cwd, cwd + "/"):
+        code, out, _ = run_cli(capsys, "checkpoints", "list", "--project", project, "--json")
+        assert code == 0 and [r["id"] for r in json.loads(out)] == [cid], project
+    for nowhere in ("/nowhere", sibling):
+        code, out, _ = run_cli(capsys, "sessions", "--project", nowhere, "--json")
+        assert code == 0 and json.loads(out) == [], nowhere
+    for inside in (cwd, cwd + "/", cwd + "/src/module"):
+        assert f"checkpoints show {cid}" in (session_start_hook_line(inside, "sess-new", load_settings()) or ""), inside
+        with store.session() as s:
+            assert f"checkpoints show {cid}" in (session_start_pointer(s, inside, "sess-new") or ""), inside
+    for elsewhere in (sibling, sibling.rsplit("/", 1)[0]):  # a sibling, or a directory above the project
+        assert session_start_hook_line(elsewhere, "sess-new", load_settings()) is None, elsewhere
+
+    if secret:
+        for text in shown:
+            assert secret not in text

@@ -431,3 +431,30 @@ def test_start_and_end_are_the_earliest_and_latest_instants_not_the_smallest_str
         resumed.feed(raw)
     done = resumed.result()
     assert (done.started_at, done.ended_at) == (run.started_at, run.ended_at)
+
+
+GH_KEY = "ghp_" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # a GitHub token's shape: 36 letters and digits
+
+
+@pytest.mark.parametrize(("cwd", "stored", "leak"), [
+    (f"/home/u/proj-{GH_KEY}", "/home/u/proj-[REDACTED]", GH_KEY[4:]),
+    ("/srv/token=SuperSecretValue123/app", "/srv/token=[REDACTED]", "SuperSecretValue123"),
+    ("/home/dev/my proj/café-2", "/home/dev/my proj/café-2", None),  # no secret: as it was written
+])
+def test_a_secret_in_the_project_directory_is_redacted_as_in_a_path(cwd: str, stored: str, leak: str | None) -> None:
+    """The run's cwd is stored (session_runs.project, the parser state) with a key or password in
+    it redacted, as the trace digest's paths are; a cwd without one is kept as it is."""
+    lines = [prompt("go"), assistant("m1", "r1", usage(1, 1), [tool_use("t1", "Write", file_path=f"{cwd}/a.py")]),
+             tool_result("t1", "ok")]
+    for line in lines:
+        line["cwd"] = cwd
+    parser = TranscriptParser()
+    for raw in jsonl(lines).splitlines(keepends=True):
+        parser.feed(raw)
+    run = parser.result()
+    assert run.cwd == stored
+    if leak:
+        assert leak not in json.dumps([run.cwd, run.trace_digest, parser.state()])
+    # a state kept before the cwd was redacted is redacted when the parse resumes from it
+    state = {**json.loads(json.dumps(parser.state())), "cwd": cwd}
+    assert TranscriptParser(state=state).result().cwd == stored

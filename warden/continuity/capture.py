@@ -50,6 +50,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from warden.continuity.pointer import stored_project
 from warden.ingest.records import ParsedRun, ToolCall, path_key
 from warden.sanitize import redact_secrets
 
@@ -93,6 +94,14 @@ def _kept_path(path: str) -> str:
     or password in it redacted ("/home/u/.env.sk-ant-…", "/tmp/token=…/x"), as the parser's trace
     digest does. The capture state keeps :func:`path_key` digests to recognise paths again."""
     return redact_secrets(path)
+
+
+@lru_cache(maxsize=1024)
+def _kept_project(cwd: str | None) -> str | None:
+    """The run's project (its cwd) as a checkpoint stores it, and as every path's project is
+    compared with it: :func:`warden.continuity.pointer.stored_project` (a secret redacted, as in
+    a file path; the parser stores the cwd so already, and a second pass changes nothing)."""
+    return stored_project(cwd) if cwd else None
 
 
 # ---------------------------------------------------------------- the checkpoint
@@ -182,12 +191,14 @@ def _is_within(path: str, root: str) -> bool:
 def path_project(path: str, cwd: str | None) -> str | None:
     """The project a path belongs to, guessed without I/O: ``cwd`` for paths inside it or
     relative; otherwise the path cut to the cwd's depth (a sibling checkout such as
-    ``~/work/other`` beside ``~/work/warden``); None for system paths or when unknowable."""
+    ``~/work/other`` beside ``~/work/warden``); None for system paths or when unknowable.
+    ``cwd`` is the run's project as stored (:func:`_kept_project`): the path is compared with it
+    as a checkpoint keeps the path (:func:`_kept_path`), a secret in either redacted alike."""
     if not path:
         return None
     if not path.startswith("/"):
         return cwd
-    norm = str(PurePosixPath(path))
+    norm = str(PurePosixPath(_kept_path(path)))
     if cwd and _is_within(norm, cwd):
         return cwd.rstrip("/") or "/"
     if any(_is_within(norm, root) for root in _AMBIENT_ROOTS) or "/." in norm:
@@ -468,7 +479,7 @@ def _merge_unique(old: list[str], new: list[str]) -> list[str]:
 def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: CarryState) -> dict[str, Any]:
     """The state of the run up to and including the call at ``pos`` (None: before any call of
     this part), on top of what earlier parts of the run left in ``carry``."""
-    cwd = run.cwd
+    cwd = _kept_project(run.cwd)
     limit_ts = run.turns[pos].timestamp if pos is not None else None
     upto = -1 if pos is None else pos
     calls = [c for c in run.tool_calls if call_turn.get(c.index, 0) <= upto]
@@ -562,13 +573,15 @@ def _content(run: ParsedRun, pos: int | None, call_turn: dict[int, int], carry: 
 
 
 def run_projects(run: ParsedRun, known: list[str] | None = None) -> list[str]:
-    """The run's project (cwd) first, then every other project its paths touch."""
-    found: list[str] = list(known or []) or ([run.cwd] if run.cwd else [])
-    if run.cwd and run.cwd not in found:
-        found.insert(0, run.cwd)
+    """The run's project (cwd) first, then every other project its paths touch (as stored: a
+    secret in one redacted)."""
+    cwd = _kept_project(run.cwd)
+    found: list[str] = list(known or []) or ([cwd] if cwd else [])
+    if cwd and cwd not in found:
+        found.insert(0, cwd)
     for call in run.tool_calls:
         for candidate in ([call.path] if call.path else []) + _ABS_PATH.findall(call.command or ""):
-            project = path_project(candidate, run.cwd)
+            project = path_project(candidate, cwd)
             if project and project not in found:
                 found.append(project)
     return found
@@ -581,6 +594,9 @@ def capture(run: ParsedRun, agent: str | None = None,
     Pure: the same inputs give the same outputs; a transcript captured in parts gives the same
     triggers as captured whole."""
     carry = CarryState.from_json((carry or CarryState()).to_json())  # never mutate the caller's
+    # a state an earlier warden carried may name the cwd as it was written, secret and all
+    carry.projects = list(dict.fromkeys(_kept_path(p) for p in carry.projects if isinstance(p, str) and p))
+    carry.last_project = _kept_path(carry.last_project) if isinstance(carry.last_project, str) else None
     call_turn = _turn_position_of_calls(run)
     triggers = _find_triggers(run, carry, call_turn)
     projects = run_projects(run, carry.projects)
@@ -592,7 +608,7 @@ def capture(run: ParsedRun, agent: str | None = None,
         content.pop("_working_project")
         result.append(CheckpointData(
             run_key=run.run_key, session_id=run.session_id, agent_id=run.agent_id, agent=agent_name,
-            project=run.cwd, projects=projects, trigger=trig.name, fill=trig.fill, quality=trig.quality,
+            project=_kept_project(run.cwd), projects=projects, trigger=trig.name, fill=trig.fill, quality=trig.quality,
             captured_at=turn.timestamp or run.ended_at or run.started_at, calls_seen=trig.calls_seen, **content))
     end = _content(run, len(run.turns) - 1 if run.turns else None, call_turn, carry)
     carry.last_project = end.pop("_working_project")
@@ -860,15 +876,18 @@ def _store_captured(stored: StoredCaptures, run_key: str, captured: list[Checkpo
 def redact_stored(row: Any) -> None:
     """A stored ``Checkpoint`` row's text and paths redacted again in place, as capture redacts
     them today: a row an older warden captured is refreshed by a re-read of its transcript, but
-    Claude Code deletes old transcripts. The run's own project (cwd) is kept, as capture keeps it."""
+    Claude Code deletes old transcripts. The run's own project (cwd) too (:func:`_kept_project`:
+    a project without a secret stays as it is)."""
+    cwd = row.project
+
     def item(d: Any) -> Any:  # a decision, an open question or an error
         if not isinstance(d, dict):
             return redact_secrets(str(d))
         out = {k: redact_secrets(v) if k in ("text", "error", "fix") and isinstance(v, str) else v for k, v in d.items()}
         if isinstance(d.get("path"), str):
             out["path"] = _kept_path(d["path"])
-        if isinstance(d.get("project"), str) and d["project"] != row.project:
-            out["project"] = _kept_path(d["project"])
+        if isinstance(d.get("project"), str):
+            out["project"] = _kept_project(d["project"]) if d["project"] == cwd else _kept_path(d["project"])
         return out
 
     row.active_task, row.last_state = redact_secrets(row.active_task or ""), redact_secrets(row.last_state or "")
@@ -877,7 +896,9 @@ def redact_stored(row: Any) -> None:
     row.errors = [item(e) for e in row.errors or []]
     row.edited_files = [_kept_path(str(f)) for f in row.edited_files or []]
     row.read_files = [_kept_path(str(f)) for f in row.read_files or []]
-    row.projects = [p if p == row.project else _kept_path(str(p)) for p in row.projects or []]
+    kept = (_kept_project(p) if p == cwd else _kept_path(str(p)) for p in row.projects or [])
+    row.projects = list(dict.fromkeys(p for p in kept if p))
+    row.project = _kept_project(cwd)
 
 
 def _covered(data: CheckpointData, earlier: CarryState) -> bool:

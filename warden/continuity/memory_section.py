@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
+from warden.continuity.pointer import stored_project
 from warden.errors import WardenError
-from warden.sanitize import strip_controls
 from warden.store.models import Checkpoint, SessionRun, utcnow
 
 SECTION_TITLE = "# Recovered checkpoints"
@@ -39,8 +39,9 @@ class MemorySection:
 
 
 def _safe_label(text: str | None, limit: int = 40) -> str:
-    """A project label for a pointer line: its last path part, restricted to inert characters."""
-    name = PurePosixPath(strip_controls(text or "", keep_newlines=False)).name or "unknown"
+    """A project label for a pointer line: its last path part, restricted to inert characters (a
+    secret in the path redacted first, also in a row captured before the project was)."""
+    name = PurePosixPath(stored_project(text) or "").name or "unknown"  # controls removed there too
     name = re.sub(r"[^\w.\-]+", "_", name)[:limit]
     return name or "unknown"
 
@@ -73,7 +74,7 @@ def build_section(checkpoints: list[CheckpointData], *, current_project: str | N
         trigger = re.sub(r"[^\w:.\-]", "_", cp.trigger)[:40]
         lines.append(f"- [{rel}]({rel}) · {when} · project {_safe_label(cp.project)} · "
                      f"session {re.sub(r'[^0-9A-Za-z-]', '', cp.session_id)[:8]} · {trigger}")
-        fenced = fence_checkpoint(cp, current_project=current_project, max_chars=DETAIL_MAX_CHARS)
+        fenced = fence_checkpoint(cp, current_project=stored_project(current_project), max_chars=DETAIL_MAX_CHARS)
         # inside a Markdown code block longer than any backtick run in it: no line of the data can
         # open a fence, a comment or a heading that would hide the closing marker when rendered
         ticks = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", fenced)), default=0))
@@ -112,10 +113,11 @@ def remove_stale_detail_files(memory_dir: Path, keep: Iterable[str]) -> list[Pat
 
 
 def agent_projects(session: Session, agent: str) -> list[str]:
-    """The projects (cwds) the agent's ledger runs were in."""
-    return [p for p in session.scalars(select(SessionRun.project).where(SessionRun.agent == agent,
-                                                                         SessionRun.project.is_not(None))
-                                       .distinct()) if p]
+    """The projects (cwds) the agent's ledger runs were in, as checkpoints store them (a run row
+    collected before its project was redacted names it as written, and as its redacted form)."""
+    found = session.scalars(select(SessionRun.project).where(SessionRun.agent == agent, SessionRun.project.is_not(None))
+                            .distinct())
+    return list(dict.fromkeys(q for p in found if p for q in (p, stored_project(p)) if q))
 
 
 def memory_section_for_agent(session: Session, agent: str, *, window_days: float = 7.0,

@@ -14,6 +14,9 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from warden.names import clean_label
+from warden.sanitize import REDACT_MARGIN, redacted_prefix
+
 # a same-project checkpoint this recent is a "strong" match worth a pointer
 POINTER_MAX_AGE_HOURS = 48.0
 
@@ -29,6 +32,22 @@ def pointer_line(checkpoint_id: int, captured_at: datetime, now: datetime) -> st
             f"`warden checkpoints show {int(checkpoint_id)}` prints it, fenced as data.")
 
 
+MAX_PROJECT_CHARS = 4096  # a path no longer than PATH_MAX
+
+
+def stored_project(path: Any) -> str | None:
+    """A session's project directory (a transcript's ``cwd``) as warden stores it — in
+    ``session_runs.project`` and a checkpoint's project — and as a directory given to match it
+    (a hook's ``cwd``, ``--cwd``, ``--project``) is compared with it: control and invisible
+    characters removed, a key, token or password in it redacted as in a file path
+    (:func:`warden.sanitize.redact_secrets`, before the cut). A path holding no secret is
+    unchanged, and equal paths give equal values; None for nothing (blank, not a string)."""
+    text = clean_label(path, MAX_PROJECT_CHARS + REDACT_MARGIN)
+    if text is None:
+        return None
+    return redacted_prefix(text, MAX_PROJECT_CHARS).strip() or None
+
+
 def works_in(cwd: str, project: str) -> bool:
     """A session started in ``cwd`` works in ``project``: the same directory (a trailing slash is
     no difference) or one inside it. Not the other way round — a session in ``~`` is not working
@@ -42,18 +61,22 @@ def works_in(cwd: str, project: str) -> bool:
 
 def project_candidates(cwd: str) -> list[str]:
     """Every stored ``project`` value a session in ``cwd`` works in (see :func:`works_in`): the
-    cwd and each directory above it, with and without a trailing slash — so the database, not a
-    scan of the window, picks the project's checkpoints."""
+    cwd and each directory above it as :func:`stored_project` stores them (a secret in one
+    redacted), with and without a trailing slash — so the database, not a scan of the window,
+    picks the project's checkpoints."""
     path = cwd.rstrip("/") or cwd[:1]
-    found: list[str] = []
+    found: dict[str, None] = {}
     while path:
         if works_in(cwd, path):
-            found += [path] if path == "/" else [path, path + "/"]
+            stored = stored_project(path)
+            if stored:
+                stored = stored.rstrip("/") or "/"
+                found.update(dict.fromkeys([stored] if stored == "/" else [stored, stored + "/"]))
         parent = posixpath.dirname(path)
         if parent == path:
             break
         path = parent
-    return found
+    return list(found)
 
 
 # The window's checkpoints of the candidate projects, newest first (captured_at is indexed); the
@@ -68,9 +91,11 @@ def _sqlite_query(candidates: int) -> str:
 
 
 def first_of_project(rows: Any, cwd: str) -> tuple[int, datetime] | None:
-    """The first (id, captured_at) of ``rows`` (id, captured_at, project) the cwd works in."""
+    """The first (id, captured_at) of ``rows`` (id, captured_at, project) the cwd works in: a
+    project stored as the cwd or a directory above it is (:func:`project_candidates`)."""
+    projects = set(project_candidates(cwd))
     for checkpoint_id, captured_at, project in rows:
-        if project and works_in(cwd, str(project)):
+        if project and str(project) in projects:
             when = captured_at if isinstance(captured_at, datetime) else datetime.fromisoformat(str(captured_at))
             return int(checkpoint_id), when
     return None

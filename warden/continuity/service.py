@@ -23,7 +23,7 @@ from warden.config import Settings
 from warden.continuity.capture import CheckpointData, forgotten_triggers, session_tombstone_key, with_forgotten
 from warden.continuity.fence import fence_checkpoint
 from warden.continuity.pointer import (POINTER_SCAN_LIMIT, first_of_project, pointer_line, pointer_since,
-                                       project_candidates)
+                                       project_candidates, stored_project)
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError
@@ -87,10 +87,12 @@ def recall_from_store(session: Session, prompt: str, *, exclude_session: str | N
 def project_dir(cwd: str | None) -> str | None:
     """A user's ``--cwd`` or ``--project`` as the absolute, normalised directory checkpoints
     record: '~/shop', 'shop/..', 'app/' and '/w/shop/../billing' would otherwise scope to the
-    wrong project or to none. Blank ("$PWD" a just-started session may not have) is no project."""
+    wrong project or to none; a secret in it redacted, as capture stores the project
+    (:func:`~warden.continuity.pointer.stored_project`: a path without one is unchanged). Blank
+    ("$PWD" a just-started session may not have) is no project."""
     if cwd is None or not cwd.strip():
         return None
-    return os.path.abspath(os.path.expanduser(cwd))
+    return stored_project(os.path.abspath(os.path.expanduser(cwd)))
 
 
 def recover(session: Session, settings: Settings, *, prompt: str, session_id: str | None, cwd: str | None,

@@ -45,6 +45,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
+from warden.sanitize import redact_secrets
 from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
 from warden.store.db import Store, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
@@ -1250,6 +1251,8 @@ def list_sessions(session: Session, *, agent: str | None = None, project: str | 
             raise UsageError(f"unknown agent {agent!r} (known: {known})")
         stmt = stmt.where(SessionRun.agent == agent)
     if project is not None:  # any case, non-ASCII letters too (SQLite's own lower() knows only ASCII)
+        # a secret in it redacted, as the parser stores the project: the same path still matches
+        project = redact_secrets(project)
         if session.get_bind().dialect.name == "sqlite":
             stmt = stmt.where(func.warden_casefold(SessionRun.project).contains(project.casefold(), autoescape=True))
         else:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 import orjson
 
+from warden.continuity.pointer import stored_project
 from warden.ingest.pricing import FREE_MODELS, Usage, usage_by_key
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt, path_key
 from warden.names import clean_label, plain_int, storable_text, valid_id
@@ -50,7 +51,8 @@ PARSER_VERSION = "9"  # 3: secrets in the trace digest's commands are redacted; 
 # characters, and checkpoints' paths are redacted (a re-read refreshes stored checkpoints);
 # 8: keys written with look-alike letters (Cyrillic, Greek) and keys glued to the word before
 # them ("/home/u/othersk-ant-api03-…", "x_AKIA…") are redacted too; 9: a fractional token count
-# reads as 0 (it was truncated), and CRLF endings are counted
+# reads as 0 (it was truncated), CRLF endings are counted, and a secret in the session's project
+# directory (its cwd: session_runs.project, the checkpoints' project) is redacted as in its paths
 MAX_RESULT_TEXT = 2048  # chars of a tool result kept on the ToolCall
 MAX_PROMPT_TEXT = 2048
 MAX_TURN_TEXT = 4096
@@ -564,6 +566,8 @@ class TranscriptParser:
                  state: dict[str, Any] | None = None, pure: bool = False) -> None:
         """``pure``: without the C fast path (the reference it is tested against)."""
         self._s = _State.from_json(state)
+        if self._s.cwd is not None:  # a state kept before the cwd was redacted; a redacted one stays
+            self._s.cwd = stored_project(self._s.cwd)
         skim = None if pure else fast_path()  # looked up once: an environment read and an import
         self._usage_counts = _usage_counts_reader(skim)
         self._results = _results_reader(skim)
@@ -741,7 +745,7 @@ class TranscriptParser:
         if s.cwd is None:
             cwd = rec.cwd
             if isinstance(cwd, str) and cwd:
-                s.cwd = clean_label(cwd, 4096)
+                s.cwd = stored_project(cwd)  # a key or password in it redacted, as in a file path
         version = rec.version
         if version is not None and version != s.version and isinstance(version, str) and version:
             s.version = version
