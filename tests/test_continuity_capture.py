@@ -1099,7 +1099,7 @@ _GH_KEY = "ghp_" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # a GitHub token's sh
 @pytest.mark.parametrize("path", ["/home/dev/proj", "/home/dev/proj/", "/w/my app/café-2", "/", "~/x", "relative/dir",
                                   "/home/u/task-list-2024", "/srv/pass/api", "/home/u/tokenizer.js"])
 def test_a_project_directory_without_a_secret_is_stored_as_it_is(path: str) -> None:
-    from warden.continuity.pointer import stored_project
+    from warden.names import stored_project
 
     assert stored_project(path) == path
 
@@ -1113,7 +1113,7 @@ def test_a_project_directory_without_a_secret_is_stored_as_it_is(path: str) -> N
 def test_a_project_directory_s_secret_is_redacted_once_and_for_all(path: str, stored: str) -> None:
     """As a file path is (capture's _kept_path), and again the same: a stored value matches itself."""
     from warden.continuity.capture import _kept_path
-    from warden.continuity.pointer import stored_project
+    from warden.names import stored_project
 
     assert stored_project(path) == stored == _kept_path(path) and stored_project(stored) == stored
 

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from warden.errors import UsageError
-from warden.sanitize import strip_controls
+from warden.sanitize import REDACT_MARGIN, redacted_prefix, strip_controls
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -97,3 +97,19 @@ def tagged_process_gone(name: str) -> bool:
     running. A name without a tag, or from another namespace, is never taken for gone."""
     pid, namespace = tagged_process(name)
     return pid is not None and namespace == pid_namespace() and not pid_alive(pid)
+
+
+MAX_PROJECT_CHARS = 4096  # a path no longer than PATH_MAX
+
+
+def stored_project(path: Any) -> str | None:
+    """A session's project directory (a transcript's ``cwd``) as warden stores it — in
+    ``session_runs.project`` and a checkpoint's project — and as a directory given to match it
+    (a hook's ``cwd``, ``--cwd``, ``--project``) is compared with it: control and invisible
+    characters removed, a key, token or password in it redacted as in a file path
+    (:func:`warden.sanitize.redact_secrets`, before the cut). A path holding no secret is
+    unchanged, and equal paths give equal values; None for nothing (blank, not a string)."""
+    text = clean_label(path, MAX_PROJECT_CHARS + REDACT_MARGIN)
+    if text is None:
+        return None
+    return redacted_prefix(text, MAX_PROJECT_CHARS).strip() or None

@@ -50,8 +50,8 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from warden.continuity.pointer import stored_project
 from warden.ingest.records import ParsedRun, ToolCall, path_key
+from warden.names import stored_project
 from warden.sanitize import redact_secrets
 
 if TYPE_CHECKING:  # the pure half is imported without the database layer
@@ -779,7 +779,7 @@ def record_checkpoints(session: Session, run_row: Any, parsed: ParsedRun,
     re-ingesting never duplicates. A stored trigger is refreshed only by a capture of the same or
     an earlier moment, and a band the stored checkpoints already passed is never re-captured.
     """
-    from warden.store.models import CaptureState, Checkpoint, utcnow
+    from warden.store.models import CaptureState
 
     agent = getattr(run_row, "agent", None) if run_row is not None else None
     if stored is None or parsed.run_key not in stored.run_keys:

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from warden.continuity.capture import CheckpointData
 from warden.continuity.fence import fence_checkpoint
-from warden.continuity.pointer import stored_project
 from warden.errors import WardenError
+from warden.names import stored_project
 from warden.store.models import Checkpoint, SessionRun, utcnow
 
 SECTION_TITLE = "# Recovered checkpoints"

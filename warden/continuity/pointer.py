@@ -14,8 +14,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from warden.names import clean_label
-from warden.sanitize import REDACT_MARGIN, redacted_prefix
+from warden.names import stored_project
 
 # a same-project checkpoint this recent is a "strong" match worth a pointer
 POINTER_MAX_AGE_HOURS = 48.0
@@ -30,22 +29,6 @@ def pointer_line(checkpoint_id: int, captured_at: datetime, now: datetime) -> st
     age = f"{hours:.0f} h ago" if hours >= 1 else "under an hour ago"
     return (f"warden: an earlier session in this project left a checkpoint ({age}); "
             f"`warden checkpoints show {int(checkpoint_id)}` prints it, fenced as data.")
-
-
-MAX_PROJECT_CHARS = 4096  # a path no longer than PATH_MAX
-
-
-def stored_project(path: Any) -> str | None:
-    """A session's project directory (a transcript's ``cwd``) as warden stores it — in
-    ``session_runs.project`` and a checkpoint's project — and as a directory given to match it
-    (a hook's ``cwd``, ``--cwd``, ``--project``) is compared with it: control and invisible
-    characters removed, a key, token or password in it redacted as in a file path
-    (:func:`warden.sanitize.redact_secrets`, before the cut). A path holding no secret is
-    unchanged, and equal paths give equal values; None for nothing (blank, not a string)."""
-    text = clean_label(path, MAX_PROJECT_CHARS + REDACT_MARGIN)
-    if text is None:
-        return None
-    return redacted_prefix(text, MAX_PROJECT_CHARS).strip() or None
 
 
 def works_in(cwd: str, project: str) -> bool:

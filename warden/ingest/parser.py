@@ -36,10 +36,9 @@ from typing import Any, Callable, Iterable
 import msgspec
 import orjson
 
-from warden.continuity.pointer import stored_project
 from warden.ingest.pricing import FREE_MODELS, Usage, usage_by_key
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt, path_key
-from warden.names import clean_label, plain_int, storable_text, valid_id
+from warden.names import clean_label, plain_int, storable_text, stored_project, valid_id
 from warden.sanitize import one_line, redacted_prefix
 from warden.tokens import tokens_of_bytes
 
