@@ -33,7 +33,7 @@ def _benched(s, model: str, *, run1: float, now: float) -> None:
                    weighted_tokens=now, ruleset_version=1)
     s.add(run)
     s.flush()
-    s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model=model,
+    s.add(Baseline(agent="backend", task_id="backend-01", backend="sim", model=model, fixture_hash="b" * 64,
                    run1_weighted=run1, run1_run_id=run.id, best_weighted=now, best_run_id=run.id))
 
 
@@ -541,6 +541,25 @@ def test_golden_suite_now_is_the_median_of_runs_with_todays_rules(warden_home: P
         suite = golden_suite(s, "backend")
     assert suite["now_total"] == 70_000.0 and suite["tasks"][0]["now_runs"] == 3
     assert suite["change"] == pytest.approx(-0.3)
+
+
+def test_status_reads_the_golden_suite_on_the_fixture_benched_last(warden_home: Path, capsys) -> None:
+    """A new fixture version's runs are never compared with the old version's first runs: before
+    a baseline freezes on it, status says the suite is not benched on it yet."""
+    from warden.cli.app import main
+
+    store = open_store(load_settings())
+    _populate(store)  # backend-01 on fixture b…: first run 100,000, now 90,000
+    with store.session() as s:  # a run on a new fixture version that froze no baseline (a failed one)
+        s.add(BenchRun(agent="backend", task_id="backend-01", config_key="", backend="sim", model="sim-naive-1",
+                       seed=3, suite_hash="a" * 64, fixture_hash="c" * 64, outcome="task_failed",
+                       completed=False, weighted_tokens=10_000.0))
+    assert main(["status", "--json"]) == 0
+    suite = {a["agent"]: a for a in json.loads(capsys.readouterr().out)["learning"]}["backend"]["golden_suite"]
+    assert suite["tasks"] == [] and suite["fixture_hash"] == "c" * 64 and suite["other_fixtures"] == 1
+    assert main(["status"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "golden suite not benched on the current fixture yet" in out and "first runs" not in out
 
 
 def test_golden_suite_totals_one_model_not_two_models_first_runs_summed(warden_home: Path, capsys) -> None:

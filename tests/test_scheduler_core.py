@@ -329,12 +329,12 @@ def test_baseline_freezes_run1_and_only_lowers_best(store, tmp_path):
         run1 = baseline.run1_weighted
         assert baseline.best_weighted == min(r.weighted_tokens for r in s.scalars(
             select(BenchRun).where(BenchRun.config_key == "")))
-        # later runs never change run1; a costlier run never raises best
+        # later runs on the same fixture never change run1; a costlier run never raises best
         costly = BenchRun(agent=AGENT, task_id=first_run.task_id, config_key="", backend="fake", model=MODEL,
-                          seed=1, suite_hash="x", fixture_hash="y", outcome="completed", completed=True,
+                          seed=1, suite_hash="x", fixture_hash=first_run.fixture_hash, outcome="completed", completed=True,
                           weighted_tokens=run1 * 10)
         cheap = BenchRun(agent=AGENT, task_id=first_run.task_id, config_key="", backend="fake", model=MODEL,
-                         seed=2, suite_hash="x", fixture_hash="y", outcome="completed", completed=True,
+                         seed=2, suite_hash="x", fixture_hash=first_run.fixture_hash, outcome="completed", completed=True,
                          weighted_tokens=1.0)
         s.add_all([costly, cheap])
         s.flush()
@@ -344,6 +344,50 @@ def test_baseline_freezes_run1_and_only_lowers_best(store, tmp_path):
         update_baseline(s, cheap)
         assert baseline.best_weighted == 1.0 and baseline.run1_weighted == run1
         assert baseline.best_run_id == cheap.id
+
+
+def test_a_new_fixture_version_starts_a_fresh_baseline_and_never_mixes_runs(store, tmp_path):
+    """Baselines were keyed by agent, task, backend and model only: after a new fixture version a
+    task's frozen run1 stayed the old fixture's while its best came down to a (cheaper) run on the
+    new one — one baseline mixing two fixtures, and the suite's figures read it as a saving."""
+    import dataclasses
+    import shutil
+    from statistics import median
+
+    from warden.report.figures import golden_suite
+
+    old = make_workbench(tmp_path, FakeBackend)
+    BenchScheduler(store, old, concurrency=1).run_request(standard_request(old))
+    with store.session() as s:
+        frozen = {(b.task_id, b.run1_run_id, b.run1_weighted, b.best_run_id, b.best_weighted)
+                  for b in s.scalars(select(Baseline))}
+    assert len(frozen) == 3
+    # a new fixture version: smaller, so the fake's runs on it are cheaper than any on the old one
+    new_dir = tmp_path / "fixture-v2"
+    shutil.copytree(old.fixture_dir, new_dir)
+    (new_dir / "app.py").write_text("def total(xs):\n    return sum(xs)\n")
+    new = dataclasses.replace(old, fixture_dir=new_dir, fixture_hash="e" * 64)
+    BenchScheduler(store, new, concurrency=1).run_request(standard_request(new))
+    with store.session() as s:
+        baselines = s.scalars(select(Baseline)).all()
+        assert sorted((b.task_id, b.fixture_hash) for b in baselines) == sorted(
+            (t.id, h) for t in old.suite.tasks for h in ("f" * 64, "e" * 64))  # one per task and fixture
+        for b in baselines:
+            run1, best = s.get(BenchRun, b.run1_run_id), s.get(BenchRun, b.best_run_id)
+            assert run1.fixture_hash == best.fixture_hash == b.fixture_hash, b.task_id
+            assert b.best_weighted == min(s.scalars(select(BenchRun.weighted_tokens).where(
+                BenchRun.task_id == b.task_id, BenchRun.fixture_hash == b.fixture_hash)))
+        # the old fixture's baselines are left exactly as they were frozen
+        assert {(b.task_id, b.run1_run_id, b.run1_weighted, b.best_run_id, b.best_weighted)
+                for b in baselines if b.fixture_hash == "f" * 64} == frozen
+        # the figures read the current fixture's baselines and runs only
+        suite = golden_suite(s, AGENT)
+        current = [b for b in baselines if b.fixture_hash == "e" * 64]
+        assert suite["fixture_hash"] == "e" * 64 and suite["other_fixtures"] == 1
+        assert suite["run1_total"] == pytest.approx(sum(b.run1_weighted for b in current))
+        assert {t["task_id"]: t["best"] for t in suite["tasks"]} == {b.task_id: b.best_weighted for b in current}
+        assert suite["now_total"] == pytest.approx(sum(median(s.scalars(select(BenchRun.weighted_tokens).where(
+            BenchRun.task_id == b.task_id, BenchRun.fixture_hash == "e" * 64))) for b in current))
 
 
 def test_active_set_records_its_ruleset_version(store, tmp_path):

@@ -322,3 +322,56 @@ def test_a_search_path_schema_not_created_yet_says_to_create_it(warden_home) -> 
     url = os.environ["WARDEN_TEST_DATABASE_URL"] + "?options=-csearch_path%3Dwarden_never_created"
     with pytest.raises(db.StoreError, match="create it first, e.g. CREATE SCHEMA"):
         db.open_store(load_settings(database_url=url))
+
+
+def test_baselines_get_their_fixture_and_stop_mixing_two(engine: Engine) -> None:
+    """0005 keys baselines by fixture too: each existing row keeps the fixture of its frozen first
+    run (of its best run when the first is gone); a row whose best came from another fixture (the
+    mixing 0005 ends) falls back to its first run. Downgrading keeps one row per old key."""
+    from datetime import datetime
+
+    from sqlalchemy import select
+
+    from warden.store.models import Baseline, BenchRun
+
+    db.upgrade(engine, "0004")
+    store = db.Store(engine)
+    old, new = "o" * 64, "n" * 64
+    with store.session() as s:
+        runs = {}
+        for name, task, fixture, weighted in (("a1", "t-a", old, 100.0), ("a2", "t-a", new, 40.0),
+                                              ("b1", "t-b", old, 90.0), ("b2", "t-b", old, 80.0),
+                                              ("c2", "t-c", new, 70.0)):
+            runs[name] = BenchRun(agent="backend", task_id=task, config_key="", backend="sim", model="m", seed=1,
+                                  suite_hash="s" * 64, fixture_hash=fixture, outcome="completed", completed=True,
+                                  weighted_tokens=weighted)
+            s.add(runs[name])
+        s.flush()
+        ids = {name: run.id for name, run in runs.items()}
+    insert = text("INSERT INTO baselines (agent, task_id, backend, model, run1_weighted, run1_run_id, best_weighted, "
+                  "best_run_id, frozen_at, updated_at) VALUES ('backend', :task, 'sim', 'm', :w1, :r1, :wb, :rb, "
+                  ":at, :at)")
+    at = datetime(2026, 1, 1)
+    with engine.begin() as conn:
+        conn.execute(insert, [{"task": "t-a", "w1": 100.0, "r1": ids["a1"], "wb": 40.0, "rb": ids["a2"], "at": at},  # mixed
+                              {"task": "t-b", "w1": 90.0, "r1": ids["b1"], "wb": 80.0, "rb": ids["b2"], "at": at},
+                              {"task": "t-c", "w1": 95.0, "r1": None, "wb": 70.0, "rb": ids["c2"], "at": at}])
+    db.upgrade(engine)
+    with store.session() as s:
+        got = {b.task_id: (b.fixture_hash, b.run1_run_id, b.run1_weighted, b.best_run_id, b.best_weighted)
+               for b in s.scalars(select(Baseline))}
+        assert got == {"t-a": (old, ids["a1"], 100.0, ids["a1"], 100.0),
+                       "t-b": (old, ids["b1"], 90.0, ids["b2"], 80.0),
+                       "t-c": (new, None, 95.0, ids["c2"], 70.0)}
+        # a new fixture's baseline of the same task sits beside the old one
+        s.add(Baseline(agent="backend", task_id="t-a", backend="sim", model="m", fixture_hash=new,
+                       run1_weighted=40.0, run1_run_id=ids["a2"], best_weighted=40.0, best_run_id=ids["a2"]))
+    db.downgrade(engine, "0004")
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT task_id, run1_run_id FROM baselines ORDER BY task_id")).all()
+        assert [tuple(r) for r in rows] == [("t-a", ids["a2"]), ("t-b", ids["b1"]), ("t-c", None)]
+        assert "fixture_hash" not in {c["name"] for c in inspect(conn).get_columns("baselines")}
+    db.upgrade(engine)
+    with store.session() as s:
+        assert s.query(Baseline).count() == 3
+

@@ -823,14 +823,15 @@ def _restore_sigterm(previous: Any) -> None:
 
 
 def update_baseline(session: Session, run: BenchRun) -> Baseline:
-    """A task's first completed run with the active set freezes ``run1`` forever; later ones only
-    ever lower ``best``."""
+    """A task's first completed run with the active set on a fixture version freezes ``run1``
+    forever; later ones on the same fixture only ever lower ``best``. A run on a new fixture
+    version starts that version's own baseline: the old one is left as it was, never mixed."""
     baseline = session.scalars(select(Baseline).where(
         Baseline.agent == run.agent, Baseline.task_id == run.task_id, Baseline.backend == run.backend,
-        Baseline.model == run.model)).first()
+        Baseline.model == run.model, Baseline.fixture_hash == run.fixture_hash)).first()
     if baseline is None:
         baseline = Baseline(agent=run.agent, task_id=run.task_id, backend=run.backend, model=run.model,
-                            run1_weighted=run.weighted_tokens, run1_run_id=run.id,
+                            fixture_hash=run.fixture_hash, run1_weighted=run.weighted_tokens, run1_run_id=run.id,
                             best_weighted=run.weighted_tokens, best_run_id=run.id)
         session.add(baseline)
     elif run.weighted_tokens < baseline.best_weighted:

@@ -167,7 +167,8 @@ def render_learning(overview: list[dict[str, Any]]) -> None:
         suite = a["golden_suite"]
         golden = (f"golden suite {suite['now_total']:,.0f} now vs {suite['run1_total']:,.0f} first runs"
                   + (f" ({suite['change']:+.1%})" if suite["change"] is not None else "")) if suite["tasks"] else \
-            ("golden suite not benched yet" if a["has_golden_suite"] else "no golden suite")
+            ("golden suite not benched on the current fixture yet" if suite.get("other_fixtures") else
+             "golden suite not benched yet" if a["has_golden_suite"] else "no golden suite")
         where = measured_on(suite["backends"]) if suite["tasks"] else None
         golden += f" measured {safe(where)}" if where else ""
         if suite["tasks"] and suite.get("other_setups"):  # one model per total: name it, count the rest

@@ -60,11 +60,18 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     """Golden-suite cost now vs the frozen first runs. A task's "now" is the median of its completed
     runs with the rules in memory today (one run, or the latest run of an earlier ruleset, was
     whatever noise or a derailment made it); before any such run, the latest run of a compiled
-    ruleset; before that, its first run."""
+    ruleset; before that, its first run.
+
+    Only the current fixture's baselines and runs count — the fixture the agent was benched on
+    last (the bench refuses any other than the one its manifest names): a new fixture version
+    starts fresh baselines, and the old version's are set aside (counted in ``other_fixtures``)."""
     from warden.bench.scheduler import active_rule_ids, config_key
 
     in_memory = config_key(active_rule_ids(session, agent))
-    baselines = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
+    fixture = current_fixture(session, agent)
+    stored = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
+    baselines = [b for b in stored if b.fixture_hash == fixture]
+    other_fixtures = len({b.fixture_hash for b in stored} - {fixture})
     # One measuring setup (backend, model) per total: two models' first runs summed would double
     # the suite. The setup benched last is shown; the others are named with their own totals.
     setups = sorted({(b.backend, b.model) for b in baselines})
@@ -75,7 +82,19 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
               for setup in setups if setup != chosen]
     shown = _setup_total(session, agent, in_memory, [b for b in baselines if (b.backend, b.model) == chosen])
     return {**shown, "other_setups": [{k: v for k, v in o.items() if k != "tasks"} | {"tasks": len(o["tasks"])}
-                                      for o in others]}
+                                      for o in others],
+            "fixture_hash": fixture, "other_fixtures": other_fixtures}
+
+
+def current_fixture(session: Session, agent: str) -> str | None:
+    """The fixture version ``agent``'s golden-suite figures are read on: that of its latest bench
+    run (else of its baseline frozen last; None before any)."""
+    latest = session.scalars(select(BenchRun.fixture_hash).where(BenchRun.agent == agent)
+                             .order_by(BenchRun.id.desc()).limit(1)).first()
+    if latest is None:
+        latest = session.scalars(select(Baseline.fixture_hash).where(Baseline.agent == agent)
+                                 .order_by(Baseline.id.desc()).limit(1)).first()
+    return latest
 
 
 def _setup_total(session: Session, agent: str, in_memory: str, baselines: list[Baseline]) -> dict[str, Any]:
@@ -83,7 +102,8 @@ def _setup_total(session: Session, agent: str, in_memory: str, baselines: list[B
     tasks = []
     for b in baselines:
         same_task = (BenchRun.agent == agent, BenchRun.task_id == b.task_id, BenchRun.backend == b.backend,
-                     BenchRun.model == b.model, BenchRun.outcome == "completed")
+                     BenchRun.model == b.model, BenchRun.fixture_hash == b.fixture_hash,
+                     BenchRun.outcome == "completed")
         current = [float(w) for w in session.scalars(select(BenchRun.weighted_tokens).where(
             *same_task, BenchRun.config_key == in_memory))]
         if current:

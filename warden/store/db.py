@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # The newest migration's revision id. Every command compares the database with it, and imports
 # Alembic (a tenth of a second) only to migrate; a test pins it to Alembic's own head.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_PAGE_SIZE = 16384
 # A server that accepts and never answers (hung, or a proxy in front of a dead one) would hold

@@ -275,15 +275,19 @@ class BenchRun(TokenCounts, Base):
 
 
 class Baseline(Base):
-    """A task's frozen first completed run with the active set, and the best since."""
+    """A task's frozen first completed run with the active set on one fixture version, and the
+    best since on that same fixture. A new fixture version starts a fresh baseline (migration
+    0005): runs on two fixtures are never compared. The suite hash is not part of it: adding a
+    task changes the suite hash, and must not unfreeze the other tasks' baselines."""
 
     __tablename__ = "baselines"
-    __table_args__ = (UniqueConstraint("agent", "task_id", "backend", "model"),)
+    __table_args__ = (UniqueConstraint("agent", "task_id", "backend", "model", "fixture_hash"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     agent: Mapped[str] = mapped_column(String(200))
     task_id: Mapped[str] = mapped_column(String(200))
     backend: Mapped[str] = mapped_column(String(40))
     model: Mapped[str] = mapped_column(String(120))
+    fixture_hash: Mapped[str] = mapped_column(String(64))  # its runs' fixture ('' if unknown, migration 0005)
     run1_weighted: Mapped[float] = mapped_column(Float)
     run1_run_id: Mapped[int | None] = mapped_column(ForeignKey("bench_runs.id", ondelete="SET NULL"))
     best_weighted: Mapped[float] = mapped_column(Float)
