@@ -125,3 +125,15 @@ def any_store(request: pytest.FixtureRequest) -> Iterator[object]:
     with private_postgres_schema(request.param, "warden_store") as engine:
         db.upgrade(engine)
         yield db.Store(engine)
+
+
+OUTSIDE_SECRET = "TOP SECRET 12345\n"  # digits: a numeric grep pattern must not reach it either
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory outside a run's copy holding a secret the harness's tools must never read."""
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret.txt").write_text(OUTSIDE_SECRET)
+    return secret

@@ -15,14 +15,6 @@ from warden.bench.agents.tools import Toolbox, anchor_pytest, sandbox_env
 
 
 @pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    secret = tmp_path / "outside"
-    secret.mkdir()
-    (secret / "secret.txt").write_text("TOP SECRET 12345\n")
-    return secret
-
-
-@pytest.fixture
 def box(tmp_path: Path, outside: Path) -> Toolbox:
     root = make_project(tmp_path / "copy")
     (root / "5").symlink_to(outside / "secret.txt")  # a file operand that looks like a number

@@ -19,14 +19,6 @@ def box(tmp_path: Path) -> Toolbox:
     return Toolbox(make_project(tmp_path / "copy"), check_command=CHECK, command_timeout_s=30)
 
 
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    secret = tmp_path / "outside"
-    secret.mkdir()
-    (secret / "secret.txt").write_text("TOP SECRET line\n")
-    return secret
-
-
 def ok(box: Toolbox, name: str, **tool_input) -> str:
     result = box.execute(name, tool_input)
     assert not result.is_error, result.text
@@ -101,7 +93,7 @@ def test_paths_outside_the_copy_are_refused(box: Toolbox, outside: Path, path: s
     for name, extra in [("read_file", {}), ("list_dir", {}), ("grep", {"pattern": "x"}),
                         ("write_file", {"content": "pwned"}), ("edit_file", {"old_string": "a", "new_string": "b"})]:
         assert "outside the project" in err(box, name, path=path, **extra)
-    assert (outside / "secret.txt").read_text() == "TOP SECRET line\n"
+    assert (outside / "secret.txt").read_text() == "TOP SECRET 12345\n"
 
 
 def test_absolute_paths_inside_the_copy_are_fine(box: Toolbox) -> None:
@@ -117,7 +109,7 @@ def test_symlink_escapes_are_refused(box: Toolbox, outside: Path) -> None:
     assert "outside the project" in err(box, "write_file", path="link.txt", content="x")
     assert "outside the project" in err(box, "list_dir", path="linkdir")
     assert not (outside / "new.txt").exists()
-    assert (outside / "secret.txt").read_text() == "TOP SECRET line\n"
+    assert (outside / "secret.txt").read_text() == "TOP SECRET 12345\n"
     # Searching the whole copy never surfaces what a symlink points at.
     assert "TOP SECRET" not in ok(box, "grep", pattern="TOP SECRET")
     assert "secret" not in ok(box, "glob", pattern="**/*.txt")
