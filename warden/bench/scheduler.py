@@ -1097,7 +1097,8 @@ class BenchReport:
     def as_dict(self) -> dict[str, Any]:
         o = self.outcome
         return {"agent": self.agent, "backend": self.backend, "model": self.model,
-                "measured_on": measured_on([self.backend]), "seed": self.seed, "pass_id": o.pass_id, "status": o.status, "message": o.message, "resumed": o.resumed,
+                "measured_on": measured_on([self.backend]), "seed": self.seed, "pass_id": o.pass_id,
+                "status": o.status, "message": o.message, "resumed": o.resumed,
                 "infra_pending": o.infra_pending,
                 "jobs": o.total_jobs, "executed": o.executed, "done_before": o.done_before, "configs": self.configs,
                 "spent_weighted": round(o.spent_weighted, 1), "spent_raw": o.spent_raw,

@@ -99,7 +99,7 @@ def _kept_path(path: str) -> str:
 @lru_cache(maxsize=1024)
 def _kept_project(cwd: str | None) -> str | None:
     """The run's project (its cwd) as a checkpoint stores it, and as every path's project is
-    compared with it: :func:`warden.continuity.pointer.stored_project` (a secret redacted, as in
+    compared with it: :func:`warden.names.stored_project` (a secret redacted, as in
     a file path; the parser stores the cwd so already, and a second pass changes nothing)."""
     return stored_project(cwd) if cwd else None
 

@@ -23,10 +23,11 @@ from warden.config import Settings
 from warden.continuity.capture import CheckpointData, forgotten_triggers, session_tombstone_key, with_forgotten
 from warden.continuity.fence import fence_checkpoint
 from warden.continuity.pointer import (POINTER_SCAN_LIMIT, first_of_project, pointer_line, pointer_since,
-                                       project_candidates, stored_project)
+                                       project_candidates)
 from warden.continuity.recall import (RELEVANCE_THRESHOLD, RecallResult, decide, query_terms, required_terms,
                                       term_weights)
 from warden.errors import UsageError
+from warden.names import stored_project
 from warden.store.models import CaptureState, Checkpoint, CheckpointTerm, utcnow
 
 # best candidates fetched by the indexed scorer; the first one is the answer, the rest show ties
@@ -88,7 +89,7 @@ def project_dir(cwd: str | None) -> str | None:
     """A user's ``--cwd`` or ``--project`` as the absolute, normalised directory checkpoints
     record: '~/shop', 'shop/..', 'app/' and '/w/shop/../billing' would otherwise scope to the
     wrong project or to none; a secret in it redacted, as capture stores the project
-    (:func:`~warden.continuity.pointer.stored_project`: a path without one is unchanged). Blank
+    (:func:`~warden.names.stored_project`: a path without one is unchanged). Blank
     ("$PWD" a just-started session may not have) is no project."""
     if cwd is None or not cwd.strip():
         return None

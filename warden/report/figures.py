@@ -68,8 +68,8 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
     from warden.bench.scheduler import active_rule_ids, config_key
 
     in_memory = config_key(active_rule_ids(session, agent))
-    fixture = current_fixture(session, agent)
     stored = list(session.scalars(select(Baseline).where(Baseline.agent == agent)))
+    fixture = current_fixture(session, agent, stored)
     baselines = [b for b in stored if b.fixture_hash == fixture]
     other_fixtures = len({b.fixture_hash for b in stored} - {fixture})
     # One measuring setup (backend, model) per total: two models' first runs summed would double
@@ -86,14 +86,13 @@ def golden_suite(session: Session, agent: str) -> dict[str, Any]:
             "fixture_hash": fixture, "other_fixtures": other_fixtures}
 
 
-def current_fixture(session: Session, agent: str) -> str | None:
+def current_fixture(session: Session, agent: str, baselines: list[Baseline]) -> str | None:
     """The fixture version ``agent``'s golden-suite figures are read on: that of its latest bench
-    run (else of its baseline frozen last; None before any)."""
+    run, else of the one of its ``baselines`` frozen last (None before any)."""
     latest = session.scalars(select(BenchRun.fixture_hash).where(BenchRun.agent == agent)
                              .order_by(BenchRun.id.desc()).limit(1)).first()
-    if latest is None:
-        latest = session.scalars(select(Baseline.fixture_hash).where(Baseline.agent == agent)
-                                 .order_by(Baseline.id.desc()).limit(1)).first()
+    if latest is None and baselines:
+        latest = max(baselines, key=lambda b: b.id).fixture_hash
     return latest
 
 
