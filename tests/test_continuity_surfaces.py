@@ -391,6 +391,29 @@ def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_bein
         assert s.scalar(select(func.count()).select_from(Checkpoint)) == 0
 
 
+def test_prune_and_forget_rewrite_only_a_memory_that_pointed_at_a_removed_checkpoint(store, capsys) -> None:
+    """A MEMORY.md that cannot be written (a symlink) fails a forget or prune only when it points
+    at what was removed: a scheduled prune that removes nothing exits 0, and a checkpoint that no
+    MEMORY.md shows is forgotten without rewriting one."""
+    settings, first, _second = _two_checkpoints_in_memory(store)
+    path = memory_path(settings, "main")
+    elsewhere = path.parent.parent / "dotfiles-MEMORY.md"
+    elsewhere.write_text(path.read_text())
+    path.unlink()
+    path.symlink_to(elsewhere)
+    before = elsewhere.read_text()
+    code, out, err = run_cli(capsys, "checkpoints", "prune", "--older-than", "99999")
+    assert (code, err) == (0, "") and out.startswith("pruned 0 by age, 0 by count")
+    _record(store, "sess-3", "Tidy the changelog")  # stored after the compile: in no MEMORY.md
+    with store.session() as s:
+        unshown = s.scalar(select(Checkpoint.id).where(Checkpoint.session_id == "sess-3"))
+    code, out, err = run_cli(capsys, "checkpoints", "forget", str(unshown))
+    assert (code, err) == (0, "") and out.startswith("forgot 1 ")
+    assert elsewhere.read_text() == before and path.is_symlink()
+    code, out, err = run_cli(capsys, "checkpoints", "forget", str(first))  # this one it shows
+    assert code == 1 and "main's MEMORY.md could not be rewritten" in err
+
+
 @pytest.mark.parametrize("name", ["h#x", "h?x", "h%41x"])
 def test_the_pointer_reads_a_home_whose_name_has_url_characters(name: str, tmp_path: Path, monkeypatch) -> None:
     from warden.continuity.pointer import session_start_hook_line

@@ -18,20 +18,32 @@ from warden.errors import UsageError
 from warden.sanitize import strip_controls
 
 def _recompile_memories(s: Any) -> bool:
-    """After checkpoints were removed, no MEMORY.md keeps pointing at one. The removal is
-    committed first and each agent's compile is a transaction of its own: a MEMORY.md that
-    cannot be written (a symlink, a read-only directory) never keeps a checkpoint from being
-    forgotten. False when some file could not be rewritten (one stderr line each). (The selector,
-    and its statistics stack, is imported only by the commands that change checkpoints.)"""
+    """After checkpoints were removed, no MEMORY.md keeps pointing at one: the agents whose
+    MEMORY.md points at a checkpoint no longer stored are recompiled (no other: nothing removed,
+    nothing rewritten). The removal is committed first and each agent's compile is a transaction
+    of its own: a MEMORY.md that cannot be written (a symlink, a read-only directory) never keeps a
+    checkpoint from being forgotten. False when some file could not be rewritten (one stderr line
+    each). (The selector, and its statistics stack, is imported only by the commands that change
+    checkpoints.)"""
+    from sqlalchemy import select
+
     from warden.cli.common import warn_if_drifted
+    from warden.continuity.memory_section import pointed_checkpoint_ids
     from warden.errors import WardenError
+    from warden.select.compile import memory_path
     from warden.select.selector import compiled_agents, recompile_memory
+    from warden.store.models import Checkpoint
 
     st = store(s)
+    stale: list[str] = []
     with st.session() as db:
-        agents = compiled_agents(db)
+        for agent in compiled_agents(db):
+            pointed = pointed_checkpoint_ids(memory_path(s, agent).parent)
+            if pointed is None or (pointed and len(set(db.scalars(select(Checkpoint.id).where(
+                    Checkpoint.id.in_(sorted(pointed)))))) < len(pointed)):
+                stale.append(agent)
     rewritten = True
-    for agent in agents:
+    for agent in stale:
         try:
             with st.session() as db:
                 warn_if_drifted(recompile_memory(db, s, agent))

@@ -89,6 +89,18 @@ def build_section(checkpoints: list[CheckpointData], *, current_project: str | N
 _DETAIL_NAME = re.compile(r"cp-\d+\.md")
 
 
+def pointed_checkpoint_ids(memory_dir: Path) -> set[int] | None:
+    """The checkpoints a MEMORY.md compiled in ``memory_dir`` points at: the ids of its detail
+    files (``cp-<id>.md``); None when the folder cannot be listed (then it may point at any)."""
+    folder = memory_dir / DETAIL_DIR
+    try:
+        if folder.is_symlink() or not folder.is_dir():
+            return set()
+        return {int(entry.name[3:-3]) for entry in folder.iterdir() if _DETAIL_NAME.fullmatch(entry.name)}
+    except OSError:
+        return None
+
+
 def remove_stale_detail_files(memory_dir: Path, keep: Iterable[str]) -> list[Path]:
     """Delete detail files beside MEMORY.md that the new compile no longer points to (forgotten,
     pruned or aged-out checkpoints must not linger on disk). Only warden's own ``cp-<id>.md``
