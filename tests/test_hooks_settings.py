@@ -232,3 +232,16 @@ def test_install_hooks_refuses_a_claude_config_dir_that_does_not_exist(tmp_path:
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "cluade").exists()
     (tmp_path / "cluade").mkdir()
     assert main(["install-hooks"]) == 0 and (tmp_path / "cluade" / "settings.json").is_file()
+
+
+def test_a_lone_surrogate_escape_in_settings_is_kept_as_an_escape(tmp_path: Path) -> None:
+    """'\\ud800' is valid JSON (Claude Code reads it) but no UTF-8 text: the merge keeps the value
+    written as the escape, never a crash or bytes no JSON reader takes."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"note": "\\ud800", "model": "opus \u00e9"}')
+    assert install_hooks(claude, command=CMD)["changed"]
+    raw = (claude / "settings.json").read_bytes()
+    data = json.loads(raw.decode("utf-8"))
+    assert data["note"] == "\ud800" and data["model"] == "opus \u00e9" and "Stop" in data["hooks"]
+    assert uninstall_hooks(claude)["changed"] and json.loads((claude / "settings.json").read_text())["note"] == "\ud800"

@@ -558,7 +558,10 @@ def _replace_settings_json(path: Path, data: dict[str, Any]) -> str | None:
     from warden.files import stage
 
     target = Path(os.path.realpath(path))
-    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    try:
+        payload = (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape ("\ud800", valid JSON): kept as an escape
+        payload = (json.dumps(data, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
     target.parent.mkdir(parents=True, exist_ok=True)
     backup: str | None = None
     tmp: Path | None = None
@@ -568,7 +571,7 @@ def _replace_settings_json(path: Path, data: dict[str, Any]) -> str | None:
             shutil.copy2(target, backup)
         # fsync'd before the rename: a crash never leaves the user's settings.json empty. The
         # mode the user gave it is kept; a new one is the owner's alone, as it always was.
-        tmp = stage(target, text.encode("utf-8"), target.parent, new_mode=0o600)
+        tmp = stage(target, payload, target.parent, new_mode=0o600)
         os.replace(tmp, target)
     except BaseException:
         # settings.json is untouched: a backup of it (empty, if the disk filled) only misleads
