@@ -649,3 +649,23 @@ def test_collect_on_a_terminal_shows_one_progress_line_that_updates_in_place(tmp
     assert "3 transcript(s): 3 ingested" in screen
     assert "files2/3" not in screen and "1/3 files" not in screen
     assert "3/3" in screen and "\x1b[2K" in screen  # the bar's last state, then erased in place
+
+
+def test_a_database_with_damaged_pages_is_a_database_error_not_an_internal_one(
+        corpus: Path, warden_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that opens as SQLite but whose pages are damaged (a bad disk, a copy cut short)
+    is the database's problem: one line naming it, exit 1, and the file left as it is."""
+    import random
+
+    assert run(capsys, "collect", str(corpus))[0] == 0
+    db = warden_home / "warden.db"
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big") or 65536
+    noise = random.Random(7)
+    for offset in range(2 * page, len(data) - page, page):  # every page but the schema's and the last
+        data[offset:offset + page] = noise.randbytes(page)
+    db.write_bytes(bytes(data))
+    code, out, err = run(capsys, "status")
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("warden: database error: ") and "damaged" in err and "internal error" not in err
+    assert db.read_bytes() == bytes(data)

@@ -104,7 +104,15 @@ def _database_error(exc: Exception) -> str | None:
     """A database that refused mid-command (locked past the busy timeout, disk full, server
     gone): one line naming what the database said; the transaction rolled back whole."""
     sa_exc = sys.modules.get("sqlalchemy.exc")
-    if sa_exc is None or not isinstance(exc, (sa_exc.OperationalError, sa_exc.ProgrammingError)):
+    if sa_exc is None:
+        return None
+    if type(exc) is sa_exc.DatabaseError:  # the driver's own DatabaseError: a damaged file, say
+        orig = getattr(exc, "orig", None) or exc
+        reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+        hint = (": the database file is damaged; restore it from a backup, or collect again into a new "
+                "WARDEN_HOME" if "malformed" in reason else "")
+        return f"database error: {reason}{hint} (its open transaction was rolled back)"
+    if not isinstance(exc, (sa_exc.OperationalError, sa_exc.ProgrammingError)):
         return None
     orig = getattr(exc, "orig", None) or exc
     reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
