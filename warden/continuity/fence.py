@@ -9,7 +9,8 @@ it goes through :func:`fence_checkpoint`:
 * lines that start like a chat role (``system:``, ``assistant:``, ``user:``, ``human:``,
   ``tool:`` — also after spaces, quotes or markdown) are visibly defanged;
 * anything that looks like a fence marker (``<<<``/``>>>`` runs, the marker word, data/system
-  tags) is visibly defanged and put on its own line, so no content can close the block;
+  tags) is visibly defanged and put on its own line, so no content can close the block; the text
+  after it goes on indented (at least two spaces), so it cannot pose as a column-0 heading;
 * the body is length-capped;
 * the opening and closing markers carry the same random per-block id (``secrets.token_hex``),
   which content cannot know in advance, and both say the content is data, not instructions.
@@ -108,6 +109,9 @@ _MARKER_LIKE = re.compile(
     r"\[/?[ \t]*(?:data|system|sys|inst|instructions)[ \t]*\]|"
     r"\b(?:begin|end)[ \t]+(?:of[ \t]+)?(?:the[ \t]+)?(?:recovered[ \t]+)?data\b", re.M)
 _INDENT = re.compile(r"[ \t]*")
+# render_body's item indent: the text after a defanged marker never starts left of it, so on a
+# flush-left line (the header, a file list) it cannot start at column 0, where the headings are
+_ITEM_INDENT = "  "
 _MARKER_WORD_RE = re.compile(f"(?i){_MARKER_WORD_LIKE}")
 
 
@@ -124,18 +128,20 @@ def _defanged_marker(text: str) -> str:
 
 
 def _defang_markers(text: str) -> str:
-    """Each marker look-alike on a line of its own. The marker and the text after it keep their
-    line's indentation: text after a marker cannot start a line at column 0, where warden's own
-    headings ("Last state:") are."""
+    """Each marker look-alike on a line of its own, at its line's indentation. The text after it
+    keeps that indentation too, and is indented at least as far as an item (two spaces): it never
+    starts a line at column 0, where warden's own headings ("Last state:") are — not even after a
+    marker on a flush-left line (the header, "Edited files: …")."""
     out: list[str] = []
     done = line_start = 0
-    indent = ""
+    indent = rest = ""
     for start, end, _ in _spans(_MARKER_LIKE, text):
         newline = text.rfind("\n", done, start)  # only what the last match left unread: linear
         if newline >= 0 or not done:
             line_start = newline + 1
             indent = _INDENT.match(text, line_start).group()  # type: ignore[union-attr]  # always matches
-        out.append(f"{text[done:start]}\n{indent}{_defanged_marker(text[start:end])}\n{indent}")
+            rest = indent if len(indent.expandtabs()) >= len(_ITEM_INDENT) else _ITEM_INDENT
+        out.append(f"{text[done:start]}\n{indent}{_defanged_marker(text[start:end])}\n{rest}")
         done = end
     out.append(text[done:])
     return "".join(out)
@@ -213,11 +219,12 @@ def _fmt_time(ts: datetime | None) -> str:
 def render_body(scoped: ScopedCheckpoint) -> str:
     """The checkpoint as plain text lines (not yet defanged or capped)."""
     cp = scoped.checkpoint
-    # Paths, projects and sessions are one-line fields: a newline in one must not start a line
-    # of its own inside the fence (a fake heading).
+    # Paths, projects, sessions and the trigger are one-line fields: a newline in one must not
+    # start a line of its own inside the fence (a fake heading). Every other untrusted line is
+    # indented (_indent), and defang keeps text after a marker off column 0.
     lines = [f"checkpoint {cp.id if cp.id is not None else '-'} · session {one_line(cp.session_id[:12], 200)} · "
              f"project {one_line(cp.project or 'unknown', 200)} · {_fmt_time(cp.captured_at)}",
-             f"trigger {cp.trigger} · context fill {cp.fill:.0f}% · quality {cp.quality:.0f}"]
+             f"trigger {one_line(cp.trigger, 200)} · context fill {cp.fill:.0f}% · quality {cp.quality:.0f}"]
     if cp.active_task:
         lines += ["Active task:", _indent(cp.active_task)]
     if cp.decisions:
