@@ -380,6 +380,7 @@ def test_a_postgres_url_without_its_driver_says_how_to_write_it(monkeypatch: pyt
 @pytest.mark.parametrize("argv,named", [
     (("collect", ""), None), (("select", "--all", "--agent", ""), "--agent"), (("sessions", "--agent="), "--agent"),
     (("db", "upgrade", ""), None), (("sessions", "--since", ""), "--since"),
+    (("sessions", "--since", " "), "--since"), (("sessions", "--since= \t"), "--since"), (("collect", "  "), None),
 ])
 def test_an_empty_argument_is_a_usage_error_not_a_default(argv: tuple[str, ...], named: str | None,
                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

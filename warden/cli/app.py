@@ -178,14 +178,17 @@ def _is_required(command: Any, argv: list[str], option: str) -> bool:
 
 
 def _refuse_empty_arguments(argv: list[str], command: Any = None) -> None:
-    """An empty argument is a slip (an unset shell variable), never a choice: ``collect ""``
-    would read the current directory and ``--agent ""`` mean every agent."""
+    """An empty (or blank) argument is a slip (an unset shell variable), never a choice:
+    ``collect ""`` would read the current directory, ``--agent ""`` mean every agent and
+    ``--since " "`` no limit."""
     for index, arg in enumerate(argv):
-        option = arg[:-1] if arg.startswith("--") and arg.endswith("=") else None
+        name, equals, value = arg.partition("=")
+        option = name if arg.startswith("--") and equals and not value.strip() else None
+        blank = not arg.strip()
         before = argv[index - 1] if index else ""
-        if option in _MAY_BE_EMPTY or (arg == "" and before in _MAY_BE_EMPTY):
+        if option in _MAY_BE_EMPTY or (blank and before in _MAY_BE_EMPTY):
             continue
-        if arg == "" or option:
+        if blank or option:
             named = option or (before if before.startswith("-") else None)
             if named and command is not None and _is_required(command, argv[:index], named):
                 raise UsageError(f"empty value for {named}: give one (the option is required)")
