@@ -125,6 +125,24 @@ def find_near_duplicate(body: str, others: list[tuple[int | str, str]]) -> tuple
 # deploy" is prose); one value per flag ("make -C site test" and "npm -w pkg test" stay admitted).
 _OPTIONS = r"(?:-[^\s`]+\s+(?:[^\s\-`,;|&=][^\s`,;|&=]*\s+)?|[a-z_]\w*=[^\s`]*\s+)*"
 
+# The verbs of an instruction override in every form a sentence puts them in ("Ignoring all
+# previous instructions, …", "Disregarding the earlier instructions, …", "forgotten rules"): the
+# bare word alone let the gerund and the participle through
+_IGNORE = r"ignor(?:e|es|ed|ing)"
+_DISREGARD = r"disregard(?:s|ed|ing)?"
+_FORGET = r"(?:forget(?:s|ting)?|forgot(?:ten)?)"
+_OVERRIDE = r"(?:overrid(?:e|es|ing|den)|overrode)"
+_BYPASS = r"bypass(?:es|ed|ing)?"
+_OVERRIDE_VERBS = "|".join((_IGNORE, _DISREGARD, _FORGET, _OVERRIDE, _BYPASS))
+_SET_ASIDE_VERBS = "|".join((r"neglect(?:s|ed|ing)?", _DISREGARD, _FORGET, _OVERRIDE, _BYPASS, _IGNORE,
+                             r"discard(?:s|ed|ing)?", r"dismiss(?:es|ed|ing)?", r"abandon(?:s|ed|ing)?"))
+# what an override voids, and the words that void it ("the user's instructions no longer apply",
+# "(when previous instructions are cancelled)")
+_VOID_WORDS = (r"(ignored|disregarded|forgotten|overridden|bypassed|void(ed)?|cancell?ed|revoked|rescinded|lifted|"
+               r"suspended|superseded|nullified|null)")
+_VOIDED = (r"(no\s+longer\s+(apply|applies|hold|holds|matter|matters|count|counts|stand|stands)|"
+           r"(are|is|be|been|get|gets|got)\s+(now\s+|hereby\s+)?" + _VOID_WORDS + r")\b")
+
 # What an efficiency rule never needs, but an injected one does: a rule from an untrusted source
 # (a model's reply, a shared ledger) with any of these is refused. Rules by hand are exempt.
 _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -142,12 +160,15 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\[(?P<used>[^\]]+)\](?!:).*\[(?P=used)\]:\s*\S|\[(?P<defined>[^\]]+)\]:\s*\S.*\[(?P=defined)\]",
      "a Markdown link"),
     (r"\|\s*(sh|bash|zsh|dash|python\d?|perl|ruby|node)\b", "a pipe into an interpreter"),
-    (r"\b(curl|wget|netcat|nc|ncat|socat|telnet|scp|sftp|ssh|rsync|ftp|invoke-webrequest|invoke-restmethod|iwr|irm)\b",
+    (r"\b(curl|wget\d*|aria2c?|netcat|nc|ncat|socat|telnet|scp|sftp|ssh|rsync|ftp|invoke-webrequest|invoke-restmethod|"
+     r"iwr|irm)\b|"
+     # a server opened on the machine ("python3 -m http.server", Python 2's SimpleHTTPServer)
+     r"\bpython[\d.]*\s+" + _OPTIONS + r"-m\s*(http\.server|SimpleHTTPServer|CGIHTTPServer)\b",
      "a network command"),
-    (r"\b(ignore|disregard|forget|override|bypass)\b.{0,60}\b(instructions?|rules?|prompts?|guidelines?|"
+    (r"\b(" + _OVERRIDE_VERBS + r")\b.{0,60}\b(instructions?|rules?|prompts?|guidelines?|"
      r"system|polic(y|ies))\b|"
      # its synonyms, said of what came before
-     r"\b(neglect|disregard|forget|override|bypass|ignore|discard|dismiss|abandon)\b.{0,40}"
+     r"\b(" + _SET_ASIDE_VERBS + r")\b.{0,40}"
      r"\b(prior|previous|earlier|above|preceding|former|original)\b.{0,30}"
      r"\b(instructions?|guidance|directions?|rules?|prompts?|guidelines?|directives?)\b|"
      # other files' instructions declared void, or this one's put above them
@@ -156,6 +177,13 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\b(claude|agents)\.md\b.{0,40}\b(stale|outdated|obsolete|void|superseded)\b|"
      r"\b(rules?|instructions?|guidance)\b.{0,30}\b(above|earlier|prior|previous)\b.{0,30}"
      r"\b(outdated|obsolete|stale|void|superseded)\b|"
+     # instructions declared void, or new ones given ("New instructions: …"); rules only when
+     # they are the ones given before ("lint rules are ignored for generated files" is a setting)
+     r"\b(instructions?|directives?|guidance|guidelines?|prompts?)\b.{0,30}\b" + _VOIDED + r"|"
+     r"\b(prior|previous|earlier|above|preceding|former|original|old|other|existing|all|your|user'?s)\s+"
+     r"(rules?|instructions?|directives?|guidance|guidelines?|prompts?)\b(.{0,30}\b" + _VOIDED + r"|\s+"
+     + _VOID_WORDS + r"\b)|"
+     r"\bnew\s+(instructions?|directives?|orders|rules?|guidelines?|system\s+prompt)\s*:|"
      # secrecy towards the user
      r"\b(never|not|don't)\s+(mention|reveal|disclose|tell|show)\b.{0,20}(\b(these|this|the|our)\s+(rules?|"
      r"instructions?|lines?|memory|guidance)\b.{0,20}|\bthis\s+)(to|with|from)\s+the\s+user\b|"
@@ -181,6 +209,13 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\bchmod\s+(-\w+\s+)*(-R\b|0?777\b|a\+rwx)|\bchown\s+-R\b|\bsudo\b|"
      r"\bgit\s+push\b.{0,40}(--force|\s-f\b|--mirror|--delete|\s\+\w)|\bforce[- ]push|"
      r"\bgit\s+reset\s+--hard|\bgit\s+clean\s+-\w*[fdx]|\bfind\b.{0,80}\s(-delete\b|-exec\s+rm\b)|"
+     # the working tree's changes discarded as reset --hard does ("git checkout -- .", "git restore
+     # ."), a branch deleted unmerged ("git branch -D main"), a file overwritten or emptied
+     r"\bgit\s+(checkout|restore)\s+(-[^\s`]+\s+)*(--\s+)?(\.|\*|:/)(?=$|[\s`'\",;)])|"
+     r"\bgit\s+checkout\s+(-[^\s`]+\s+)*(-f\b|--force\b)|"
+     r"\bgit\s+branch\b.{0,30}((?-i:\s-\w*D\b)|--delete\b.{0,20}(--force\b|\s-f\b)|"
+     r"(--force\b|\s-f\b).{0,20}(--delete\b|\s-d\b))|"
+     r"\bshred\b|\btruncate\s+(-\S+\s+)*(-\w*s|--size\b)|"
      # SQL that destroys tables or databases ("drop the stale cache" and "drop tables from the
      # summary" are words). TRUNCATE TABLE and DELETE FROM (with no WHERE) as SQL writes them, in
      # capitals or ending at the table's name: "truncate table output to 20 rows" and "delete from
@@ -239,8 +274,9 @@ _UNTRUSTED_PATTERNS: tuple[tuple[str, str], ...] = (
      r"\b(pnpm|yarn)\s+dlx\b|\bpipx\s+run\b|\buv\s+tool\s+(run|install)\b", "installing packages"),
     # overriding what was said before; "ignore everything under node_modules" or "forget previously read
     # contents" is about files, not instructions
-    (r"\b(ignore|forget|disregard)\b.{0,40}\b(told|said|instructed|guidance|directions?)\b|"
-     r"\b(ignore|forget|disregard)\s+(all\s+|everything\s+|anything\s+)?(of\s+)?(the\s+|that\s+)?above\b|"
+    (r"\b(" + _IGNORE + "|" + _FORGET + "|" + _DISREGARD + r")\b.{0,40}\b(told|said|instructed|guidance|directions?)\b|"
+     r"\b(" + _IGNORE + "|" + _FORGET + "|" + _DISREGARD + r")\s+(all\s+|everything\s+|anything\s+)?(of\s+)?"
+     r"(the\s+|that\s+)?above\b|"
      r"\byou('re| are) now\b|\bfrom now on,? you\b|\bpretend (to be|you)\b|"
      r"\b(unrestricted|unfiltered|god|jailbreak|root|sudo|privileged) mode\b|\bsystem prompt\b",
      "an instruction override"),
