@@ -171,3 +171,30 @@ def test_status_shows_the_p75_the_trigger_decides_on(store) -> None:
         shown = status(session)
     row = next(a for a in shown["agents"] if a["agent"] == "coder")
     assert row["p75_weighted_tokens"] == trigger.decide(900, costs).threshold == 1000
+
+
+def test_status_shows_the_threshold_the_trigger_compares_a_new_run_with(store, capsys) -> None:
+    """Status's p75 is of all runs; beside it, the trigger's own: the p75 of the last completed,
+    trusted runs — none until there are MIN_PRIORS of them (incomplete and placeholder runs do
+    not count)."""
+    from warden.cli.app import main
+    from warden.ingest.collector import status
+
+    with store.session() as session:
+        session.add_all([_run(i, "coder", c, day=i) for i, c in enumerate([100, 200, 300, 400])])
+        session.add(_run(10, "coder", 9000, completed=False, day=10))
+        untrusted = _run(11, "coder", 8000, day=11)
+        untrusted.placeholder_output = True
+        session.add(untrusted)
+        session.commit()
+        row = next(a for a in status(session)["agents"] if a["agent"] == "coder")
+        assert row["p75_weighted_tokens"] == 8000  # all six runs
+        assert row["trigger_p75_weighted_tokens"] is None and row["trigger_runs"] == 4
+        session.add(_run(12, "coder", 500, day=12))
+        session.commit()
+        row = next(a for a in status(session)["agents"] if a["agent"] == "coder")
+    assert row["trigger_runs"] == 5
+    assert row["trigger_p75_weighted_tokens"] == trigger.decide(0, [500, 400, 300, 200, 100]).threshold == 400
+    assert main(["status"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "distill trigger (a new run is queued above the p75 of the agent's last 50 completed runs): coder 400" in out

@@ -112,7 +112,15 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
               compact_count(a["p75_weighted_tokens"]), f"{a['reread_rate']:.1%}"] for a in data["agents"]]
     print_uncut_table(headers, cells, left={"agent"}, shrink={"agent"})
     if data["agents"]:
-        console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run.")
+        console.print("weighted = cost-weighted tokens (cost ÷ the model's input price); p75 per run, of all runs.")
+        from warden.distill.trigger import MIN_PRIORS, WINDOW
+
+        console.print(f"distill trigger (a new run is queued above the p75 of the agent's last {WINDOW} completed "
+                      "runs): "
+                      + "; ".join(f"{safe(a['agent'], 16)} " + (compact_count(a["trigger_p75_weighted_tokens"])
+                                                               if a["trigger_p75_weighted_tokens"] is not None
+                                                               else f"not yet ({a['trigger_runs']} of {MIN_PRIORS} runs)")
+                                  for a in data["agents"]))
     if not data["agents"]:
         console.print("no sessions yet — run `warden collect`")
     render_learning(data["learning"])

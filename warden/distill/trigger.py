@@ -13,6 +13,7 @@ decision is idempotent: a run is queued at most once, and distillation itself ne
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -53,23 +54,38 @@ def has_bench_suite(settings: Settings, agent: str) -> bool:
 
 
 def prior_costs(session: Session, run_row: SessionRun, window: int = WINDOW) -> list[float]:
-    """Cost-weighted tokens of the agent's last ``window`` completed real-work runs before this one.
+    """Cost-weighted tokens of the agent's last ``window`` completed real-work runs before this one
+    (:func:`recent_costs` up to its start, itself left out)."""
+    return recent_costs(session, run_row.agent, until=run_row.started_at, exclude_id=run_row.id, window=window)
+
+
+def recent_costs(session: Session, agent: str, *, until: datetime | None = None, exclude_id: int | None = None,
+                 window: int = WINDOW) -> list[float]:
+    """Cost-weighted tokens of the agent's last ``window`` completed real-work runs started by
+    ``until`` (None: all), then undated ones.
 
     "Real work" = session runs (bench replays live in their own table); runs whose output counts
     are placeholders are untrusted and left out. Most recent first, by start time, then id."""
     runs = (select(SessionRun.weighted_tokens)
-            .where(SessionRun.agent == run_row.agent, SessionRun.completed.is_(True),
-                   SessionRun.placeholder_output.is_(False), SessionRun.id != run_row.id))
+            .where(SessionRun.agent == agent, SessionRun.completed.is_(True),
+                   SessionRun.placeholder_output.is_(False)))
+    if exclude_id is not None:
+        runs = runs.where(SessionRun.id != exclude_id)
     # Dated runs, then undated ones — two queries, so each is a range of the (agent, started_at,
     # id) index read from its top: a run early in a long history does not walk the later ones.
     dated = runs.where(SessionRun.started_at.is_not(None))
-    if run_row.started_at is not None:
-        dated = dated.where(SessionRun.started_at <= run_row.started_at)
+    if until is not None:
+        dated = dated.where(SessionRun.started_at <= until)
     costs = list(session.scalars(dated.order_by(SessionRun.started_at.desc(), SessionRun.id.desc()).limit(window)))
     if len(costs) < window:
         costs += session.scalars(runs.where(SessionRun.started_at.is_(None))
                                  .order_by(SessionRun.id.desc()).limit(window - len(costs)))
     return [float(c or 0.0) for c in costs]
+
+
+def current_threshold(session: Session, agent: str) -> TriggerDecision:
+    """The p75 a new run of ``agent`` is compared with now (``threshold`` None: too few priors)."""
+    return decide(0.0, recent_costs(session, agent))
 
 
 def evaluate(session: Session, run_row: SessionRun, settings: Settings) -> TriggerDecision:

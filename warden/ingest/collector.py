@@ -1266,7 +1266,10 @@ def list_sessions(session: Session, *, agent: str | None = None, project: str | 
 
 
 def status(session: Session) -> dict[str, Any]:
-    """Per agent: sessions, runs, tokens by type, cost, cost-weighted tokens, p75 per run, re-read rate."""
+    """Per agent: sessions, runs, tokens by type, cost, cost-weighted tokens, p75 per run (of all
+    runs, and the distill trigger's over its window), re-read rate."""
+    from warden.distill.trigger import current_threshold
+
     agents: dict[str, dict[str, Any]] = {}
     weighted: dict[str, list[float]] = {}
     costs: dict[str, list[float]] = {}  # summed with fsum: the same figures whatever order rows come in
@@ -1299,6 +1302,11 @@ def status(session: Session) -> dict[str, Any]:
         a["cost_usd"] = round(math.fsum(costs[agent]), 6)
         a["weighted_tokens"] = round(math.fsum(weighted[agent]), 1)
         a["p75_weighted_tokens"] = round(nearest_rank(weighted[agent], 75), 1)
+        # what the distill trigger compares a new run with: the p75 of the last completed,
+        # trusted runs (None until there are enough of them)
+        trigger = current_threshold(session, agent)
+        a["trigger_p75_weighted_tokens"] = None if trigger.threshold is None else round(trigger.threshold, 1)
+        a["trigger_runs"] = trigger.priors
         a["reread_rate"] = round(a["rereads"] / a["file_reads"], 4) if a["file_reads"] else 0.0
         out.append(a)
     totals: dict[str, Any] = {k: sum(a[k] for a in out) for k in ("runs", "input_tokens", "output_tokens",
