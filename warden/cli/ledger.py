@@ -93,11 +93,13 @@ def adopt_command(path: Path = typer.Argument(..., help="A ledger file (verified
     verb = "would import" if dry_run else "imported"
     console.print(f"{verb} {len(report.imported)} rule(s) as candidates for {safe(report.agent)} "
                   "(measured locally by the next `warden select` before any can reach MEMORY.md)")
-    def scoped(item: dict[str, object], limit: int) -> str:  # as the agent reads it: "(when SCOPE) BODY"
-        scope = f"(when {safe(item['scope'], 60)}) " if item.get("scope") else ""
-        return scope + safe(item["body"], limit)
+    # Whole, as the agent would read it: "(when SCOPE) BODY". This is the human check on foreign
+    # text (a body's last words may be the instruction), and the schema caps both fields.
+    def scoped(item: dict[str, object]) -> str:
+        scope = f"(when {safe(item['scope'])}) " if item.get("scope") else ""
+        return scope + safe(item["body"])
 
     for item in report.imported:
-        console.print(f"  + {scoped(item, 100)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
+        console.print(f"  + {scoped(item)}" + (f"  (rule {item['rule_id']})" if "rule_id" in item else ""))
     for item in report.skipped:
-        console.print(f"  skipped: {scoped(item, 80)} — {safe(item['reason'])}")
+        console.print(f"  skipped: {scoped(item)} — {safe(item['reason'])}")

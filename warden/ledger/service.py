@@ -108,6 +108,7 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     require_rule_agent(session, settings, agent)
     here = ledgers_dir_here(settings)
     target = out or here / f"{agent}.json"  # where a bare verify-ledger looks
+    in_gate_dir = _where_in_gate_dir(agent, target, here)
     doc = ledger_document(session, agent)
     if not doc["rules"]:  # a ledger of nothing would pass review and teach the adopters nothing
         earlier = (f"; {one_line(str(target), 200)} holds an earlier export: delete it to stop sharing"
@@ -124,7 +125,7 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
         raise UsageError(_share_refusal(session, agent, doc, problems))
     attributes = target.parent / LEDGERS_GITATTRIBUTES
     add_attributes = False
-    if target.parent.absolute() == here.absolute():  # the directory the gate reads
+    if in_gate_dir:  # the directory the gate reads
         if attributes.exists() or attributes.is_symlink():
             reason = gitattributes_problem(attributes)
             if reason:  # the gate would fail the directory: say so before writing anything
@@ -135,6 +136,29 @@ def share(session: Session, settings: Settings, agent: str, out: Path | None = N
     if add_attributes:
         write_atomic(attributes, GITATTRIBUTES_TEXT.encode("utf-8"), target.parent)
     return Shared(target, len(doc["rules"]), attributes if add_attributes else None)
+
+
+def _where_in_gate_dir(agent: str, target: Path, here: Path) -> bool:
+    """Whether ``target`` is a file of ``here`` itself (the directory a bare verify-ledger reads),
+    however the path reaches it ("../ledgers/x.json" from a subdirectory, a symlinked checkout).
+    A target anywhere under ``here`` has its place and name checked as the gate checks them, a
+    UsageError if it would fail: share writes nothing the gate rejects. Paths are compared with
+    symlinks and ".." resolved (os.path.realpath), except ``here`` itself: a symlinked ledgers/
+    fails the gate, so where it leads is not the gate's directory (and share refuses to write
+    through the link)."""
+    absolute = Path(os.path.abspath(here))
+    gate = os.path.join(os.path.realpath(absolute.parent), absolute.name)
+    parent = os.path.realpath(target.parent)
+    if parent != gate and os.path.commonpath([parent, gate]) != gate:
+        return False  # outside ledgers/: any name will do
+    shown = one_line(str(target), 200)
+    if parent != gate:
+        raise UsageError(f"cannot share {agent} to {shown}: the gate fails it there (ledgers/ holds <agent>.json "
+                         f"files, no subdirectories); write ledgers/{agent}.json")
+    if target.name != f"{agent}.json":
+        raise UsageError(f"cannot share {agent} to {shown}: the gate fails it there (a ledger under ledgers/ is "
+                         f"named for its agent: {agent}.json)")
+    return True
 
 
 def _share_refusal(session: Session, agent: str, doc: dict[str, Any], problems: list[Problem]) -> str:
@@ -149,6 +173,10 @@ def _share_refusal(session: Session, agent: str, doc: dict[str, Any], problems: 
                                               Rule.state.in_(SHARED_STATES))).first()
     if rule is None:  # cannot happen: the document was built from these rows
         return f"cannot share {agent}: {first}{more}"
+    # a stored decision time ahead of this clock: a clock was (or is) wrong, not the rule
+    if "decided_at" in first.reason and "in the future" in first.reason:
+        return (f"cannot share {agent}: rule {rule.id} ({rule.state}) {one_line(rule.body, 50)!r}: {first.reason}"
+                f"{more}; check this machine's clock and the one that measured it, or share again after that time")
     remedy = (f"forget it (`warden rules forget {rule.id}`) or add it again worded otherwise"
               if rule.state == "protected" else
               f"re-measure it (`warden select --agent {agent}`) or forget it (`warden rules forget {rule.id}`)")

@@ -1,8 +1,9 @@
 """``warden verify-ledger``: the offline, deterministic CI gate for shared ledgers.
 
-:func:`verify_bytes` is pure (no database, no clock, no network); :func:`verify_path` adds the
-file checks (regular file, size) before reading. Every problem names the file, the rule and the
-reason, so a pull-request review can act on it.
+:func:`verify_bytes` is pure (no database, no network; the clock is read only to refuse an
+evidence time in the future, so a file that passes never fails later); :func:`verify_path`
+adds the file checks (regular file, size) before reading. Every problem names the file, the
+rule and the reason, so a pull-request review can act on it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
@@ -64,9 +66,35 @@ def _label(index: int, rule: Any) -> str:
     return f"rule {index + 1}"
 
 
-def evidence_inconsistency(entry: dict[str, Any]) -> str | None:
+# How far past the verifier's clock a decision time may lie: the clocks of the machine that
+# measured and of the one that verifies may disagree a little, never by a day.
+CLOCK_SKEW = timedelta(days=1)
+
+
+def decided_at_problem(value: str, now: datetime | None = None) -> str | None:
+    """Why ``decided_at`` (of the schema's form, ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``) is no time a
+    decision was taken at, or None: not a calendar instant (February 31st, year 0), or later
+    than ``now`` (default: the clock) by more than :data:`CLOCK_SKEW`."""
+    try:
+        moment = datetime.strptime(value.partition(".")[0].removesuffix("Z"), "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return f"decided_at {value!r} is not a real date and time"
+    now = now or datetime.now(timezone.utc)
+    if now.tzinfo is None:  # a stored time: naive UTC
+        now = now.replace(tzinfo=timezone.utc)
+    if moment.replace(tzinfo=timezone.utc) > now + CLOCK_SKEW:
+        return (f"decided_at {value!r} lies in the future (more than {CLOCK_SKEW.days} day after "
+                f"{now.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%SZ}, this machine's time)")
+    return None
+
+
+def evidence_inconsistency(entry: dict[str, Any], now: datetime | None = None) -> str | None:
     """Why one evidence entry (any verdict, any age) contradicts itself, or None. What one field
-    alone can say (ranges, hashes, the time's form) the schema says."""
+    alone can say (ranges, hashes, the time's form) the schema says; that the time exists and
+    is not in the future (``now``: :func:`decided_at_problem`), this."""
+    when = decided_at_problem(entry["decided_at"], now)
+    if when:
+        return when
     low, high = entry["interval"]
     if low > high:
         return f"interval [{low:g}, {high:g}] has its low end above its high end"
@@ -140,9 +168,12 @@ def _strings(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{where}/{index}")
 
 
-def verify_bytes(data: bytes, name: str, file_agent: str | None = None) -> list[Problem]:
+def verify_bytes(data: bytes, name: str, file_agent: str | None = None, *,
+                 now: datetime | None = None) -> list[Problem]:
     """Every problem of one ledger file's bytes (empty list = it passes). ``file_agent``: the
-    agent the file's name says, for a ledger the gate reads under ledgers/ (``<agent>.json``)."""
+    agent the file's name says, for a ledger the gate reads under ledgers/ (``<agent>.json``).
+    ``now``: what an evidence time may not lie beyond (with :data:`CLOCK_SKEW`); default the clock."""
+    now = now or datetime.now(timezone.utc)
     problems: list[Problem] = []
     if len(data) > MAX_FILE_BYTES:
         return [Problem(name, None, f"file is {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")]
@@ -223,7 +254,7 @@ def verify_bytes(data: bytes, name: str, file_agent: str | None = None) -> list[
                 break
         seen.append((label, body))
         for number, entry in enumerate(rule["evidence"], 1):
-            inconsistent = evidence_inconsistency(entry)
+            inconsistent = evidence_inconsistency(entry, now)
             if inconsistent:
                 problem(f"evidence {number}: {inconsistent}")
         why = evidence_supports_keeping(rule)
