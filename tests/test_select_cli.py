@@ -94,3 +94,20 @@ def test_a_receipt_lists_the_bench_runs_behind_each_paired_difference(fake, caps
     assert main(["receipt", str(decision["rule_id"])]) == 0
     n = sum(map(len, pairs.values()))
     assert f"evidence: {n} pairs of bench runs (their run ids in --json)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_plugin_agent_the_store_holds_is_known_to_read_only_commands(warden_home: Path, capsys) -> None:
+    """Claude Code names a plugin's subagents 'plugin:agent': status and sessions list them, so
+    receipts takes them too; a command that writes files by the name still refuses it."""
+    from warden.store.models import SessionRun
+
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="s1:a1", session_id="s1", agent_id="a1", agent="my-plugin:code-reviewer"))
+        session.commit()
+    assert main(["receipts", "--agent", "my-plugin:code-reviewer"]) == 0
+    assert "no receipts yet" in capsys.readouterr().out
+    assert main(["receipts", "--agent", "my-plugin:other"]) == 2
+    assert "unknown agent 'my-plugin:other'" in capsys.readouterr().err
+    assert main(["memory", "compile", "--agent", "my-plugin:code-reviewer"]) == 2
+    assert "invalid agent name" in capsys.readouterr().err

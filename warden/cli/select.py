@@ -200,7 +200,7 @@ def receipts_command(agent: Optional[str] = typer.Option(None, "--agent", help="
     s = settings()
     with store(s).session() as session:
         if agent is not None:
-            require_rule_agent(session, s, agent)
+            require_rule_agent(session, s, agent, path_safe=False)  # read-only: any agent the store holds
         rows = latest_receipts(session, agent)
     if as_json:
         print_json(rows, figures=True)

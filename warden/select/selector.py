@@ -517,15 +517,22 @@ def require_agent(settings: Settings, agent: str) -> str:
     return agent
 
 
-def require_rule_agent(session: Session, settings: Settings, agent: str) -> str:
+def require_rule_agent(session: Session, settings: Settings, agent: str, *, path_safe: bool = True) -> str:
     """``agent`` if warden knows it (a golden suite, a Claude Code agent definition, rules, or
     collected sessions), else a usage error: a typo must neither list nothing as if all were well
-    nor install a memory for an agent warden never heard of."""
+    nor install a memory for an agent warden never heard of. ``path_safe``: the name must also be
+    a safe path component (a command that writes files by it); a command that only reads the
+    store takes any agent it holds, such as a plugin's ``my-plugin:reviewer``."""
     from warden.names import validate_agent_name
     from warden.store.models import SessionRun
 
-    validate_agent_name(agent)
-    if (agent in known_agents(settings) or (settings.claude_home / "agents" / f"{agent}.md").is_file()
+    try:
+        plain = validate_agent_name(agent) == agent  # only such a name is looked up as a file
+    except UsageError:
+        if path_safe:
+            raise
+        plain = False
+    if ((plain and (agent in known_agents(settings) or (settings.claude_home / "agents" / f"{agent}.md").is_file()))
             or session.scalar(select(Rule.id).where(Rule.agent == agent).limit(1))
             or session.scalar(select(SessionRun.id).where(SessionRun.agent == agent).limit(1))):
         return agent
