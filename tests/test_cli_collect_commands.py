@@ -670,3 +670,11 @@ def test_a_database_with_damaged_pages_is_a_database_error_not_an_internal_one(
     assert code == 1 and out == "" and err.count("\n") == 1, err
     assert err.startswith("warden: database error: ") and "damaged" in err and "internal error" not in err
     assert db.read_bytes() == bytes(data)
+
+
+def test_an_output_name_too_long_for_the_file_system_is_one_line(tmp_path: Path, warden_home: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    too_long = tmp_path / ("x" * 300 + ".html")
+    code, out, err = run(capsys, "report", "--html", str(too_long))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("warden: --html ") and "cannot write there (File name too long)" in err

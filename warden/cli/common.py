@@ -236,12 +236,15 @@ def refuse_output_path(flag: str, given: Path, target: Path, what: str) -> None:
     directory that exists (a mistyped path is not a reason to make directories)."""
     from warden.errors import UsageError
 
-    if target.is_symlink():
-        raise UsageError(f"{flag} {safe(given)} is a symlink: warden never writes through one")
-    if target.is_dir():
-        raise UsageError(f"{flag} {safe(given)} is a directory: name the {what} to write")
-    if not target.parent.is_dir():
-        raise UsageError(f"{flag} {safe(given)}: no directory {safe(target.parent)}")
+    try:
+        if target.is_symlink():
+            raise UsageError(f"{flag} {safe(given)} is a symlink: warden never writes through one")
+        if target.is_dir():
+            raise UsageError(f"{flag} {safe(given)} is a directory: name the {what} to write")
+        if not target.parent.is_dir():
+            raise UsageError(f"{flag} {safe(given)}: no directory {safe(target.parent)}")
+    except OSError as exc:  # a name too long for the file system, a path through a file
+        raise UsageError(f"{flag} {safe(given)}: cannot write there ({exc.strerror or exc})") from None
 
 
 def safe_block(text: object) -> str:
