@@ -10,7 +10,6 @@ from rich.table import Table
 
 from warden.cli.common import (agent_names, bounded_float_option, console, print_json, print_measured, refuse_output_path, safe, settings,
                                store, wide_console)
-from warden.errors import UsageError
 from warden.sanitize import count_text
 
 
@@ -35,7 +34,7 @@ def cost_command(
 
     s = settings()
     with store(s).session() as session:
-        agents = [require_rule_agent(session, s, agent)] if agent else agents_in_store(session)
+        agents = [require_rule_agent(session, s, agent, path_safe=False)] if agent else agents_in_store(session)
         results = []
         for name in agents:
             cost = rule_costs(session, name, PriceTable(s.pricing))
@@ -48,11 +47,9 @@ def cost_command(
     if not results:
         console.print("nothing to price: no agent has rules, bench runs or sessions yet")
     for cost in results:
-        # savings on real work are at its model's price; before any, at the measuring model's
-        pricing = ("" if cost["real_work_tokens_per_session"]
-                   else "; each saving at the input price of the model that measured it")
-        console.print(f"[bold]{safe(cost['agent'])}[/] · real work on {safe(cost['model'])} at ${cost['input_price_per_mtok']:g}/MTok"
-                      f" input{pricing}"
+        # savings on real work are at its runs' dollars per weighted token; before any, at the
+        # input price of the model that measured each (price_basis says which)
+        console.print(f"[bold]{safe(cost['agent'])}[/] · {safe(cost['price_basis'])}"
                       f" · basis: {safe(cost['basis'])} ({count_text(cost['real_work_tokens_per_session'])} weighted tokens/session)")
         table = Table(show_edge=False, pad_edge=False)
         for col in ("rule", "state", "saving/session", "$/session", "measured on", "rent", "bench spent", "break-even", "body"):
@@ -84,7 +81,7 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     from warden.report.service import report_data
     from warden.files import write_atomic
 
-    from warden.report.figures import agents_in_store
+    from warden.select.selector import require_rule_agent
 
     # The directory may be reached through a link; the file itself is never written through one
     # (a ./warden-report.html symlink shipped in a cloned repository).
@@ -93,11 +90,9 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
     refuse_output_path("--html", html_out, target, "HTML file")
     s = settings()
     with store(s).session() as session:
-        known = agents_in_store(session)
-        agent = agent_names(agent)
-        unknown = [a for a in agent or [] if a not in known]
-        if unknown:
-            raise UsageError(f"unknown agent {unknown[0]!r}: the store knows {', '.join(known) or 'no agents'}")
+        # the agents `warden cost --agent` knows (a golden suite, an agent file, rules or sessions:
+        # `main` too), each checked as cost checks it
+        agent = [require_rule_agent(session, s, a, path_safe=False) for a in agent_names(agent) or []]
         data = report_data(session, PriceTable(s.pricing), agent or None)
     page = render_report(data).encode("utf-8")
     write_atomic(target, page, target.parent)

@@ -2,8 +2,9 @@
 by state, bench spend vs real work, and each rule's price (``warden status``, ``warden cost``,
 ``warden report``). Queries here; rendering in ``cli/report.py`` and ``report/html.py``.
 
-Every verdict is in cost-weighted tokens; dollars are derived from them at the model's input
-price and are advisory.
+Every verdict is in cost-weighted tokens; dollars are derived from them and are advisory: on real
+work at its runs' dollars per weighted token (their cost ÷ their weighted tokens), before any at
+the measuring model's input price.
 """
 
 from __future__ import annotations
@@ -44,16 +45,49 @@ def _version_at(versions: list[RulesetVersion], moment: datetime | None) -> int:
     return current
 
 
+def _sessions_of(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE) -> list[dict[str, Any]]:
+    """The agent's real-work runs grouped by session (``session_id``): per session its first run's
+    start, the runs' summed weighted tokens and cost, and how many runs it had. A main session is
+    one run; a session that ran a subagent type twice is one session of that agent, costing both.
+
+    A run's cost is its stored ``cost_usd`` (priced when it was collected, as ``warden status``
+    sums it); a row holding weighted tokens but no cost (never one ``collect`` writes: weighted
+    tokens are cost ÷ input price) is priced at its first model's input price."""
+    groups: dict[str, dict[str, Any]] = {}
+    for sid, started, weighted, cost, models in session.execute(
+            select(SessionRun.session_id, SessionRun.started_at, SessionRun.weighted_tokens, SessionRun.cost_usd,
+                   SessionRun.models).where(SessionRun.agent == agent).order_by(SessionRun.id)):
+        weighted = float(weighted or 0.0)
+        cost = float(cost or 0.0)
+        names = [str(m) for m in (models or []) if m]
+        if cost <= 0.0 and weighted > 0.0:
+            cost = weighted * prices.price(names[0] if names else "").input / 1e6
+        g = groups.setdefault(sid, {"session_id": sid, "started_at": None, "runs": 0, "weighted": [], "cost": [],
+                                    "model_cost": defaultdict(float)})
+        if started is not None and (g["started_at"] is None or started < g["started_at"]):
+            g["started_at"] = started
+        g["runs"] += 1
+        g["weighted"].append(weighted)
+        g["cost"].append(cost)
+        for name in dict.fromkeys(names):  # a run on several models counts toward each
+            g["model_cost"][name] += cost
+    return [{"session_id": g["session_id"], "started_at": g["started_at"], "runs": g["runs"],
+             "weighted_tokens": math.fsum(g["weighted"]), "cost_usd": math.fsum(g["cost"]),
+             "model_cost": dict(g["model_cost"])} for g in groups.values()]
+
+
 def learning_curve(session: Session, agent: str) -> list[dict[str, Any]]:
-    """Real-work cost per session for each ruleset version the agent's sessions ran under."""
+    """Real-work cost per session for each ruleset version the agent's sessions ran under: a
+    session is its runs of the agent (grouped by session id, cost summed), filed under the version
+    in force when its first run started. ``sessions`` counts sessions, ``runs`` their runs."""
     versions = list(session.scalars(select(RulesetVersion).where(RulesetVersion.agent == agent)
                                     .order_by(RulesetVersion.version)))
-    groups: dict[int, list[float]] = defaultdict(list)
-    for started, weighted in session.execute(select(SessionRun.started_at, SessionRun.weighted_tokens)
-                                             .where(SessionRun.agent == agent)):
-        groups[_version_at(versions, started)].append(float(weighted))
-    return [{"ruleset_version": v, "sessions": len(vals), "mean_weighted_tokens": sum(vals) / len(vals)}
-            for v, vals in sorted(groups.items())]
+    groups: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for one in _sessions_of(session, agent):
+        groups[_version_at(versions, one["started_at"])].append(one)
+    return [{"ruleset_version": v, "sessions": len(group), "runs": sum(g["runs"] for g in group),
+             "mean_weighted_tokens": math.fsum(g["weighted_tokens"] for g in group) / len(group)}
+            for v, group in sorted(groups.items())]
 
 
 def golden_suite(session: Session, agent: str) -> dict[str, Any]:
@@ -125,11 +159,15 @@ def rules_by_state(session: Session, agent: str) -> dict[str, int]:
     return {state: int(counts.get(state, 0)) for state in RULE_STATES}
 
 
-def bench_spend_by_day(session: Session, agent: str | None = None) -> list[dict[str, Any]]:
-    """Bench weighted tokens per day, with the backends that spent them (a sim's are simulated)."""
+def bench_spend_by_day(session: Session, agent: str | None = None,
+                       agents: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Bench weighted tokens per day, with the backends that spent them (a sim's are simulated):
+    of ``agent``, or of the ``agents`` named, or (neither given) of every agent."""
     query = select(BenchRun.created_at, BenchRun.weighted_tokens, BenchRun.backend)
     if agent:
         query = query.where(BenchRun.agent == agent)
+    if agents is not None:
+        query = query.where(BenchRun.agent.in_(list(agents)))
     days: dict[str, float] = defaultdict(float)
     backends: dict[str, set[str]] = defaultdict(set)
     for created, weighted, backend in session.execute(query):
@@ -158,20 +196,41 @@ def spend_this_week(session: Session, agent: str | None = None, now: datetime | 
             "real_work_weighted_tokens": real, "bench_share": bench / real if real else None}
 
 
-def agent_model(session: Session, agent: str) -> str:
-    """The model the agent's real work mostly ran on (for dollar figures), or the bench's."""
-    for models in session.scalars(select(SessionRun.models).where(SessionRun.agent == agent)
-                                  .order_by(SessionRun.weighted_tokens.desc()).limit(1)):
-        if models:
-            return str(models[0])
+def real_work(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE) -> dict[str, Any]:
+    """The agent's real work as the dollar figures use it: sessions (runs grouped by session id),
+    runs, their summed weighted tokens and real cost, the mean session, and the dollars per
+    weighted token — Σ cost ÷ Σ weighted tokens over the same runs, so N sessions at the mean
+    cost N × the mean real cost whatever mix of models ran them (one run's weighted tokens are
+    its cost ÷ *its* model's input price, so a mean over several models mixes units that no one
+    model's price converts). ``models``: the models the runs used, most cost first."""
+    sessions = _sessions_of(session, agent, prices)
+    weighted = math.fsum(s["weighted_tokens"] for s in sessions)
+    cost = math.fsum(s["cost_usd"] for s in sessions)
+    by_model: dict[str, float] = defaultdict(float)
+    for one in sessions:
+        for name, c in one["model_cost"].items():
+            by_model[name] += c
+    n = len(sessions)
+    return {"sessions": n, "runs": sum(s["runs"] for s in sessions), "weighted_tokens": weighted, "cost_usd": cost,
+            "weighted_tokens_per_session": weighted / n if n else None, "usd_per_session": cost / n if n else None,
+            "usd_per_mtok_weighted": cost * 1e6 / weighted if weighted > 0 else None,
+            "models": sorted(by_model, key=lambda m: (-by_model[m], m))}
+
+
+def agent_model(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE) -> str:
+    """The model most of the agent's real-work cost ran on, or (before any real work) the bench's."""
+    models = real_work(session, agent, prices)["models"]
+    if models:
+        return models[0]
     model = session.scalar(select(BenchRun.model).where(BenchRun.agent == agent).limit(1))
     return str(model or "claude-sonnet-4-6")
 
 
 def real_work_per_session(session: Session, agent: str) -> tuple[float | None, int]:
-    rows = session.execute(select(func.avg(SessionRun.weighted_tokens), func.count())
-                           .where(SessionRun.agent == agent)).one()
-    return (float(rows[0]) if rows[0] is not None else None), int(rows[1])
+    """The agent's mean real-work session in weighted tokens (its runs of the agent summed) and
+    the number of sessions (not runs: a session that ran a subagent twice is one)."""
+    work = real_work(session, agent)
+    return work["weighted_tokens_per_session"], int(work["sessions"])
 
 
 def _relative(receipt: Receipt | None) -> float | None:
@@ -188,8 +247,10 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
     """Each in-memory rule priced from its receipts at the agent's real-work mix.
 
     The receipt's relative saving (a fraction of a bench run, already net of the rule's own
-    in-session cost) is applied to the agent's mean real-work session; without real-work
-    sessions the bench's reference cost stands in (and says so).
+    in-session cost) is applied to the agent's mean real-work session (its runs of the agent in
+    one session summed); without real-work sessions the bench's reference cost stands in (and
+    says so). Dollars on real work are at its runs' dollars per weighted token
+    (:func:`real_work`), stated in ``price_basis`` and ``input_price_per_mtok``.
 
     Attribution: the decision core's model is multiplicative — with rules i in memory a session
     costs Π(1 − sᵢ) of what it costs without them, sᵢ each rule's relative saving as measured
@@ -201,9 +262,22 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
     rule that costs (sᵢ < 0) gets a negative share. Protected rules stay outside the combined
     saving (the projection leaves them out): each is priced alone at sᵢ of a session. Without
     real-work sessions each rule's saving is sᵢ of the reference run it was measured against."""
-    per_session, n_sessions = real_work_per_session(session, agent)
-    model = agent_model(session, agent)
-    input_price = prices.price(model).input
+    work = real_work(session, agent, prices)
+    per_session, n_sessions = work["weighted_tokens_per_session"], work["sessions"]
+    if per_session and work["usd_per_mtok_weighted"]:
+        # the real runs' dollars per weighted token: N sessions at the mean cost N × their mean real cost
+        model = work["models"][0] if work["models"] else agent_model(session, agent, prices)
+        input_price = work["usd_per_mtok_weighted"]
+        one_model = len(work["models"]) == 1 and math.isclose(input_price, prices.price(model).input, rel_tol=1e-9)
+        price_basis = (f"real work{' on ' + _models_text(work['models']) if work['models'] else ''}: "
+                       f"${work['cost_usd']:.2f} over "
+                       f"{_plural(n_sessions, 'session')} ({_plural(work['runs'], 'run')}), "
+                       f"${input_price:.4g} per M weighted tokens"
+                       + (f" ({model}'s input price)" if one_model else " (their cost ÷ their weighted tokens)"))
+    else:
+        model = agent_model(session, agent, prices)
+        input_price = prices.price(model).input
+        price_basis = "no real work collected yet: each saving at the input price of the model that measured it"
     priced = []
     for rule in session.scalars(select(Rule).where(Rule.agent == agent,
                                                    Rule.state.in_(("active", "probation", "protected")))
@@ -235,9 +309,9 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
         saving = savings[rule.id]
         net = saving  # a measured saving already includes the rule's rent
         # With real-work sessions the saving is a share of the agent's real-work tokens, so it is priced
-        # at the real-work model's input price (as project() prices it: the rules' dollars add up to
-        # the projection's); without them it is a share of the reference run the receipt's model
-        # measured, priced at that model's. Each receipt's bench spend is at its own model's price.
+        # at the real work's dollars per weighted token (as project() prices it: the rules' dollars add
+        # up to the projection's); without them it is a share of the reference run the receipt's model
+        # measured, priced at that model's input price. Each receipt's bench spend is at its own model's.
         rule_price = (prices.price(latest.model).input if latest is not None and not per_session
                       else input_price)
         rules_out.append({
@@ -255,10 +329,27 @@ def rule_costs(session: Session, agent: str, prices: PriceTable = DEFAULT_TABLE)
             "measured_on": setup_of(latest.backend, latest.model) if latest else None,
             "interval_tokens": [latest.ci_low, latest.ci_high] if latest else None,
             "margin_tokens": latest.margin if latest else None})
-    return {"agent": agent, "model": model, "input_price_per_mtok": input_price,
-            "real_work_sessions": n_sessions, "real_work_tokens_per_session": per_session,
+    return {"agent": agent, "model": model, "models": work["models"], "input_price_per_mtok": input_price,
+            "price_basis": price_basis,
+            "real_work_sessions": n_sessions, "real_work_runs": work["runs"],
+            "real_work_tokens_per_session": per_session,
+            "real_work_cost_usd": work["cost_usd"], "real_work_usd_per_session": work["usd_per_session"],
             "basis": "real-work sessions" if per_session else "bench reference runs (no real-work sessions yet)",
-            "rules": rules_out, "dollars": "advisory: derived from weighted tokens at the model's input price"}
+            "rules": rules_out,
+            "dollars": ("advisory: weighted tokens at the real-work runs' dollars per weighted token (their cost ÷ "
+                        "their weighted tokens)" if per_session else
+                        "advisory: weighted tokens at the measuring model's input price")}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _models_text(models: list[str]) -> str:
+    """The real work's models, most cost first: all of up to three, else the first and a count."""
+    if len(models) <= 3:
+        return ", ".join(models)
+    return f"{models[0]} and {len(models) - 1} other models"
 
 
 def project(cost: dict[str, Any], weeks: int, sessions_per_week: float, bench_tokens_per_week: float) -> dict[str, Any]:

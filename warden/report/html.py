@@ -186,7 +186,9 @@ def render_report(data: dict[str, Any]) -> str:
                        f"{esc(__version__)} · verdicts in cost-weighted tokens; dollars advisory</p>"]
     for agent in data["agents"]:
         name = agent["agent"]
-        curve = [(f"v{p['ruleset_version']} · {p['sessions']} sessions", p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
+        curve = [(f"v{p['ruleset_version']} · {p['sessions']} session{'' if p['sessions'] == 1 else 's'}"
+                  + (f" ({p['runs']} runs)" if p.get("runs", p["sessions"]) != p["sessions"] else ""),
+                  p["mean_weighted_tokens"]) for p in agent["learning_curve"]]
         suite = agent["golden_suite"]
         body.append(f'<h2 id="agent-{esc(name)}">{esc(name)}</h2>')
         week = agent["spend_this_week"]
@@ -212,8 +214,7 @@ def render_report(data: dict[str, Any]) -> str:
             f'<td>{r["rent_tokens"]}</td><td>{count_text(r["bench_tokens_spent"])}</td>'
             f'<td>{count_text(r["break_even_sessions"])}</td></tr>' for r in agent["cost"]["rules"])
         cost = agent["cost"]
-        pricing = "" if cost["real_work_tokens_per_session"] else "; each saving at the input price of the model that measured it"
-        body.append(f'<p>real work on {esc(cost["model"])} (${cost["input_price_per_mtok"]:g}/MTok input{pricing}), priced on '
+        body.append(f'<p>{esc(cost["price_basis"])} · priced on '
                     f'{esc(cost["basis"])}: {count_text(cost["real_work_tokens_per_session"])} weighted tokens per session</p>')
         body.append(f'<table class="cost"><tr><th>rule</th><th class="t">body</th><th>state</th><th>saving/session</th>'
                     f'<th>$/session</th><th class="t">measured on</th><th>rent</th><th>bench spent</th>'
@@ -241,7 +242,9 @@ def render_report(data: dict[str, Any]) -> str:
                            or '<p class="muted">no local decision yet</p>') + "</div>")
     spend = [(d["day"], d["weighted_tokens"]) for d in data["bench_spend_by_day"]]
     body.append("<h2>Bench spend over time</h2>")
-    body.append(bar_chart(spend or [("0000-00-00", 0.0)], "bench weighted tokens per day", "bench-spend"))
+    of = data.get("bench_spend_agents")
+    body.append(bar_chart(spend or [("0000-00-00", 0.0)], "bench weighted tokens per day"
+                          + (f" of {', '.join(of)}" if of else ""), "bench-spend"))
     body.append(_measured(b for d in data["bench_spend_by_day"] for b in d["backends"]))
     script = "<script>document.body.dataset.ready = String(document.querySelectorAll('svg.chart').length);</script>"
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "

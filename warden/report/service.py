@@ -29,5 +29,7 @@ def report_data(session: Session, prices: PriceTable, agents: list[str] | None =
         overview["rules_history"] = [rule_history(session, rid) for rid in
                                      session.scalars(select(Rule.id).where(Rule.agent == agent).order_by(Rule.id))]
         out.append(overview)
+    # A report on named agents shows their bench spend only; on every agent, all of it.
     return {"generated_at": iso_utc(utcnow(), "seconds"), "agents": out,
-            "bench_spend_by_day": bench_spend_by_day(session)}
+            "bench_spend_by_day": bench_spend_by_day(session, agents=agents or None),
+            "bench_spend_agents": list(agents) if agents else None}
