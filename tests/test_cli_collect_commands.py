@@ -678,3 +678,15 @@ def test_an_output_name_too_long_for_the_file_system_is_one_line(tmp_path: Path,
     code, out, err = run(capsys, "report", "--html", str(too_long))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("warden: --html ") and "cannot write there (File name too long)" in err
+
+
+@pytest.mark.parametrize("argv", [("report", "--html", "reports/"), ("share", "--agent", "backend", "--out", "team/")])
+def test_an_output_path_written_as_a_directory_is_refused_not_made_a_file(argv: tuple[str, ...], tmp_path: Path,
+                                                                          warden_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "names a directory" in err
+    assert list(here.iterdir()) == []

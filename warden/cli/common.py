@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Collection, Sequence
@@ -230,12 +231,15 @@ def safe(text: object, limit: int | None = None) -> str:
     return escape(clean)
 
 
-def refuse_output_path(flag: str, given: Path, target: Path, what: str) -> None:
+def refuse_output_path(flag: str, given: str | Path, target: Path, what: str) -> None:
     """A usage error (exit 2, one line naming ``flag`` as ``given``) unless ``target`` can be the
-    file an output option writes: never through a symlink, not over a directory, and into a
-    directory that exists (a mistyped path is not a reason to make directories)."""
+    file an output option writes: never through a symlink, not over a directory, nor one named
+    as a directory (``reports/``: given as text, as typed, since a Path drops the slash), and into
+    a directory that exists (a mistyped path is not a reason to make directories)."""
     from warden.errors import UsageError
 
+    if isinstance(given, str) and given.endswith(("/", os.sep)):
+        raise UsageError(f"{flag} {safe(given)} names a directory: name the {what} to write")
     try:
         if target.is_symlink():
             raise UsageError(f"{flag} {safe(given)} is a symlink: warden never writes through one")

@@ -18,16 +18,17 @@ def register(app: typer.Typer) -> None:
 
 
 def share_command(agent: str = typer.Option(..., "--agent", help="The agent whose rules to share."),
-                  out: Optional[Path] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
+                  out: Optional[str] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
     from warden.ledger.service import share
 
-    if out is not None:  # the path as given, links unresolved: share refuses to write through any
-        refuse_output_path("--out", out, out.expanduser().absolute(), "ledger file")
+    out_path = None if out is None else Path(out)
+    if out_path is not None:  # the path as given, links unresolved: share refuses to write through any
+        refuse_output_path("--out", out, out_path.expanduser().absolute(), "ledger file")
     s = settings()
     with store(s).session() as session:
-        shared = share(session, s, agent, out.expanduser() if out is not None else None)
+        shared = share(session, s, agent, out_path.expanduser() if out_path is not None else None)
     attributes = str(shared.gitattributes) if shared.gitattributes else None
     if as_json:
         print_json({"path": str(shared.path), "rules": shared.rules, "gitattributes": attributes})

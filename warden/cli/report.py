@@ -71,7 +71,7 @@ def cost_command(
         console.print("  dollars are advisory; every verdict is in cost-weighted tokens")
 
 
-def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--html",
+def report_command(html_out: str = typer.Option("warden-report.html", "--html",
                                                  help="Write the HTML report here (default: warden-report.html in "
                                                       "the current directory)."),
                    agent: Optional[list[str]] = typer.Option(None, "--agent", help="Only these agents (repeat, or comma-separated; default: every agent).")) -> None:
@@ -85,9 +85,9 @@ def report_command(html_out: Path = typer.Option(Path("warden-report.html"), "--
 
     # The directory may be reached through a link; the file itself is never written through one
     # (a ./warden-report.html symlink shipped in a cloned repository).
-    given = html_out.expanduser().absolute()
+    given = Path(html_out).expanduser().absolute()
     target = given.parent.resolve() / given.name
-    refuse_output_path("--html", html_out, target, "HTML file")
+    refuse_output_path("--html", html_out, target, "HTML file")  # as typed: "reports/" names a directory
     s = settings()
     with store(s).session() as session:
         # the agents `warden cost --agent` knows (a golden suite, an agent file, rules or sessions:
