@@ -145,3 +145,29 @@ def test_the_run_id_distill_takes_is_the_one_sessions_lists(tmp_path: Path, caps
     assert main(["distill", "--run", str(row["id"]), "--dry-run", "--json"]) == 0
     (report,) = json.loads(capsys.readouterr().out)["runs"]
     assert report["run_id"] == row["id"] and report["run_key"] == row["run_key"]
+
+
+def test_a_file_that_is_no_transcript_is_an_error_not_an_empty_session(tmp_path: Path, capsys) -> None:
+    garbage = tmp_path / "passwd.jsonl"
+    garbage.write_text("root:x:0:0:root:/root:/bin/bash\nnot json either\n")
+    assert main(["distill", str(garbage)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a Claude Code transcript: none of its 2 line(s) is a JSON record" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")  # a session just started: a transcript with nothing in it yet
+    assert main(["distill", str(empty)]) == 0
+
+
+def test_a_dry_run_of_a_run_outside_the_queue_leaves_the_queue_as_it_is(tmp_path: Path, capsys) -> None:
+    path = write_transcript(tmp_path, naive_session(), session_id="naive")
+    store = open_store(load_settings())
+    with store.session() as session:
+        session.add(SessionRun(run_key="naive:a1", session_id="naive", agent_id="a1", agent="coder",
+                               weighted_tokens=120_000, completed=True, source_path=str(path)))  # not queued
+        session.add_all([SessionRun(run_key=f"q{i}:a1", session_id=f"q{i}", agent_id="a1", agent="coder",
+                                    weighted_tokens=120_000, completed=True, source_path=str(path),
+                                    distill_state="queued") for i in range(3)])
+    assert main(["distill", "--dry-run", "--run", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["left_queued"] == 3
+    assert main(["distill", "--dry-run", "--run", "2", "--json"]) == 0  # a queued one: a real run would leave 2
+    assert json.loads(capsys.readouterr().out)["left_queued"] == 2

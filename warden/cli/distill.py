@@ -67,7 +67,8 @@ def distill_command(
                 require_rule_agent(session, s, agent)
         reports = distill_runs(db, s, agent=agent, run_id=run, distiller=chosen, dry_run=dry_run, limit=limit)
         unreadable = []
-        left = max(0, queued_count(db, agent) - (len(reports) if dry_run else 0))  # a dry run dequeues nothing
+        # a dry run dequeues nothing: what a real one would leave (a --run not in the queue takes none)
+        left = queued_count(db, agent, besides=[r.run_id for r in reports] if dry_run else ())
     if as_json:
         print_json(_sanitised({"dry_run": dry_run, "distiller": chosen, "runs": [r.to_dict() for r in reports],
                                **({} if paths else {"left_queued": left})}))

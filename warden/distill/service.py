@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import anthropic
@@ -180,10 +181,15 @@ def _newest_first(query: Select[tuple[int]]) -> Select[tuple[int]]:
     return query.order_by(when.is_(None), when.desc(), SessionRun.id.desc())
 
 
-def queued_count(store: Store, agent: str | None = None) -> int:
-    """Runs still waiting in the distill queue (a limit leaves the older ones there)."""
+def queued_count(store: Store, agent: str | None = None, *, besides: Iterable[int | None] = ()) -> int:
+    """Runs still waiting in the distill queue (a limit leaves the older ones there), ``besides``
+    those (the runs a dry run took: what a real one would leave)."""
+    query = _queue(agent)
+    taken = sorted({run_id for run_id in besides if run_id is not None})
+    if taken:
+        query = query.where(SessionRun.id.not_in(taken))
     with store.session() as session:
-        return session.scalar(select(func.count()).select_from(_queue(agent).subquery())) or 0
+        return session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
 def distill_run(store: Store, settings: Settings, run_id: int, *, distiller: str = "heuristic",
@@ -318,6 +324,9 @@ def distill_dry_run(paths: list[Path], settings: Settings, *, distiller: str = "
         report = RunReport(source_path=str(path))
         try:
             parsed = parse_transcript(path)
+            stats = parsed.stats
+            if stats.malformed and not stats.lines - stats.blank - stats.malformed - stats.oversized:
+                raise UsageError(f"not a Claude Code transcript: none of its {stats.lines:,} line(s) is a JSON record")
             report.run_key = parsed.run_key
             report.agent = ("main" if parsed.agent_id is None
                             else parsed.agent_type or read_meta_sidecar(str(path)) or "subagent")
