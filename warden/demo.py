@@ -12,13 +12,33 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from warden.config import load_settings
+from warden.config import Settings, load_settings
 from warden.errors import UsageError
 from warden.names import process_tag
 from warden.store.db import open_store
+
+if TYPE_CHECKING:
+    from warden.bench.agents.sim_sessions import PlayedSession
+    from warden.bench.tasks import AgentSuite
+
+
+def play_demo_sessions(settings: Settings, agent: str, suite: AgentSuite, *, sessions: int, seed: int,
+                       now: datetime | None = None) -> list[PlayedSession]:
+    """The demo's real work: ``sessions`` delegated sessions of the naive ``agent``, written into
+    the home's Claude Code directory, laid out backwards from the hour of ``now`` (default: the
+    clock) — the work of the last hours and days, recent enough for checkpoint retention and
+    recall, and every session over before the collect that follows. A session dated later would
+    be filed under the rule set in force at its start, one the naive agent never had. (Whole
+    hours keep the transcripts identical within an hour.)"""
+    from warden.bench.agents.sim_sessions import play_sessions
+
+    end = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return play_sessions(settings.claude_home, {agent: suite}, settings.fixture_dir, sessions=sessions, seed=seed,
+                         delegate_share=1.0, end=end, namespace="demo")
 
 
 def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep: str | None = None,
@@ -26,7 +46,6 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
     """Play the sessions and run one night in a fresh home (``keep``, or a temporary one removed
     afterwards); the night's summary, the receipts and the compiled MEMORY.md, with ``aborted``
     set when the night stopped on an infrastructure failure."""
-    from warden.bench.agents.sim_sessions import play_sessions
     from warden.bench.tasks import load_suite
     from warden.select.compile import memory_path
     from warden.select.nightly import resolve_agents, run_nightly
@@ -55,11 +74,7 @@ def run_demo(*, sessions: int = 12, seed: int = 0, agent: str = "backend", keep:
         suite = load_suite(settings.golden_dir, agent)
         say(f"demo home {home} (sim backend: a simulated agent, not a model)")
         say(f"playing {sessions} simulated real-work sessions of the naive {agent} agent")
-        # Yesterday's work: recent enough for checkpoint retention and recall (whole hours keep
-        # the transcripts identical within a day).
-        start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
-        play_sessions(settings.claude_home, {agent: suite}, settings.fixture_dir, sessions=sessions, seed=seed,
-                      delegate_share=1.0, start=start, namespace="demo")
+        play_demo_sessions(settings, agent, suite, sessions=sessions, seed=seed)
         store = open_store(settings)
         summary = run_nightly(store, settings, agents=[agent], log=say, base_seed=seed)
         with store.session() as session:

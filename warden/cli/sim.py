@@ -6,8 +6,7 @@ never a real model's result — the output says so.
 
 from __future__ import annotations
 
-import math
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -76,13 +75,7 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         console.print(f"costs in cost-weighted tokens per run; {result['label']}")
 
-    def _start(text: str | None, sessions: int) -> datetime:
-        if text is None:
-            # 09:00 UTC of the latest day from which the sessions (at most 5 simulated hours each)
-            # are over by midnight: yesterday for a few, earlier for more, never work dated in the
-            # future; the same transcripts all day, inside the recall window for up to ~30 sessions
-            days_back = max(1, math.ceil((9 + 5 * sessions) / 24))
-            return datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=days_back)
+    def _start(text: str) -> datetime:
         try:
             day = datetime.strptime(text.strip(), "%Y-%m-%d")
         except ValueError:
@@ -104,12 +97,14 @@ def register(app: typer.Typer) -> None:
         persona: str = typer.Option("naive", "--persona", help="naive | careful"),
         start_date: Optional[str] = typer.Option(
             None, "--start", metavar="YYYY-MM-DD",
-            help="date of the first session (default: the latest day from which they all end before today:"
-                 " yesterday for a few sessions, so retention and recall windows see them)"),
+            help="date of the first session, which starts 20-200 simulated minutes after 09:00 UTC that day;"
+                 " sessions that would run past now are refused (nothing is written): give an earlier date or"
+                 " fewer sessions (default: dated backwards from midnight UTC so that the last one ends before"
+                 " today - yesterday for a few sessions, earlier for more)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Play simulated work sessions and write them as Claude Code transcripts (demo input)."""
-        from warden.bench.agents.sim_sessions import play_sessions
+        from warden.bench.agents.sim_sessions import TimelineOverrun, play_sessions
         from warden.bench.tasks import load_all_suites
 
         if not out_dir.strip():
@@ -135,12 +130,22 @@ def register(app: typer.Typer) -> None:
                     except (OSError, UnicodeDecodeError) as exc:
                         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
                         raise UsageError(f"cannot read {safe(memory_file)}: {reason or exc}") from None
+        persona = _persona(persona)
+        if start_date is None:  # backwards from today's midnight: the same transcripts all day
+            timeline = {"end": datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)}
+        else:  # forwards from the given day, never past the moment they are generated
+            timeline = {"start": _start(start_date), "not_after": datetime.now(timezone.utc)}
         with progress_bar("sim sessions", not as_json) as bar:
             bar.add_task("sessions", total=None)
             try:
                 played = play_sessions(out, suites, s.fixture_dir, sessions=count, seed=seed,
                                        memory_by_agent=memories, delegate_share=delegate_share,
-                                       persona=_persona(persona), start=_start(start_date, count))
+                                       persona=persona, **timeline)
+            except TimelineOverrun as exc:
+                raise UsageError(
+                    f"--start {start_date.strip()}: {count} sessions from that day would run past now (session "
+                    f"{exc.index + 1} would end after {exc.not_after:%Y-%m-%d %H:%M} UTC); nothing written: give"
+                    " an earlier --start or fewer --sessions, or leave --start out") from None
             except OSError as exc:
                 raise WardenError(f"cannot write the sessions under {out}: {exc.strerror or exc}") from None
         rows = [p.__dict__ for p in played]

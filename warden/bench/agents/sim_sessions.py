@@ -16,7 +16,7 @@ What the transcripts contain (the parts of Claude Code's format warden reads):
   Claude Code's for reads, greps, globs, commands, edits, writes; a string for errors) and
   ``sourceToolAssistantUUID``;
 * ``uuid``/``parentUuid`` chains, ``cwd``, ``sessionId``, ``version``, ``gitBranch``, ISO
-  timestamps from a simulated clock (deterministic);
+  timestamps from a simulated clock (deterministic; see *The timeline* below);
 * *delegated* sessions (``delegate_share`` of them): the main session calls ``Task`` with
   ``subagent_type = <agent>``; the agent's work is a sidechain transcript
   ``<sessionId>/subagents/agent-<agentId>.jsonl`` (``isSidechain: true``, ``agentId``) with an
@@ -30,14 +30,26 @@ names are the harness's (``read_file``, ``grep``, …), which the collector's pa
 
 Tool names, usage and bytes are what the sim really did in the working copy. The session
 sequence is a function of (seed, index): the same arguments write the same files.
+
+The timeline: each session has a pause of 20–200 simulated minutes drawn with it, and lasts as
+long as its simulated clock runs (about a second per response plus its output at 80 tokens/s,
+fractions of a second per tool result, the subagent's whole run for a delegated one) — so the
+span of ``n`` sessions is known only once they are played. Laid out *forwards* (``start``), the
+pause comes before each session and the first starts a pause after ``start``; ``not_after``
+then refuses, before a file is written, a timeline whose last line would be later than it
+(:class:`TimelineOverrun`). Laid out *backwards* (``end``), the pause comes after each session
+and the last one ends a pause before ``end``: every line is earlier than ``end`` whatever the
+seed and count — the sessions are played last first to place them, their content is the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -84,10 +96,19 @@ def encode_project_dir(cwd: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in cwd)
 
 
+class TimelineOverrun(ValueError):
+    """A forward timeline (``start``) whose sessions would run past ``not_after``; nothing was written."""
+
+    def __init__(self, index: int, sessions: int, moment: datetime, not_after: datetime) -> None:
+        self.index, self.sessions, self.moment, self.not_after = index, sessions, moment, not_after
+        super().__init__(f"session {index + 1} of {sessions} would end after {_iso(not_after)}")
+
+
 def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Path, *, sessions: int,
                   seed: int = 0, memory_by_agent: dict[str, str] | None = None,
                   delegate_share: float = 0.75, persona: str = "naive",
-                  start: datetime = DEFAULT_START, caps: RunCaps | None = None,
+                  start: datetime | None = None, end: datetime | None = None,
+                  not_after: datetime | None = None, caps: RunCaps | None = None,
                   namespace: str = "") -> list[PlayedSession]:
     """Play ``sessions`` simulated sessions over the agents of ``suites`` and write transcripts.
 
@@ -95,63 +116,123 @@ def play_sessions(out_dir: Path, suites: dict[str, AgentSuite], fixture_dir: Pat
     fresh copy of the fixture at ``<out>/workspace/<fixture name>`` (the sessions' ``cwd``).
     Session ids (and the message ids derived from them) follow ``namespace``, ``seed`` and ``i``:
     a caller whose sessions must never share ids with ``warden sim sessions``' (the demo's, which
-    a user may collect beside them into one home) passes a namespace of its own."""
+    a user may collect beside them into one home) passes a namespace of its own.
+
+    Dates (module docstring, *The timeline*): ``end`` lays the sessions out backwards so that all
+    of them are over before ``end``; otherwise forwards from ``start`` (default
+    :data:`DEFAULT_START`), and with ``not_after`` a session that would end later than it raises
+    :class:`TimelineOverrun` with no file written (nor any earlier file of ``out`` replaced)."""
     if sessions < 0:
         raise ValueError("sessions must be >= 0")
+    if start is not None and end is not None:
+        raise ValueError("give start or end, not both")
+    if end is not None and not_after is not None:
+        raise ValueError("not_after bounds a forward timeline (start); a backward one ends before end")
     agents = sorted(a for a, s in suites.items() if any(t.sim for t in s.tasks))
     if not agents and sessions:
         raise ValueError("no agent has golden tasks with a sim: block")
     out_dir = Path(out_dir)
     workspace = (out_dir / "workspace" / Path(fixture_dir).resolve().name).resolve()
     project = out_dir / "projects" / encode_project_dir(str(workspace))
-    project.mkdir(parents=True, exist_ok=True)
+    staging: Path | None = None
+    created = [d for d in (out_dir, workspace.parent) if not d.exists()]  # removed again if refused
+    if not_after is None:
+        project.mkdir(parents=True, exist_ok=True)
+    else:
+        # A bounded forward timeline is known to fit only once its last session is played: the
+        # files wait in a staging directory inside ``out`` and move into place when all of them fit.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".sim-sessions-", dir=out_dir))
+
+    def target(path: Path) -> Path:
+        return staging / path.relative_to(out_dir) if staging is not None else path
+
     backend = SimBackend(persona, fast=True)
     played: list[PlayedSession] = []
-    clock = start
-    for index in range(sessions):
-        rng = random.Random(f"warden-sim-sessions:{seed}:{index}")
-        agent = agents[index % len(agents)]
-        suite = suites[agent]
-        task = rng.choice([t for t in suite.tasks if t.sim])
-        run_seed = SEED_OFFSET + seed * 10_000 + index
-        delegated = rng.random() < delegate_share
-        clock += timedelta(minutes=20 + rng.randint(0, 180))
-        if workspace.exists():
-            shutil.rmtree(workspace)
-        make_run_copy(fixture_dir, workspace)
-        memory = (memory_by_agent or {}).get(agent) or render_memory(agent, [])
-        system = (suite.system_prompt + "\n\n" + memory) if delegated else MAIN_SYSTEM
-        result = backend.run(task, workspace, system, run_seed, caps or RunCaps())
-        assert backend.last_transport is not None
-        session_id = str(uuid.uuid5(_NS, f"{namespace}:{seed}:{index}" if namespace else f"{seed}:{index}"))
-        writer = _Writer(session_id=session_id, cwd=str(workspace), clock=clock,
-                         model=backend.model)
-        agent_id = None
-        if delegated:
-            agent_id = "a" + hashlib.sha256(f"{session_id}:{agent}".encode()).hexdigest()[:16]
-            sub = writer.fork(agent_id)
-            sub.prompt(task.prompt)
-            report = sub.conversation(backend.last_transport.exchanges)
-            sub_dir = project / session_id / "subagents"
-            sub.write(sub_dir / f"agent-{agent_id}.jsonl")
-            (sub_dir / f"agent-{agent_id}.meta.json").write_text(
-                json.dumps({"agentType": agent, "description": one_line(task.prompt, 60)}) + "\n", encoding="utf-8")
-            writer.clock = sub.clock
-            writer.delegation(task, agent, agent_id, report, result.usage, len(result.calls), sub.tool_uses,
-                              sub.clock - clock)
-        else:
-            writer.prompt(task.prompt)
-            writer.conversation(backend.last_transport.exchanges)
-        path = project / f"{session_id}.jsonl"
-        writer.write(path)
-        clock = writer.clock
-        played.append(PlayedSession(
-            session_id=session_id, agent=agent if delegated else "main", task_id=task.id, seed=run_seed,
-            delegated=delegated, agent_id=agent_id, completed=result.completed,
-            weighted_tokens=DEFAULT_TABLE.weighted_tokens(result.model, result.usage), path=str(path)))
-    if workspace.exists():
-        shutil.rmtree(workspace)
-    return played
+    backwards = end is not None
+    clock = end if backwards else (start or DEFAULT_START)
+    try:
+        for index in (reversed(range(sessions)) if backwards else range(sessions)):
+            rng = random.Random(f"warden-sim-sessions:{seed}:{index}")
+            agent = agents[index % len(agents)]
+            suite = suites[agent]
+            task = rng.choice([t for t in suite.tasks if t.sim])
+            run_seed = SEED_OFFSET + seed * 10_000 + index
+            delegated = rng.random() < delegate_share
+            pause = timedelta(minutes=20 + rng.randint(0, 180))
+            if backwards:
+                clock -= pause  # this session ends here (the pause after it, before the next one)
+            else:
+                clock += pause  # this session starts here
+                if not_after is not None and clock > not_after:
+                    raise TimelineOverrun(index, sessions, clock, not_after)
+            if workspace.exists():
+                shutil.rmtree(workspace)
+            make_run_copy(fixture_dir, workspace)
+            memory = (memory_by_agent or {}).get(agent) or render_memory(agent, [])
+            system = (suite.system_prompt + "\n\n" + memory) if delegated else MAIN_SYSTEM
+            result = backend.run(task, workspace, system, run_seed, caps or RunCaps())
+            assert backend.last_transport is not None
+            session_id = str(uuid.uuid5(_NS, f"{namespace}:{seed}:{index}" if namespace else f"{seed}:{index}"))
+            writer = _Writer(session_id=session_id, cwd=str(workspace), clock=clock,
+                             model=backend.model)
+            agent_id = sub = None
+            if delegated:
+                agent_id = "a" + hashlib.sha256(f"{session_id}:{agent}".encode()).hexdigest()[:16]
+                sub = writer.fork(agent_id)
+                sub.prompt(task.prompt)
+                report = sub.conversation(backend.last_transport.exchanges)
+                writer.clock = sub.clock
+                writer.delegation(task, agent, agent_id, report, result.usage, len(result.calls), sub.tool_uses,
+                                  sub.clock - clock)
+            else:
+                writer.prompt(task.prompt)
+                writer.conversation(backend.last_transport.exchanges)
+            if backwards:  # played from ``clock``, it must end there: move it back by its length
+                length = writer.clock - clock
+                for w in (writer, sub):
+                    if w is not None:
+                        w.shift(-length)
+                clock -= length  # the session's start; the previous one ends a pause before it
+            elif not_after is not None and writer.clock > not_after:
+                raise TimelineOverrun(index, sessions, writer.clock, not_after)
+            if sub is not None:
+                sub_dir = project / session_id / "subagents"
+                sub.write(target(sub_dir / f"agent-{agent_id}.jsonl"))
+                target(sub_dir).joinpath(f"agent-{agent_id}.meta.json").write_text(
+                    json.dumps({"agentType": agent, "description": one_line(task.prompt, 60)}) + "\n",
+                    encoding="utf-8")
+            path = project / f"{session_id}.jsonl"
+            writer.write(target(path))
+            if not backwards:
+                clock = writer.clock
+            played.append(PlayedSession(
+                session_id=session_id, agent=agent if delegated else "main", task_id=task.id, seed=run_seed,
+                delegated=delegated, agent_id=agent_id, completed=result.completed,
+                weighted_tokens=DEFAULT_TABLE.weighted_tokens(result.model, result.usage), path=str(path)))
+        if staging is not None:  # every session fits: into place
+            project.mkdir(parents=True, exist_ok=True)
+            for staged in sorted(p for p in staging.rglob("*") if p.is_file()):
+                final = out_dir / staged.relative_to(staging)
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, final)
+    except TimelineOverrun:
+        _remove_tree(staging, workspace)
+        for directory in reversed(created):  # leave ``out`` as it was: no empty tree of a refusal
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
+        raise
+    finally:
+        _remove_tree(staging, workspace)
+    return played[::-1] if backwards else played
+
+
+def _remove_tree(*paths: Path | None) -> None:
+    for path in paths:
+        if path is not None and path.exists():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _iso(moment: datetime) -> str:
@@ -183,12 +264,18 @@ class _Writer:
         if self.agent_id:
             record["agentId"] = self.agent_id
         record.update(fields)
-        record.update({"type": kind, "uuid": line_uuid, "timestamp": _iso(self.clock),
+        record.update({"type": kind, "uuid": line_uuid, "timestamp": self.clock,  # formatted by write()
                        "userType": "external", "entrypoint": "cli", "cwd": self.cwd,
                        "sessionId": self.session_id, "version": TRANSCRIPT_VERSION, "gitBranch": "main"})
         self.lines.append(record)
         self.parent = line_uuid
         return line_uuid
+
+    def shift(self, delta: timedelta) -> None:
+        """Move every line written so far, and the clock, by ``delta``."""
+        for record in self.lines:
+            record["timestamp"] += delta
+        self.clock += delta
 
     def prompt(self, text: str) -> None:
         self._line("user", {"message": {"role": "user", "content": text}}, 0.0)
@@ -306,4 +393,5 @@ class _Writer:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8", newline="\n") as fh:
             for record in self.lines:
+                record = {**record, "timestamp": _iso(record["timestamp"])}
                 fh.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
