@@ -15,6 +15,13 @@ is stored as a ``BenchRun`` the moment it arrives, and its job is marked done in
 transaction, so a killed scheduler re-run with the same plan (found by its ``plan_key``) only
 executes the jobs still pending.
 
+One process runs a pass at a time: a second one asked for it while its recorded runner lives
+refuses with :class:`BenchBusy` (PostgreSQL: the runner holds an advisory lock on the pass that
+every host sharing the database sees; SQLite: the runner's host, PID namespace, pid and start
+time say whether it lives), and a dead runner's pass is taken over. The takeover is a
+compare-and-set on the pass row, and every job is claimed with one on its status, so even two
+processes that both got past the check never run, or pay for, the same job twice.
+
 ``infra_error`` runs (API errors, timeouts, quota) are recorded but never count as a result:
 their jobs stay to be retried on the next attempt, and a run of
 ``max_consecutive_infra`` of them in a row aborts the pass with :class:`BenchAborted`.
@@ -28,6 +35,7 @@ factory, a progress sink — so tests drive it with a fake backend and no termin
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -42,13 +50,16 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from warden.bench.agents.tools import cancelled_by
@@ -62,6 +73,7 @@ from warden.sanitize import counted, redact_credentials, strip_controls
 from warden.select.memory import MemoryRule, render_memory
 from warden.select.runner import config_key as rule_set_key
 from warden.store.db import Store
+from warden.store.locks import LockBusy
 from warden.store.models import (Baseline, BenchJob, BenchPass, BenchRun, Rule, RulesetVersion,
                                  SessionRun, utcnow)
 
@@ -85,6 +97,11 @@ class BenchAborted(WardenError):
     attempt did up to the abort, when it got as far as running jobs (for ``bench``'s report)."""
 
     outcome: "PassOutcome | None" = None
+
+
+class BenchBusy(LockBusy):
+    """Another live warden process is running the pass (exit status 1, as a busy select or
+    nightly): two runners of one pass would run its jobs twice and each spend its budget."""
 
 
 class BenchInterrupted(WardenError):
@@ -339,8 +356,61 @@ class PassOutcome:
 STALE_TEMP_PREFIXES = ("warden-run-tmp-pid", "warden-demo-pid")
 
 
+def _process_started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``), None where
+    that cannot be read: with the pid it names one process, not whichever reuses the pid later."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        return stat_line[stat_line.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _this_runner() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pidns": pid_namespace(), "pid": os.getpid()}
+    """Who runs a pass, as its note records it: host, PID namespace, pid and the pid's start
+    time (so a later bench can tell whether it is still alive), when the claim was made, and a
+    token of this attempt (every claim changes the note: what the claim's compare-and-set tests)."""
+    return {"host": socket.gethostname(), "pidns": pid_namespace(), "pid": os.getpid(),
+            "started": _process_started(os.getpid()), "claimed_at": utcnow().isoformat(),
+            "attempt": uuid.uuid4().hex}
+
+
+def _runner_of(bench_pass: BenchPass) -> dict[str, Any] | None:
+    runner = pass_note(bench_pass).get("runner")
+    return runner if isinstance(runner, dict) and isinstance(runner.get("pid"), int) else None
+
+
+def _runner_on_this_machine(runner: Mapping[str, Any]) -> bool:
+    """The runner's pid means something here: same host and PID namespace."""
+    return runner.get("host") == socket.gethostname() and runner.get("pidns") == pid_namespace()
+
+
+def _local_runner_alive(runner: Mapping[str, Any]) -> bool:
+    """A runner of this host and PID namespace (not this process) is alive: its pid runs, and
+    is the same process (its start time, when recorded, matches: a reused pid is another)."""
+    pid = runner["pid"]
+    if pid == os.getpid() or not pid_alive(pid):
+        return False
+    recorded, now = runner.get("started"), _process_started(pid)
+    return recorded is None or now is None or recorded == now
+
+
+def runner_silence(caps: RunCaps) -> timedelta:
+    """How long a pass whose runner cannot be asked (another host or PID namespace on SQLite) may
+    go with no job starting or ending before its runner is taken for gone: a live runner starts or
+    ends a job at least once per run wall cap (plus the fixture copy); twice that and ten minutes."""
+    return timedelta(seconds=2 * caps.max_wall_s + 600)
+
+
+def _describe_runner(runner: Mapping[str, Any] | None) -> str:
+    if runner is None:
+        return "its runner unknown"
+    return f"pid {runner.get('pid')} on {strip_controls(str(runner.get('host') or '?'), keep_newlines=False)[:100]}"
+
+
+def busy_message(pass_id: int, runner: Mapping[str, Any] | None) -> str:
+    return (f"another warden process is running bench pass #{pass_id} ({_describe_runner(runner)}); "
+            "run again when it ends")
 
 
 def pass_note(bench_pass: BenchPass) -> dict[str, Any]:
@@ -356,12 +426,10 @@ def _close_abandoned_passes(session: Session) -> None:
     """Passes left "running" by a process of this host that is gone (SIGKILLed): "interrupted",
     their running jobs pending again, as a clean interruption leaves them. A pass the resumed
     selector planned afresh would otherwise stay "running" for good."""
-    me = _this_runner()
     for bench_pass in session.scalars(select(BenchPass).where(BenchPass.status == "running")):
-        runner = pass_note(bench_pass).get("runner")
-        pid = runner.get("pid") if isinstance(runner, dict) else None
-        if (not isinstance(pid, int) or runner.get("host") != me["host"] or runner.get("pidns") != me["pidns"]
-                or pid == me["pid"] or pid_alive(pid)):
+        runner = _runner_of(bench_pass)
+        if (runner is None or not _runner_on_this_machine(runner) or runner["pid"] == os.getpid()
+                or _local_runner_alive(runner)):
             continue
         bench_pass.status = "interrupted"
         for job in session.scalars(select(BenchJob).where(BenchJob.pass_id == bench_pass.id,
@@ -441,6 +509,11 @@ class _Finished:
     crash: str = ""  # the worker itself failed (copy, clean-up): an infra error
 
 
+# A job one attempt may claim: never run, or its last run was an infra error (retried).
+CLAIMABLE_JOB_STATES = ("pending", "infra_error")
+_KEEP_BUDGET = object()  # run() of a pass not planned by this scheduler: keep the pass's budget
+
+
 class BenchScheduler:
     def __init__(self, store: Store, bench: Workbench, *, concurrency: int = 2,
                  max_consecutive_infra: int = DEFAULT_MAX_CONSECUTIVE_INFRA,
@@ -455,6 +528,120 @@ class BenchScheduler:
         self.max_consecutive_infra = max_consecutive_infra
         self.progress: ProgressSink = progress or NullProgress()
         self.last_attempt: _ExecState | None = None
+        # The budget each planned pass runs under (its request's): set on the pass when it is claimed.
+        self._planned_budgets: dict[int, int | None] = {}
+
+    # ------------------------------------------------------------ who runs a pass
+
+    @property
+    def _postgres(self) -> bool:
+        return self.store.engine.url.get_backend_name() == "postgresql"
+
+    def _pass_lock_free(self, pass_id: int) -> bool:
+        """PostgreSQL: no process (on any host sharing the database) holds the pass's lock."""
+        from warden.store.locks import exclusive
+
+        try:
+            with exclusive(self.store, f"bench-pass-{pass_id}", ""):
+                return True
+        except LockBusy:
+            return False
+
+    def _pass_busy(self, session: Session, bench_pass: BenchPass) -> str | None:
+        """Why the pass cannot be run now (its runner lives), else None (no runner, or a dead one).
+
+        PostgreSQL: its runner holds an advisory lock on it for the attempt, which any host sharing
+        the database can test, and the server releases it when the runner dies. SQLite: a runner of
+        this host and PID namespace is alive while its pid runs (the same process: its start time);
+        one of another host or namespace cannot be asked, and is taken for alive while the pass
+        moves (a job started or ended, or the pass was claimed) within :func:`runner_silence`."""
+        if bench_pass.status != "running":
+            return None
+        runner = _runner_of(bench_pass)
+        if self._postgres:
+            return None if self._pass_lock_free(bench_pass.id) else busy_message(bench_pass.id, runner)
+        if runner is None:
+            return None
+        if _runner_on_this_machine(runner):
+            return busy_message(bench_pass.id, runner) if _local_runner_alive(runner) else None
+        moments = [session.scalar(select(func.max(BenchJob.updated_at)).where(BenchJob.pass_id == bench_pass.id))]
+        try:
+            moments.append(datetime.fromisoformat(str(runner.get("claimed_at"))))
+        except ValueError:
+            pass
+        latest = max((m for m in moments if m is not None), default=None)
+        if latest is not None and utcnow() - latest.replace(tzinfo=None) < runner_silence(self.bench.caps):
+            return busy_message(bench_pass.id, runner)
+        return None
+
+    @contextmanager
+    def _pass_guard(self, pass_id: int, runner: Mapping[str, Any] | None) -> Iterator[None]:
+        """PostgreSQL: hold the pass's advisory lock for the attempt (:class:`BenchBusy` if another
+        process holds it). SQLite: nothing (the claim's compare-and-set on the note decides)."""
+        if not self._postgres:
+            yield
+            return
+        from warden.store.locks import exclusive
+
+        entered = False
+        try:
+            with exclusive(self.store, f"bench-pass-{pass_id}", busy_message(pass_id, runner)):
+                entered = True
+                yield
+        except LockBusy as exc:
+            if entered or isinstance(exc, BenchBusy):
+                raise
+            raise BenchBusy(str(exc)) from None
+
+    def _claim_pass(self, pass_id: int, budget: "int | None | object") -> None:
+        """Become the pass's runner, or raise :class:`BenchBusy` while a live one runs it.
+
+        The claim is a compare-and-set on the pass row (its status and note, which names the
+        runner and a token of its attempt): of two processes that both found the pass free, one
+        claim matches and the other's finds the note changed, re-reads it and refuses. A dead
+        runner's pass is taken over: its jobs left "running" go back to pending."""
+        for _ in range(5):
+            with self.store.session() as session:
+                bench_pass = session.get(BenchPass, pass_id)
+                assert bench_pass is not None
+                status, note = bench_pass.status, bench_pass.note
+                busy = None if self._postgres else self._pass_busy(session, bench_pass)  # PG: the guard decided
+                unfinished = session.scalar(select(func.count()).select_from(BenchJob).where(
+                    BenchJob.pass_id == pass_id, BenchJob.status != "done")) or 0
+                claimed_note = json.dumps({**pass_note(bench_pass), "runner": _this_runner()})
+            if busy is not None:
+                raise BenchBusy(busy)
+            if status == "done" and not unfinished:
+                return  # nothing to run (the outcome reports the finished pass)
+            values: dict[str, Any] = {"status": "running", "finished_at": None, "note": claimed_note}
+            if budget is not _KEEP_BUDGET:
+                values["budget_tokens"] = budget
+            # The UPDATE is the transaction's first statement: SQLite takes its write lock with a
+            # fresh view of the row, PostgreSQL re-checks the WHERE on the row it waited for.
+            with self.store.session() as session:
+                same_note = BenchPass.note.is_(None) if note is None else BenchPass.note == note
+                claimed = session.execute(update(BenchPass).where(BenchPass.id == pass_id, BenchPass.status == status,
+                                                                  same_note).values(**values)
+                                          .execution_options(synchronize_session=False)).rowcount
+                if claimed == 1:
+                    session.execute(update(BenchJob).where(BenchJob.pass_id == pass_id, BenchJob.status == "running")
+                                    .values(status="pending").execution_options(synchronize_session=False))
+                    _close_abandoned_passes(session)
+                    return
+        with self.store.session() as session:
+            bench_pass = session.get(BenchPass, pass_id)
+            runner = _runner_of(bench_pass) if bench_pass is not None else None
+        raise BenchBusy(busy_message(pass_id, runner))
+
+    def _claim_job(self, job_id: int) -> bool:
+        """Mark a pending job (or one whose last run was an infra error) running, atomically: a
+        compare-and-set on its status, so of two processes claiming it exactly one wins."""
+        with self.store.session() as session:
+            claimed = session.execute(update(BenchJob).where(BenchJob.id == job_id,
+                                                             BenchJob.status.in_(CLAIMABLE_JOB_STATES))
+                                      .values(status="running", updated_at=utcnow())
+                                      .execution_options(synchronize_session=False)).rowcount
+        return claimed == 1
 
     # ------------------------------------------------------------ planning
 
@@ -469,14 +656,68 @@ class BenchScheduler:
         if not request.jobs:
             raise UsageError("nothing to run: the plan has no jobs")
         key = request.plan_key(suite.suite_hash, self.bench.fixture_hash, self.bench.caps)
+        with self._planning(key):
+            return self._find_or_create(request, key)
+
+    @contextmanager
+    def _planning(self, key: str) -> Iterator[None]:
+        """PostgreSQL: one process at a time finds or creates the pass of a plan key (held for the
+        milliseconds that takes; a process finding it held waits). Its sequence numbers passes in
+        the order they were begun, not committed, so the oldest-wins rule below needs this there;
+        SQLite writes one transaction at a time, which numbers them in commit order."""
+        if not self._postgres:
+            yield
+            return
+        from warden.store.locks import exclusive
+
+        deadline = time.monotonic() + 30.0
+        with contextlib.ExitStack() as stack:
+            while True:
+                try:
+                    stack.enter_context(exclusive(self.store, f"bench-plan-{key}", ""))
+                    break
+                except LockBusy:
+                    if time.monotonic() > deadline:
+                        raise BenchBusy("another warden process has been planning this bench pass for 30 s; "
+                                        "run again when it ends") from None
+                    time.sleep(0.05)
+            yield
+
+    def _find_or_create(self, request: BenchRequest, key: str) -> tuple[int, bool]:
         with self.store.session() as session:
             for ids in {j.rule_ids for j in request.jobs}:
                 memory_for(session, request.agent, ids)  # refuses unknown / foreign rules now
             existing = session.scalars(select(BenchPass).where(BenchPass.plan_key == key, BenchPass.status != "done")
                                        .order_by(BenchPass.id.desc()).limit(1)).first()
             if existing is not None:
-                existing.budget_tokens = request.budget_tokens  # this attempt's budget (None = none)
-                return existing.id, True
+                return self._reuse(session, existing, request), True
+        created = self._create_pass(request, key)
+        # Two processes planning the same new pass at once both created one: the older stays, the
+        # newer is dropped (it has no runs yet), and both go on with the older (one then refuses).
+        with self.store.session() as session:
+            oldest = session.scalar(select(func.min(BenchPass.id)).where(BenchPass.plan_key == key,
+                                                                         BenchPass.status != "done"))
+        if oldest is None or oldest == created:
+            self._planned_budgets[created] = request.budget_tokens
+            return created, False
+        with self.store.session() as session:
+            session.execute(delete(BenchJob).where(BenchJob.pass_id == created))
+            session.execute(delete(BenchPass).where(BenchPass.id == created))
+        with self.store.session() as session:
+            return self._reuse(session, session.get(BenchPass, oldest), request), True
+
+    def _reuse(self, session: Session, existing: BenchPass, request: BenchRequest) -> int:
+        """Resume ``existing``, unless a live process runs it (:class:`BenchBusy`): nothing of it
+        changes now; its claim sets this attempt's budget (None = none)."""
+        busy = self._pass_busy(session, existing)
+        if busy is not None:
+            raise BenchBusy(busy)
+        self._planned_budgets[existing.id] = request.budget_tokens
+        return existing.id
+
+    def _create_pass(self, request: BenchRequest, key: str) -> int:
+        suite = self.bench.suite
+        with self.store.session() as session:
             bench_pass = BenchPass(agent=request.agent, purpose=request.purpose, backend=request.backend,
                                    model=request.model, suite_hash=suite.suite_hash,
                                    fixture_hash=self.bench.fixture_hash, plan_key=key, status="planned",
@@ -489,7 +730,7 @@ class BenchScheduler:
                 session.add(BenchJob(pass_id=bench_pass.id, order_index=index, task_id=spec.task_id,
                                      config_key=spec.config_key,
                                      seed=job_seed(request.seed, spec.task_id, spec.rep)))
-            return bench_pass.id, False
+            return bench_pass.id
 
     # ------------------------------------------------------------ executing
 
@@ -501,11 +742,21 @@ class BenchScheduler:
             bench_pass = session.get(BenchPass, pass_id)
             if bench_pass is None:
                 raise UsageError(f"no bench pass #{pass_id}")
+            if bench_pass.fixture_hash != self.bench.fixture_hash or bench_pass.suite_hash != self.bench.suite.suite_hash:
+                raise WardenError(f"bench pass #{pass_id} was planned for another fixture or suite; plan it again")
+            runner = _runner_of(bench_pass)
+        budget_asked = self._planned_budgets.pop(pass_id, _KEEP_BUDGET)
+        with self._pass_guard(pass_id, runner):  # PostgreSQL: held while this attempt runs
+            self._claim_pass(pass_id, budget_asked)
+            return self._run_claimed(pass_id, started)
+
+    def _run_claimed(self, pass_id: int, started: float) -> PassOutcome:
+        with self.store.session() as session:
+            bench_pass = session.get(BenchPass, pass_id)
+            assert bench_pass is not None
             agent, backend_name, model = bench_pass.agent, bench_pass.backend, bench_pass.model
             budget = bench_pass.budget_tokens
             plan_key = bench_pass.plan_key
-            if bench_pass.fixture_hash != self.bench.fixture_hash or bench_pass.suite_hash != self.bench.suite.suite_hash:
-                raise WardenError(f"bench pass #{pass_id} was planned for another fixture or suite; plan it again")
             jobs = session.scalars(select(BenchJob).where(BenchJob.pass_id == pass_id)
                                    .order_by(BenchJob.order_index)).all()
             views = [JobView(j.id, j.order_index, j.task_id, j.config_key, int(j.seed)) for j in jobs]
@@ -516,11 +767,6 @@ class BenchScheduler:
             spent_before = float(session.scalar(
                 select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
                 .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id == pass_id)) or 0.0)
-            if bench_pass.status != "done" or len(done_ids) < len(jobs):
-                _close_abandoned_passes(session)
-                bench_pass.status = "running"
-                bench_pass.finished_at = None
-                bench_pass.note = json.dumps({**pass_note(bench_pass), "runner": _this_runner()})
         pending = [v for v in views if v.job_id not in done_ids]
         resumed = bool(done_ids)
         self.progress.start(pass_id, len(views), len(done_ids))
@@ -529,9 +775,11 @@ class BenchScheduler:
                                   "already done, running the rest")
         if budget is not None:
             estimate = sum(self._estimate(v.task_id, estimates, _ExecState()) for v in pending)
-            if estimate > budget:
+            if spent_before + estimate > budget:
+                earlier = (f", of which this pass's earlier attempts spent {spent_before:,.0f} (the budget "
+                           "covers the whole pass)," if spent_before > 0 else "")
                 self.progress.message(f"the pending runs are estimated at {estimate:,.0f} weighted tokens; "
-                                      f"the budget of {budget:,} stops the pass before that")
+                                      f"the budget of {budget:,}{earlier} stops the pass before that")
 
         state = _ExecState(spent_before=spent_before)
         self.last_attempt = state  # readable even when the attempt raised (spend accounting)
@@ -561,10 +809,17 @@ class BenchScheduler:
         with self.store.session() as session:
             bench_pass = session.get(BenchPass, pass_id)
             retry = infra_pending(session)
+            elsewhere = 0 if not state.claimed_elsewhere else session.scalar(
+                select(func.count()).select_from(BenchJob).where(BenchJob.pass_id == pass_id,
+                                                                 BenchJob.status.in_(("pending", "running")))) or 0
             if status == "done" and retry:
                 status = "partial"
                 message = (f"{retry} run(s) ended in infra_error and were not counted; "
                            "re-run the same command to retry them")
+            elif status == "done" and elsewhere:  # another process claimed them (its runs are its own)
+                status = "partial"
+                message = (f"{elsewhere} run(s) were taken by another warden process running this pass; "
+                           "re-run the same command when it ends to report the whole pass")
             bench_pass.status = status
             if status == "done":
                 bench_pass.finished_at = utcnow()
@@ -665,8 +920,10 @@ class BenchScheduler:
                             break
                     blocks_seen.add(block)
                     queue_pos += 1
+                    if not self._claim_job(job.job_id):  # another process runs it: never twice
+                        state.claimed_elsewhere += 1
+                        continue
                     in_flight[job.job_id] = job
-                    self._mark(job.job_id, "running")
                     self.progress.job_started(job)
                     work_q.put(job)
                 if not in_flight:
@@ -692,8 +949,12 @@ class BenchScheduler:
                 else:
                     consecutive_infra = 0
             if budget_stop:  # said once the runs in flight at the stop have finished and counted
-                message = (f"budget of {budget:,} weighted tokens reached: "
-                           f"{state.spent_before + state.spent_weighted:,.0f} spent (estimates price the "
+                # The budget covers the whole pass: a resumed attempt says what its earlier ones spent.
+                spent_text = (f"{state.spent_before:,.0f} spent by this pass's earlier attempts and "
+                              f"{state.spent_weighted:,.0f} by this one (the budget covers the whole pass, "
+                              "resumes included; " if state.spent_before > 0
+                              else f"{state.spent_weighted:,.0f} spent (")
+                message = (f"budget of {budget:,} weighted tokens reached: {spent_text}estimates price the "
                            f"next block; runs in flight finish); {left_pending} run(s) left pending "
                            "(re-run with a larger --budget to continue)")
         except BaseException:
@@ -730,10 +991,6 @@ class BenchScheduler:
             mean = sum(estimates.values()) / len(estimates)
         return mean
 
-    def _mark(self, job_id: int, status: str) -> None:
-        with self.store.session() as session:
-            session.get(BenchJob, job_id).status = status
-
     def _record(self, agent: str, backend_name: str, model: str, finished: _Finished,
                 memory: RunMemory) -> RunRecord:
         """Store the run, mark its job, and update the task's baseline — one transaction."""
@@ -749,27 +1006,38 @@ class BenchScheduler:
         pricing = self.bench.pricing
         cost = sum(pricing.cost_usd(c.model or run_model, c.usage) for c in result.calls)
         weighted = sum(pricing.weighted_tokens(c.model or run_model, c.usage) for c in result.calls)
-        with self.store.session() as session:
-            row = BenchRun(agent=agent, task_id=job.task_id, config_key=job.config_key,
-                           rule_ids=list(memory.rule_ids), ruleset_version=memory.ruleset_version,
-                           memory_sha256=memory.sha256, backend=backend_name, model=model, seed=job.seed,
-                           suite_hash=self.bench.suite.suite_hash, fixture_hash=self.bench.fixture_hash,
-                           outcome=outcome.value, completed=bool(result.completed and outcome == Outcome.COMPLETED),
-                           turns=result.turns, duration_s=result.duration_s,
-                           input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                           cache_write_5m_tokens=usage.cache_write_5m, cache_write_1h_tokens=usage.cache_write_1h,
-                           cache_read_tokens=usage.cache_read, cost_usd=cost, weighted_tokens=weighted,
-                           calls=[c.as_dict() for c in result.calls],
-                           error=redact_credentials(result.error or "", os.environ)[:2000])
-            session.add(row)
-            session.flush()
-            job_row = session.get(BenchJob, job.job_id)
-            job_row.bench_run_id = row.id
-            # An infra error is not a result: the job stays to be retried on the next attempt.
-            job_row.status = "infra_error" if outcome == Outcome.INFRA_ERROR else "done"
-            if row.completed and memory.rule_ids == active_rule_ids(session, agent):
-                update_baseline(session, row)
-            return RunRecord.from_row(row, finished.copy_s)
+        # Two passes recording a task's first active-set run at once (two benches sharing a
+        # PostgreSQL database) both try to create its baseline: the second's transaction fails on
+        # the unique key and is taken again, finding the first's baseline (the run is kept, once).
+        for attempt in range(3):
+            try:
+                with self.store.session() as session:
+                    row = BenchRun(agent=agent, task_id=job.task_id, config_key=job.config_key,
+                                   rule_ids=list(memory.rule_ids), ruleset_version=memory.ruleset_version,
+                                   memory_sha256=memory.sha256, backend=backend_name, model=model, seed=job.seed,
+                                   suite_hash=self.bench.suite.suite_hash, fixture_hash=self.bench.fixture_hash,
+                                   outcome=outcome.value,
+                                   completed=bool(result.completed and outcome == Outcome.COMPLETED),
+                                   turns=result.turns, duration_s=result.duration_s,
+                                   input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                                   cache_write_5m_tokens=usage.cache_write_5m,
+                                   cache_write_1h_tokens=usage.cache_write_1h, cache_read_tokens=usage.cache_read,
+                                   cost_usd=cost, weighted_tokens=weighted,
+                                   calls=[c.as_dict() for c in result.calls],
+                                   error=redact_credentials(result.error or "", os.environ)[:2000])
+                    session.add(row)
+                    session.flush()
+                    job_row = session.get(BenchJob, job.job_id)
+                    job_row.bench_run_id = row.id
+                    # An infra error is not a result: the job stays to be retried on the next attempt.
+                    job_row.status = "infra_error" if outcome == Outcome.INFRA_ERROR else "done"
+                    if row.completed and memory.rule_ids == active_rule_ids(session, agent):
+                        update_baseline(session, row)
+                    return RunRecord.from_row(row, finished.copy_s)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _pass_runs(self, session: Session, pass_id: int, copy_by_run: dict[int, float]) -> list[RunRecord]:
         rows = session.execute(select(BenchRun).join(BenchJob, BenchJob.bench_run_id == BenchRun.id)
@@ -782,6 +1050,7 @@ class BenchScheduler:
 class _ExecState:
     spent_before: float = 0.0  # by earlier attempts of the same pass (budget accounting)
     executed: int = 0
+    claimed_elsewhere: int = 0  # jobs another process claimed first (this attempt skipped them)
     spent_weighted: float = 0.0
     spent_raw: int = 0
     copy_s: float = 0.0
@@ -1111,14 +1380,17 @@ class BenchReport:
 
 
 def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Sequence[Iterable[int]] = (),
-                include_active: bool = False, runs: int = 3, backend: str | None = None,
+                include_active: bool = False, active_first: bool = True, runs: int = 3,
+                backend: str | None = None,
                 model: str | None = None, concurrency: int | None = None, budget: int | None = None,
                 seed: int | None = None, progress: ProgressSink | None = None,
                 max_consecutive_infra: int = DEFAULT_MAX_CONSECUTIVE_INFRA,
                 bench: Workbench | None = None) -> BenchReport:
     """``warden bench``: run each configuration ``runs`` times on every golden task of ``agent``,
-    paired and interleaved. Without ``rule_sets`` the active set is benchmarked. Without a
-    ``seed`` an unfinished pass of the same plan is resumed, else a fresh seed is drawn."""
+    paired and interleaved. Without ``rule_sets`` the active set is benchmarked. The first
+    configuration is the reference: the active set (``include_active``) when ``active_first``,
+    else the first of ``rule_sets`` (the active set then comes after them). Without a ``seed``
+    an unfinished pass of the same plan is resumed, else a fresh seed is drawn."""
     if runs < 1:
         raise UsageError("--runs must be at least 1")
     if budget is not None and budget <= 0:
@@ -1130,13 +1402,14 @@ def bench_agent(store: Store, settings: "Settings", agent: str, *, rule_sets: Se
     model_id = model_id or model or backend
     with store.session() as session:
         active = active_rule_ids(session, agent)
-    configs: list[tuple[int, ...]] = []
-    if include_active or not rule_sets:
-        configs.append(active)
+    with_active = include_active or not rule_sets
+    configs: list[tuple[int, ...]] = [active] if with_active and (active_first or not rule_sets) else []
     for ids in rule_sets:
         normalized = tuple(sorted({int(i) for i in ids}))
         if normalized not in configs:
             configs.append(normalized)
+    if with_active and active not in configs:  # --active written after a --rules: after the rule sets
+        configs.append(active)
     task_ids = [t.id for t in bench.suite.tasks]
     if not task_ids:
         raise UsageError(f"agent {agent!r} has no golden tasks")

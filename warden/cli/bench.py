@@ -31,6 +31,25 @@ def parse_rule_set(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(ids)))
 
 
+_ORDER_KEY = "warden.bench.config_order"  # ctx.meta: which of --rules / --active the command line gave first
+
+
+def _note_order(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """Record the options the command line gave, in the order it gave them: click processes the
+    options it was given in invocation order (then the rest in declaration order), so this
+    callback sees --rules before --active exactly when --rules was written first."""
+    source = ctx.get_parameter_source(param.name or "")
+    if source is not None and source.name == "COMMANDLINE":
+        ctx.meta.setdefault(_ORDER_KEY, []).append(param.name)
+    return value
+
+
+def active_written_first(ctx: typer.Context) -> bool:
+    """--active came before every --rules (or there is no --rules): the active set is the reference."""
+    order = ctx.meta.get(_ORDER_KEY, [])
+    return "rules" not in order or ("active" in order and order.index("active") < order.index("rules"))
+
+
 class RichProgress:
     """The scheduler's progress sink as a rich progress bar on stderr."""
 
@@ -105,11 +124,16 @@ def _render(report: Any) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench_command(
+        ctx: typer.Context,
         agent: str = typer.Option(..., "--agent", help="The agent whose golden tasks to run."),
         rules: Optional[list[str]] = typer.Option(
-            None, "--rules", help="A rule set to run, e.g. 3,7 ('none' = no rules); repeat to pair several."),
-        active: bool = typer.Option(False, "--active", help="Also run the agent's active set (the default "
-                                                            "when no --rules is given)."),
+            None, "--rules", callback=_note_order,
+            help="A rule set to run, e.g. 3,7 ('none' = no rules); repeat to pair several. The first "
+                 "configuration written (--rules or --active) is the reference."),
+        active: bool = typer.Option(False, "--active", callback=_note_order,
+                                    help="Also run the agent's active set (the default when no --rules is "
+                                         "given): the reference when written before every --rules, else "
+                                         "after the rule sets."),
         runs: int = typer.Option(3, "--runs", max=1000, help="Runs per task and configuration."),
         backend: Optional[str] = typer.Option(None, "--backend", help="sim | anthropic | claude-code"),
         model: Optional[str] = typer.Option(None, "--model", help="Model id (default: settings, agent.md, backend)."),
@@ -127,7 +151,8 @@ def register(app: typer.Typer) -> None:
         s = settings()
         db = store(s)
         with RichProgress(enabled=err_console.is_terminal) as progress:
-            report = bench_agent(db, s, agent, rule_sets=rule_sets, include_active=active, runs=runs,
+            report = bench_agent(db, s, agent, rule_sets=rule_sets, include_active=active,
+                                 active_first=active_written_first(ctx), runs=runs,
                                  backend=backend, model=model, concurrency=concurrency, budget=budget,
                                  seed=seed, progress=progress, max_consecutive_infra=max_infra)
         if as_json:
