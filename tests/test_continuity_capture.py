@@ -522,10 +522,17 @@ _ONE_REGEX_SCREEN = (
 
 
 def _one_regex_screen(lowered: str) -> bool:
+    """The screen as one regex search, plus a plain search of the patterns for secrets named in
+    words (their own answer: the quick screen only tries them where a label starts)."""
     import re
 
-    words = ("whsec_", "gocspx-", "ya29.", "sig=", *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
+    from warden.sanitize import _LABELLED_SCREEN, _PASSPHRASE_SCREEN
+
+    words = ("whsec_", "gocspx-", "ya29.", "sig=", "xapp-", "gsk_", "r8_", "xai-", "dop_v1_", "doo_v1_", "dor_v1_",
+             "sq0atp-", "sq0csp-", "1//0", *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
+    read = lowered.replace("i\u0307", "i")
     return (re.search(_ONE_REGEX_SCREEN, lowered) is not None or any(word in lowered for word in words)
+            or _LABELLED_SCREEN.search(read) is not None or _PASSPHRASE_SCREEN.search(read) is not None
             or not lowered.isascii() and any(word in lowered for word in _PASSWORD_LABELS if not word.isascii()))
 
 

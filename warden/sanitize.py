@@ -224,15 +224,24 @@ _KEY_SHAPES: list[tuple[re.Pattern[str], _Gate]] = [
      (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),)),
     # Slack: an id or two of digits, then the body (xoxb-<digits>-<digits>-<alnum>), or a rotating
     # token's one digit and a long body (xoxe-1-…); "xoxo-friends-forever-2024" is no token
-    (re.compile(r"xox[abposre]-(?:\d{1,20}-\d{1,20}-|\d{8,20}-)[A-Za-z0-9\-]{8,}|xox[abposre]-\d-[A-Za-z0-9]{24,}"),
-     (("xox",),)),
+    # and an app-level token (xapp-1-A0123456789-<digits>-<hex>)
+    (re.compile(r"xox[abposre]-(?:\d{1,20}-\d{1,20}-|\d{8,20}-)[A-Za-z0-9\-]{8,}|xox[abposre]-\d-[A-Za-z0-9]{24,}"
+                r"|xapp-(?<=\bxapp-)\d-[A-Za-z0-9\-]{20,}"),
+     (("xox", "xapp-"),)),
     (re.compile(r"AIza(?:(?<=\bAIza)|(?=[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])))[0-9A-Za-z_\-]{30,}"), (("aiza",),)),
     (re.compile(r"glpat-[A-Za-z0-9_\-]{16,}"), (("glpat-",),)),
     (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), (("_live_", "_test_"),)),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), ((".eyj",),)),  # JWT
     (re.compile(r"npm_(?:(?<=\bnpm_)|(?=[A-Za-z0-9]{36}(?![A-Za-z0-9])))[A-Za-z0-9]{20,}|hf_(?<=\bhf_)[A-Za-z0-9]{20,}"
-                r"|pypi-AgE[A-Za-z0-9_\-]{50,}"),  # a PyPI token's macaroon; not "pypi-mirror-internal-cache"
-     (("npm_", "hf_", "pypi-age"),)),
+                r"|pypi-AgE[A-Za-z0-9_\-]{50,}"  # a PyPI token's macaroon; not "pypi-mirror-internal-cache"
+                # Groq (gsk_ and 52), Replicate (r8_ and 37), xAI (xai- and 80), DigitalOcean (dop_v1_, doo_v1_,
+                # dor_v1_ and 64 hex), Square (sq0atp-, sq0csp-), a Google OAuth refresh token (1//0…): each
+                # starting a word, its body a run no word or identifier has ("xai-grok-notes" is none)
+                r"|gsk_(?<=\bgsk_)[A-Za-z0-9]{32,}|r8_(?<=\br8_)[A-Za-z0-9]{32,}|xai-(?<=\bxai-)[A-Za-z0-9]{40,}"
+                r"|do[opr]_v1_(?<=\bdo._v1_)[a-f0-9]{40,}|sq0(?:atp|csp)-(?<=\bsq0...-)[A-Za-z0-9_\-]{22,}"
+                r"|1//0(?<![\w/\-]1//0)[A-Za-z0-9_\-]{30,}"),
+     (("npm_", "hf_", "pypi-age", "gsk_", "r8_", "xai-", "dop_v1_", "doo_v1_", "dor_v1_", "sq0atp-", "sq0csp-",
+       "1//0"),)),
     (re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"), (("sg.",),)),  # SendGrid
     (re.compile(r"whsec_[A-Za-z0-9+/=_\-]{16,}"), (("whsec_",),)),  # Stripe webhook signing secret
     (re.compile(r"GOCSPX-[A-Za-z0-9_\-]{16,}"), (("gocspx-",),)),  # Google OAuth client secret
@@ -292,6 +301,63 @@ _PASSWORD_WORDS = "|".join(map(re.escape, _PASSWORD_LABELS))
 # every *key "key", client secret "secret" ("pass" alone is none: "passed", "bypass").
 _SECRET_NAME_WORDS = ("passw", "passphrase", "pwd", "secret", "token", "key",
                       *(w for w in _PASSWORD_LABELS if "passw" not in w))
+
+# A secret named in words, as prose, notes and tables write it: "API key: 8f14…", "my api key is
+# 8f14…", "auth token 8f14…", "pw=…", "password -> …", "password 'two words'", 'password = """…"""',
+# "| password | hunter2 |", "**Token:** `…`". A label (any case; a space, "_" or "-" between the
+# words of one) starts a word and ends one. What it takes depends on how surely it names a secret:
+# - a password's name or a key's or token's two words (_STRONG_LABEL) after ":", "=", "==", "->" or
+#   "=>": the value, quoted (whole, triple quotes too) or one run of 4+ characters; after a space, a
+#   quoted value; as a Markdown table's cell, the next cell (one word, the row's last one too) when
+#   it has a digit or a symbol (not a header's "| Password | Notes |");
+# - any label, "key", "token", "secret" and "bearer" alone too (_WEAK_LABEL), after one of those
+#   signs, "is", a cell bar, or a space (then 20 characters at least): a value that looks like a key
+#   (_KEY_LIKE), not a word ("the key is to read less", "primary key: id", "token budget of 2000",
+#   "sort key=lambda x: x", "api key rotation", "token count: 1234").
+# Not "-p hunter2" after mysql: with a space, mysql's -p asks for the password and "hunter2" is the
+# database (mysql -pSECRET, sshpass -p and docker login -p are patterns of their own; psql's -p is
+# the port). Not a PIN: "pin 1234" is too often no secret.
+# Linear: a label starts once per word, and no value's run holds a separator, so no run is read
+# by more than the label before it (a quoted value is read at most 200 characters).
+_STRONG_LABEL = (r"pass(?:word|wd|code)|pw|api[ \t_\-]?(?:key|token|secret)|secret[ \t_\-]?key"
+                 r"|access[ \t_\-]?(?:key|token)|auth[ \t_\-]?(?:key|token)|client[ \t_\-]?secret"
+                 r"|(?:bearer|refresh|session)[ \t_\-]?token")
+_WEAK_LABEL = r"pass(?:word|wd|code|phrase)|pw|key|token|secret|bearer"
+_LABEL_END = r"(?![A-Za-z0-9])[\"'*_`]{0,2}"  # the word ends; a closing quote or Markdown mark may follow
+_ASSIGN = r"[ \t]*(?:==?|:|->|=>)[*_`]{0,2}[ \t]*"
+_IS = r"[ \t]+is(?=[\s:=\-])[ \t]*(?:[:=\-][ \t]*)?"
+# Key-like: 16+ characters of a key's alphabet (base64, base64url, hex) and "=" padding, with two
+# digits (or one in 40 characters of base64, an AWS secret key's form) and a letter (a number is a
+# count), a run of 12 letters and digits (not "claude-3-5-sonnet-20241022", "a1/b2/c3/d4/e5/f6/g7"),
+# and ending where a word ends (not "build_cache_2024.json", "host:8080").
+_KEY_LIKE = (r"(?=[A-Za-z0-9+/_\-]*[0-9][A-Za-z0-9+/_\-]*[0-9]|[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/_\-]))"
+             r"(?=[A-Za-z0-9+/_\-]*[A-Za-z])(?=[A-Za-z0-9+/_\-]*?[A-Za-z0-9+]{12})"
+             r"[A-Za-z0-9+][A-Za-z0-9+/_\-]{15,}={0,2}"
+             r"(?=\Z|[\s\"'`,;)\]}|>*]|[.!?:](?:\Z|[\s\"'`)\]}*]))")
+_LABELLED_VALUE = re.compile(
+    r"(?i)(?P<pre>(?<![A-Za-z0-9])(?:"
+    rf"(?:{_STRONG_LABEL}){_LABEL_END}(?:{_ASSIGN}|[ \t]+(?=[\"'`]))(?P<q>\"\"\"|'''|[\"'`])?"
+    rf"|(?:{_WEAK_LABEL}){_LABEL_END}(?:{_ASSIGN}|{_IS}|[ \t]*\|[ \t]*|[ \t]+(?=[\"'`]?[A-Za-z0-9+/_\-]{{20}}))"
+    r"[\"'`]?(?P<key>))"
+    rf"|\|[ \t]*(?:{_STRONG_LABEL})[ \t]*\|[ \t]*(?P<cell>))"
+    r"(?P<val>(?(q)[^\"'\n]{1,200}(?=(?P=q))|(?(key)" + _KEY_LIKE + r"|(?(cell)"
+    r"(?=[^\s|\"'`]*[0-9!@#$%^&*])[^\s|\"'`]{4,}(?=[ \t]*(?:\||\n|\Z))|[^\s\"'`,;|]{4,}))))")
+# "my passphrase is correct horse battery staple": a passphrase is words, to the end of its clause
+# (a newline, a quote, a cell bar, or ".", "!", "?", ";", "," before a space), at most 200 characters
+_PASSPHRASE_VALUE = re.compile(
+    r"(?i)(?P<pre>(?<![A-Za-z0-9])pass[ \t_\-]?phrase" + _LABEL_END
+    + r"(?:[ \t]*(?:==?|:|->|=>)|[ \t]+is(?=[\s:=\-])(?:[ \t]*[:=\-])?)[*_`]{0,2}[ \t]*[\"'`]?)"
+    r"(?P<val>(?=[^\n\r\"'`|]{4})[^\s\"'`|](?:[^\n\r\"'`|.!?;,]|[.!?;,](?=[^\s\"'`|])){0,199}(?<=\S))")
+# What every labelled value's match holds (its label's), lowercased: the gate, and the quick screen's
+_LABEL_WORDS = ("pass", "pw", "key", "token", "secret", "bearer")
+# The quick screen's copies: the patterns as they read lowercased text. Not "(?i)", which also reads
+# "ſ" and "ı" as letters, as the other screens do not: the copy of the text as it reads
+# (_disguise_folded) has those letters, and the screen passes it.
+_LABELLED_SCREEN = re.compile(_LABELLED_VALUE.pattern.removeprefix("(?i)"))
+_PASSPHRASE_SCREEN = re.compile(_PASSPHRASE_VALUE.pattern.removeprefix("(?i)"))
+# Where either can start: the first word of a label of _STRONG_LABEL's or _WEAK_LABEL's, a cell's bar
+_LABEL_STARTS = ("pass", "pw", "key", "token", "secret", "bearer", "api", "access", "auth", "client", "refresh",
+                 "session", "|")
 
 # Order matters: whole private-key blocks first, then structured credentials, then key=value.
 # Linear time on any input: a pattern starts once per word (a look-behind, not \b, which holds
@@ -361,6 +427,11 @@ _SECRET_PATTERNS: _Patterns = [
                 r"[\w\-]*+[\"']?\s*[:=]\s*[\"']?)"
                 r"(?P<val>[^\s\"',;]{4,})"), r"\g<pre>" + REDACTED,
      ((*_SECRET_NAME_WORDS, "auth"), (":", "="))),  # sharedaccesskey holds "key"
+    # a secret named in words: "API key: …", "the token is 8f14…", "| password | hunter2 |" (see
+    # _LABELLED_VALUE); last, so a value the patterns above took one word of ("passphrase is correct
+    # horse battery staple.") is taken to its clause's end, and its full stop kept
+    (_LABELLED_VALUE, r"\g<pre>" + REDACTED, (_LABEL_WORDS,)),
+    (_PASSPHRASE_VALUE, r"\g<pre>" + REDACTED, (("pass",), ("phrase",))),
 ]
 
 
@@ -373,7 +444,8 @@ _SECRET_PATTERNS: _Patterns = [
 _SCREEN_WORDS = ("private key", "://", "bearer", "authorization", "akia", "asia", "agpa", "aida", "aroa", "anpa",
                  "anva", "aipa", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat", "xox", "aiza", "glpat",
                  "_live_", "_test_", "eyj", "npm_", "hf_", "pypi-", "sg.", "mysql", "mariadb", "sshpass", "docker",
-                 "--user", "cookie", "hooks.slack", "discord", "whsec_", "gocspx-", "ya29.", "sig=",
+                 "--user", "cookie", "hooks.slack", "discord", "whsec_", "gocspx-", "ya29.", "sig=", "xapp-", "gsk_",
+                 "r8_", "xai-", "dop_v1_", "doo_v1_", "dor_v1_", "sq0atp-", "sq0csp-", "1//0",
                  # the password labels (a label holding "pass" is a name the regexes below find: "passwort: …")
                  *(w for w in _PASSWORD_LABELS if "pass" not in w and w.isascii()))
 
@@ -398,9 +470,24 @@ _FLAG_WORDS = ("pass", "secret", "token", "api", "access", "private", "account")
 _NAMED_FLAG = re.compile(r"(?<![\w\-])--?(?=[\w\-]*?(?:" + "|".join(_FLAG_WORDS) + r"))[\w\-]*+[ \t]")
 
 
+def _holds_labelled_value(lowered: str) -> bool:
+    """Whether :data:`_LABELLED_VALUE` or :data:`_PASSPHRASE_VALUE` finds something in text, given
+    lowercased: each tried where one of its labels' first words or a cell bar starts, the only
+    places a match can start (str.find skips to them; a search tries the regex at every position)."""
+    read = lowered.replace("i\u0307", "i")  # "İ" lowercases to "i" and a dot; "(?i)" reads it as "i"
+    for start in _LABEL_STARTS:
+        at = read.find(start)
+        while at >= 0:
+            if _LABELLED_SCREEN.match(read, at) is not None or start == "pass" and _PASSPHRASE_SCREEN.match(read, at):
+                return True
+            at = read.find(start, at + 1)
+    return False
+
+
 def _may_hold_secret(lowered: str) -> bool:
     """Whether lowercased text has what some pattern needs (the quick screen). A regex runs only
-    where the literals each of its matches holds are in the text: the one regex's answer, sooner."""
+    where the literals each of its matches holds are in the text: the one regex's answer, sooner;
+    a secret named in words (:data:`_LABELLED_VALUE`) is the labelled patterns' own answer."""
     if any(group.search(lowered) is not None for group in _SCREEN_GROUPS):
         return True
     if "-u" in lowered and _SPACE_DASH_U.search(lowered) is not None:
@@ -412,6 +499,8 @@ def _may_hold_secret(lowered: str) -> bool:
             return True
         if "-" in lowered and any(word in lowered for word in _FLAG_WORDS) and _NAMED_FLAG.search(lowered) is not None:
             return True
+    if any(word in lowered for word in _LABEL_WORDS) and _holds_labelled_value(lowered):
+        return True
     return not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII)
 
 
@@ -462,7 +551,8 @@ def _redact(text: str, patterns: _Patterns) -> str:
 
 def redact_secrets(text: str) -> str:
     """``text`` with API keys, tokens, passwords, private keys, AWS keys, bearer headers, cookies,
-    webhook URLs and connection-string passwords replaced by ``[REDACTED]``, also where invisible
+    webhook URLs, connection-string passwords and secrets named in words ("my API key is …",
+    "| password | … |") replaced by ``[REDACTED]``, also where invisible
     or full-width characters or look-alike letters disguise them (:func:`_disguise_folded`)."""
     return _redact(text, _SECRET_PATTERNS)
 
