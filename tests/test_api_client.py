@@ -91,3 +91,17 @@ def test_a_blank_base_url_is_the_default_endpoint(monkeypatch) -> None:
     assert str(model_distiller.make_client(load_settings()).base_url).rstrip("/") == DEFAULT_BASE_URL
     backend = AnthropicBackend(load_settings(), env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": " "})
     assert str(backend.client.base_url).rstrip("/") == DEFAULT_BASE_URL
+
+
+def test_only_an_event_stream_is_left_to_arrive_as_it_comes() -> None:
+    """The SDK sends every request with stream=True and reads a whole reply afterwards: the
+    deadline client tells an event stream by the request itself, not by that flag."""
+    from warden.api_client import streams_events
+
+    def request(body: bytes, **headers: str) -> httpx2.Request:
+        return httpx2.Request("POST", "http://scripted.invalid/v1/messages", content=body, headers=headers)
+
+    assert streams_events(request(b'{"model": "m", "stream": true}'))
+    assert streams_events(request(b'{"model": "m"}', **{"X-Stainless-Raw-Response": "stream"}))
+    assert not streams_events(request(b'{"model": "m", "max_tokens": 10}'))
+    assert not streams_events(request(b'{"model": "m", "stream": "yes"}')) and not streams_events(request(b"not json"))

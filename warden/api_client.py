@@ -12,6 +12,7 @@ it.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from typing import Any
@@ -75,27 +76,47 @@ def exchange_deadline_s(request: httpx2.Request) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+def streams_events(request: httpx2.Request) -> bool:
+    """Whether the reply is read as it arrives (server-sent events: ``stream: true`` in the body,
+    or the SDK's raw-stream header) rather than whole. The SDK sends every request with
+    ``stream=True`` and reads a whole reply's body afterwards, so that flag alone cannot tell."""
+    if request.headers.get("x-stainless-raw-response") == "stream":
+        return True
+    try:
+        body = json.loads(request.content or b"null")
+    except (ValueError, httpx2.RequestNotRead):
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
 class DeadlineHttpClient(anthropic.DefaultHttpxClient):
     """The SDK's default HTTP client (its limits, keep-alive, proxies from the environment) with
-    a total deadline on every non-streamed exchange."""
+    a total deadline on every exchange whose reply is read whole: headers and body both arrive
+    within it (the body is read here, so the SDK's later read returns it at once)."""
 
     def send(self, request: httpx2.Request, *, stream: bool = False, **kwargs: Any) -> httpx2.Response:
         limit = exchange_deadline_s(request)
-        if stream or limit is None:
+        if limit is None or (stream and streams_events(request)):
             return super().send(request, stream=stream, **kwargs)
         outcome: dict[str, Any] = {}
-        done = threading.Event()
+        done, abandoned = threading.Event(), threading.Event()
 
         def exchange() -> None:
+            response: httpx2.Response | None = None
             try:
-                outcome["response"] = super(DeadlineHttpClient, self).send(request, stream=False, **kwargs)
+                response = super(DeadlineHttpClient, self).send(request, stream=stream, **kwargs)
+                response.read()  # a no-op when sent with stream=False (read already)
+                outcome["response"] = response
             except BaseException as exc:  # handed to the caller's thread
                 outcome["error"] = exc
             finally:
+                if response is not None and ("error" in outcome or abandoned.is_set()):
+                    response.close()  # nobody will read it: its connection goes back now
                 done.set()
 
         threading.Thread(target=exchange, name="warden-api-exchange", daemon=True).start()
         if not done.wait(limit):
+            abandoned.set()
             raise httpx2.ReadTimeout(f"no complete reply within {limit:g}s", request=request)
         if "error" in outcome:
             raise outcome["error"]
