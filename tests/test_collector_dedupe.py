@@ -522,3 +522,31 @@ def test_a_rewrite_that_keeps_the_head_and_grows_is_read_again_not_resumed_mid_l
     row = _runs()[f"{SESSION}:main"]
     assert row.line_stats["malformed"] == 0 and row.tool_calls == 60 and row.greps == 40
     assert row.input_tokens == 20 + 5 + 80  # the new responses all counted (and the old ones never forgotten)
+
+
+STOP_MID_RESULT = r"""
+import os, struct, sys, time
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+from warden.ingest.collector import _stop_pool
+
+pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork"))
+assert pool.submit(abs, -1).result() == 1  # the workers and the pool's manager thread are up
+# what a parser ended mid-write leaves: a result's length, then only part of it
+os.write(pool._result_queue._writer.fileno(), struct.pack("!i", 1 << 20) + b"half a result")
+time.sleep(0.3)  # the manager thread has read the length and waits for the rest
+_stop_pool(pool)
+print("stopped", flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the bulk collect forks its parsers")
+def test_stopping_the_parsers_mid_result_lets_the_process_exit() -> None:
+    """Ctrl-C during a bulk collect ends the parsers at once; one ended while it wrote its result
+    left the pool's manager thread waiting on half a message, and the exit (which joins that
+    thread) hung for good after 'interrupted' was printed."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", STOP_MID_RESULT], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0 and proc.stdout.strip() == "stopped", proc.stderr

@@ -1045,11 +1045,22 @@ def _stop_pool(pool: Any) -> None:
     """Cancel what is queued and end the parser processes at once (``shutdown`` alone would wait
     for every queued parse; there is no public terminate before Python 3.14)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)  # shutdown drops the pool's reference to it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
     for process in processes:
         process.join(timeout=5)
+    # A parser ended while it wrote its result leaves half a message in the pipe, on which the
+    # pool's manager thread would wait forever (and the interpreter joins that thread at exit:
+    # Ctrl-C printed its line and never returned). With every parser gone, closing this process's
+    # copy of the write end lets the read end see EOF: the thread finds the pool broken and ends.
+    writer = getattr(results, "_writer", None)
+    if writer is not None and not any(process.is_alive() for process in processes):
+        try:
+            writer.close()
+        except OSError:
+            pass
 
 
 @dataclass(slots=True)
