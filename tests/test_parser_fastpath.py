@@ -70,5 +70,8 @@ def test_cut_anywhere_and_resumed_equals_whole_parse(corpus: Path, tmp_path: Pat
             assert _stats(state) == _stats(whole_state)
             assert second.counters == whole_run.counters
             assert _usage(first, second) == _usage(whole_run)
+            # a response cut between its lines is judged whole by the placeholder check
+            assert (second.placeholder_output, second.placeholder_turns) == (whole_run.placeholder_output,
+                                                                             whole_run.placeholder_turns), cut
             checked += 1
     assert checked >= 20

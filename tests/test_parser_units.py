@@ -458,3 +458,40 @@ def test_a_secret_in_the_project_directory_is_redacted_as_in_a_path(cwd: str, st
     # a state kept before the cwd was redacted is redacted when the parse resumes from it
     state = {**json.loads(json.dumps(parser.state())), "cwd": cwd}
     assert TranscriptParser(state=state).result().cwd == stored
+
+
+def _parse_in_parts(data: bytes, cuts: list[int]) -> "tuple[list, object]":
+    """Parse ``data`` in reads ending at ``cuts`` (each resumed from the last one's JSON state)."""
+    runs, state, start = [], None, 0
+    for end in [*cuts, len(data)]:
+        parser = TranscriptParser(state=state, start_offset=start)
+        offset = start
+        for raw in data[start:end].splitlines(keepends=True):
+            offset += len(raw)
+            parser.feed(raw, end_offset=offset)
+        runs.append(parser.result())
+        state, start = json.loads(json.dumps(parser.state())), end
+    return runs, runs[-1]
+
+
+def test_a_response_cut_between_its_lines_is_judged_whole_by_the_placeholder_check() -> None:
+    """Claude Code writes a response as several lines, the first with a placeholder output count
+    (1): a read that stops between them must not judge that part alone (a placeholder), nor count
+    the response twice — every way of cutting gives the whole read's verdict and counts."""
+    long_text = "x" * 2000
+    lines = [prompt("go"),
+             assistant("m1", "r1", usage(5, 1), [{"type": "text", "text": long_text}]),
+             assistant("m1", "r1", usage(5, 600), [tool_use("t1", "Read", file_path="/a.py")]),
+             tool_result("t1", "abc"),
+             assistant("m2", "r2", usage(5, 1), [{"type": "text", "text": long_text}]),  # a placeholder for real
+             assistant("m3", "r3", usage(5, 700), [{"type": "text", "text": long_text}], stop_reason="end_turn")]
+    data = jsonl(lines)
+    full = parse_bytes(data)
+    assert full.placeholder_turns == 1  # m2; m1's first line alone would be another
+    bounds = [len(jsonl(lines[:i])) for i in range(1, len(lines))]
+    for first in bounds:
+        for second in [b for b in bounds if b > first] + [None]:
+            runs, last = _parse_in_parts(data, [first] if second is None else [first, second])
+            assert (last.placeholder_turns, last.placeholder_output) == (1, full.placeholder_output), (first, second)
+            # each read on its own says what a whole read of the bytes so far would
+            assert runs[0].placeholder_output == parse_bytes(data[:first]).placeholder_output

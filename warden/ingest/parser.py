@@ -543,6 +543,9 @@ class _State:
     turn_index: int = 0
     placeholder_turns: int = 0
     usage_turns: int = 0
+    # the last response before the offset, not yet judged by the placeholder check (its next
+    # lines may come after the offset): [message key, model, output tokens, content bytes, total tokens]
+    open_turn: list[Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -555,6 +558,28 @@ class _State:
                 if key in state.__dict__ and isinstance(value, type(state.__dict__[key]) if state.__dict__[key] is not None else object):
                     setattr(state, key, value)
         return state
+
+
+def _carried_turn(value: Any) -> list[Any] | None:
+    """A state's open response, if it has the shape :meth:`TranscriptParser.state` writes (a state
+    is stored JSON: anything else is dropped, not trusted)."""
+    if (isinstance(value, list) and len(value) == 5 and isinstance(value[0], str) and isinstance(value[1], str)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value[2:])):
+        return value
+    return None
+
+
+def _joined(carried: list[Any], turn: Turn) -> list[Any]:
+    """A response read in two parts, as one turn of a whole read: its first line's model, the
+    usage the turn-level dedupe keeps (the larger by :func:`_usage_rank`), the content of both."""
+    later = turn.usage
+    output, total = ((later.output_tokens, later.total) if (later.total, later.output_tokens) > (carried[4], carried[2])
+                     else (carried[2], carried[4]))
+    return [carried[0], carried[1], output, carried[3] + turn.content_bytes, total]
+
+
+def _turn_summary(turn: Turn) -> list[Any]:
+    return [turn.message_key, turn.model, turn.usage.output_tokens, turn.content_bytes, turn.usage.total]
 
 
 class TranscriptParser:
@@ -1052,32 +1077,69 @@ class TranscriptParser:
         """A JSON-able snapshot to resume from :attr:`offset` (turn-level dedupe restarts there;
         the collector's global dedupe keeps a response split across the offset counted once)."""
         self._finish_turns()
+        self._s.open_turn = self._open_turn()
+        self._checked_turns = len(self.turns)  # the open one is carried in the state, not judged
         snapshot = self._s.to_json()
         # a truncated last line was not consumed: the next read counts it again (or reads it whole)
         snapshot["stats"] = {**self.stats.__dict__, "truncated": 0}
         return snapshot
 
     def _finish_turns(self) -> None:
-        """Placeholder check per new turn: an output count far below the content it produced."""
+        """Placeholder check per response, all but the last: its next lines may come after the
+        offset (Claude Code writes a response as several lines), so it stays open — judged with
+        what a resumed parse adds to it (:meth:`_open_turn`), as a whole read would judge it."""
         s = self._s
-        for turn in self.turns[self._checked_turns:]:
-            if turn.model == "<synthetic>":
-                continue
-            s.usage_turns += 1
-            content_tokens = tokens_of_bytes(turn.content_bytes)
-            if content_tokens >= 8 and turn.usage.output_tokens * 4 < content_tokens:
-                s.placeholder_turns += 1
-        self._checked_turns = len(self.turns)
+        carried = _carried_turn(s.open_turn)
+        for turn in self.turns[self._checked_turns:len(self.turns) - 1]:
+            if carried is not None:
+                if turn.message_key == carried[0]:  # the rest of the response left open
+                    self._judge(*_joined(carried, turn)[1:4])
+                    carried = s.open_turn = None
+                    continue
+                self._judge(carried[1], carried[2], carried[3])
+                carried = s.open_turn = None
+            self._judge(turn.model, turn.usage.output_tokens, turn.content_bytes)
+        self._checked_turns = max(self._checked_turns, len(self.turns) - 1)
+
+    def _open_turn(self) -> list[Any] | None:
+        """The response still open after :meth:`_finish_turns`: the last one (with the part a
+        parse before the offset left open, if it continues it), else what that parse left."""
+        carried = _carried_turn(self._s.open_turn)
+        if len(self.turns) <= self._checked_turns:
+            return carried
+        last = self.turns[-1]
+        if carried is not None and carried[0] == last.message_key:
+            return _joined(carried, last)
+        if carried is not None:  # a response of its own, complete: the next one began
+            self._judge(carried[1], carried[2], carried[3])
+            self._s.open_turn = None
+        return _turn_summary(last)
+
+    def _judge(self, model: str, output_tokens: int, content_bytes: int, *, into: _State | None = None) -> None:
+        """One response through the placeholder check: an output count far below the content it produced."""
+        s = into or self._s
+        if model == "<synthetic>":
+            return
+        s.usage_turns += 1
+        content_tokens = tokens_of_bytes(content_bytes)
+        if content_tokens >= 8 and output_tokens * 4 < content_tokens:
+            s.placeholder_turns += 1
 
     def result(self) -> ParsedRun:
         self._finish_turns()
         s = self._s
+        # the open response judged as if the transcript ended here (a whole read of these bytes),
+        # in a copy: the state keeps it open for the lines still to come
+        open_turn = self._open_turn()  # (judges a carried response the next one closed)
+        judged = _State(placeholder_turns=s.placeholder_turns, usage_turns=s.usage_turns)
+        if open_turn is not None:
+            self._judge(open_turn[1], open_turn[2], open_turn[3], into=judged)
         session_id = s.session_id or self._hint_session or ""
         agent_id = s.agent_id or self._hint_agent
         usage_by_model = usage_by_key((t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
                                        t.usage.cache_write_1h, t.usage.cache_read) for t in self.turns)
         counters = s.counters
-        placeholder = s.placeholder_turns > 0 and s.placeholder_turns * 10 >= s.usage_turns
+        placeholder = judged.placeholder_turns > 0 and judged.placeholder_turns * 10 >= judged.usage_turns
         completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted
                      and s.last_stop_reason in (None, "end_turn", "stop_sequence"))
         run = ParsedRun(
@@ -1089,7 +1151,7 @@ class TranscriptParser:
             placeholder_output=placeholder, completed=completed, stats=self.stats,
             bytes_consumed=self.offset, start_offset=self.start_offset,
             embedded_usage=list(self.embedded.values()), subagent_types=dict(s.subagent_types),
-            placeholder_turns=s.placeholder_turns,
+            placeholder_turns=judged.placeholder_turns,
             trace_digest={"v": 1, "steps": list(map(list, s.digest)), "dropped": s.digest_dropped,
                           "fields": ["kind", "target", "input_bytes", "result_bytes", "error"]},
         )
