@@ -104,8 +104,9 @@ def test_inconclusive_keeps_candidate_and_pools_evidence_next_night(env) -> None
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
-    # below what a verdict needs (two pairs of every task, ~3M): the rule's own budget is spent
-    settings = replace(settings, evidence_budget_tokens=2_500_000)
+    # one covering round (~2.2M) fits, a second (a verdict needs two pairs of every task) does not:
+    # the rule's own budget ends it undecided
+    settings = replace(settings, evidence_budget_tokens=3_200_000)
     first = _selector(settings, store, runner).run()
     assert first.decisions[0].verdict == "inconclusive"
     with store.session() as s:
@@ -122,7 +123,7 @@ def test_evidence_pools_only_across_decisions_on_the_same_model(env) -> None:
     keep (or evict) the rule on evidence the receipt then labels with the new model."""
     settings, store = env
     rid = _rule(store, "Grep for the symbol or text you need before opening any file.")
-    settings = replace(settings, evidence_budget_tokens=2_500_000)  # undecided: evidence to pool
+    settings = replace(settings, evidence_budget_tokens=3_200_000)  # one round, undecided: evidence to pool
     runner = SyntheticRunner(TASKS, savings={str(rid): 0.03}, seed=5)
     _selector(settings, store, runner).run()
     with store.session() as s:

@@ -284,7 +284,8 @@ def plan_command(agent: str = typer.Option(..., "--agent", help="The agent whose
                   f"on {safe(plan['backend'])}/{safe(plan['model'])} ({plan['basis']}); budget per rule {count_text(plan['budget'])}"
                   + (" (the evidence budget caps --budget)" if budget and budget > plan["budget"] else ""))
     for r in plan["rules"]:
-        fits = "fits" if r["fits_budget"] else "[red]does not fit the budget[/]"
+        fits = ("likely decided within the budget" if r["fits_budget"]
+                else "[red]may end inconclusive within the budget[/]")
         shown = ("" if r["shown_saving"] is None
                  else f" (its evidence so far shows a {100 * r['shown_saving']:.1f}% saving)")
         console.print(f"  rule {r['rule_id']} ({r['kind']}): ~{count_text(r['expected_tokens'])} expected{shown}, "

@@ -82,7 +82,16 @@ budget. (Buying reference runs ahead of the pairs for later decisions to share w
 calibration benchmark it cost more than it saved, since a keep changes the reference.)
 
 **Budget.** Tuned on the calibration suite (8–16 tasks, 30k–300k tokens per run); with less,
-more rules end inconclusive (never kept).
+more rules end inconclusive (never kept). Runs run to the end once started, so the budget is
+held where runs start: a round is planned at its expected cost, and its pairs start in batches,
+each only if the spend so far plus the batch at its expected cost plus ``round_price_sd`` (4)
+standard deviations of that cost — its runs' costs independent, each with the spread
+``cost_cv`` of one run (the recorded runs' CV within task and configuration) — fits the budget;
+the next batch is priced on what the runs actually cost. A budget is then passed only by a
+batch that costs more than that, and by that batch's excess alone: nothing starts after it (in
+a simulation of 1,000 decisions ended by their budget — log-normal run costs with CV 30%, 12% of
+runs derailed ×1.8 — 2 passed it, by 1.1% at most; started at their mean cost, 355 did, by up to
+32%). The price is budget left unused at the end: those decisions used 86% of theirs.
 
 **Assumptions.** Runs are independent given the task, configuration and seed; the effect is
 multiplicative per task (the log scale) and equal in the pairs and the pool (same configuration,
@@ -136,6 +145,11 @@ class DecisionParams:
     # that always fails is half the runs (never "more than half"), one flaky run alone is not.
     infra_unpaired_abort: int = 2
     max_rounds: int = 200
+    # A batch of a round's runs starts only if it fits the budget at its expected cost plus this
+    # many standard deviations of that cost (the spread of one run's cost, ``cost_cv``, from
+    # recorded runs): a run in flight always finishes, so runs started at their mean price pass
+    # the budget in about a third of the decisions it ends. 0: the mean.
+    round_price_sd: float = 4.0
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta"):
@@ -150,6 +164,8 @@ class DecisionParams:
             raise ValueError("keep_margin_k must be ≥ 0")
         if self.round_size <= 0:
             raise ValueError("round_size must be > 0")
+        if not (self.round_price_sd >= 0 and math.isfinite(self.round_price_sd)):
+            raise ValueError("round_price_sd must be a finite number ≥ 0")
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> "DecisionParams":
@@ -386,6 +402,111 @@ def _task_run_variances(summaries: Sequence[TaskSummary], pooled: float, shrink:
     return out
 
 
+# The spread of one run's cost (its standard deviation over its mean, within task and
+# configuration) assumed before enough runs measure it: above the calibration suite's noise
+# (CV 25% and 12% derailments ×1.8: about 0.35) and the sim's (about 0.43).
+DEFAULT_COST_CV = 0.5
+COST_CV_MIN_DF = 10  # degrees of freedom a measured spread needs to replace the assumed one
+
+
+def cost_spread(summaries: Sequence[TaskSummary]) -> tuple[float, int]:
+    """(CV, degrees of freedom): the pooled spread of one run's weighted tokens relative to its
+    task-and-arm mean, from the runs in ``summaries`` (NaN, 0 without two runs of an arm)."""
+    ss, df = 0.0, 0
+    for t in summaries:
+        for arm in ([x for x, _ in t.paired_logs] + list(t.reference_only),
+                    [y for _, y in t.paired_logs] + list(t.rule_only)):
+            if len(arm) >= 2:
+                costs = [math.exp(v) for v in arm]
+                mean = sum(costs) / len(costs)
+                ss += sum((c / mean - 1.0) ** 2 for c in costs)
+                df += len(costs) - 1
+    return (math.sqrt(ss / df), df) if df else (math.nan, 0)
+
+
+def round_cost_cv(summaries: Sequence[TaskSummary], cost_cv: float | None = None) -> float:
+    """The CV a round is priced with: ``cost_cv`` (measured on the agent's recorded runs) when
+    given, else the evidence's own once it rests on :data:`COST_CV_MIN_DF` degrees of freedom,
+    else :data:`DEFAULT_COST_CV` (or the evidence's, if larger)."""
+    if cost_cv is not None and math.isfinite(cost_cv) and cost_cv >= 0:
+        return float(cost_cv)
+    measured, df = cost_spread(summaries)
+    if df >= COST_CV_MIN_DF:
+        return measured
+    return max(DEFAULT_COST_CV, measured) if df else DEFAULT_COST_CV
+
+
+def pair_costs(summaries: Sequence[TaskSummary], cost_hints: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Task → expected weighted tokens of its next pair: the mean of its runs so far (both arms),
+    else twice its cost hint, else the other tasks' mean (0 when nothing prices a run yet)."""
+    hints = cost_hints or {}
+    known = [_pair_cost(t, 2.0 * hints[t.task_id] if t.task_id in hints else math.nan) for t in summaries]
+    known_costs = [c for c in known if not math.isnan(c)]
+    fallback = sum(known_costs) / len(known_costs) if known_costs else 0.0
+    return {t.task_id: (c if not math.isnan(c) else fallback) for t, c in zip(summaries, known)}
+
+
+def priced_costs(summaries: Sequence[TaskSummary], cost_hints: Mapping[str, float] | None = None
+                 ) -> tuple[dict[str, float], dict[str, int]]:
+    """What the budget prices a task's next pair at, and the runs that price rests on (0: a
+    hint, from the agent's recorded runs): the higher of the mean of its runs so far and twice
+    its hint — a mean of a few runs, a cheap draw among them, would under-price the pair; and
+    :func:`fitting_slots` counts the error of such a mean."""
+    hints = cost_hints or {}
+    costs = pair_costs(summaries, cost_hints)
+    support: dict[str, int] = {}
+    for t in summaries:
+        n = t.n_reference + t.n_rule
+        hinted = 2.0 * hints[t.task_id] if t.task_id in hints else math.nan
+        if n and not (math.isfinite(hinted) and hinted >= costs[t.task_id]):
+            support[t.task_id] = n
+        else:
+            support[t.task_id] = 0
+            if math.isfinite(hinted):
+                costs[t.task_id] = hinted
+    return costs, support
+
+
+def fitting_slots(slots: Sequence[tuple[PairRequest, float, float]], budget_remaining: float, cv: float,
+                  params: DecisionParams, support: Mapping[str, int] | None = None
+                  ) -> tuple[list[PairRequest], list[tuple[PairRequest, float, float]]]:
+    """Which of a round's slots — (slot, what it still costs, its pair's full cost) — to start
+    now: in order, each that keeps the batch within ``budget_remaining`` at its expected cost
+    plus ``params.round_price_sd`` standard deviations (:func:`round_price`). The variance counts
+    each run's spread (``cv`` of its mean, runs independent) and, for a task priced from the
+    ``support[task]`` runs of the evidence, the error of that mean (shared by the task's slots).
+    Returns (the batch, the slots left)."""
+    support = support or {}
+    owed = 0.0
+    runs_var = 0.0
+    due_by_task: dict[str, float] = {}
+    batch: list[PairRequest] = []
+    rest: list[tuple[PairRequest, float, float]] = []
+
+    def mean_error(task_id: str, due: float) -> float:
+        n = support.get(task_id, 0)
+        return cv * cv * due * due / n if n else 0.0
+
+    for slot, charge, cost in slots:
+        extra = cv * cv * charge * cost / 2.0  # ``charge`` tokens of runs costing ``cost / 2`` each
+        task_due = due_by_task.get(slot.task_id, 0.0)
+        means_var = sum(mean_error(t, d) for t, d in {**due_by_task, slot.task_id: task_due + charge}.items())
+        if round_price(owed + charge, runs_var + extra + means_var, params) <= budget_remaining:
+            batch.append(slot)
+            owed += charge
+            runs_var += extra
+            due_by_task[slot.task_id] = task_due + charge
+        else:
+            rest.append((slot, charge, cost))
+    return batch, rest
+
+
+def round_price(expected: float, variance: float, params: DecisionParams) -> float:
+    """What a round is charged against the budget: its expected cost plus
+    ``params.round_price_sd`` standard deviations of it."""
+    return expected + params.round_price_sd * math.sqrt(max(variance, 0.0))
+
+
 def plan_round(summaries: Sequence[TaskSummary], estimate: stats.PoolEstimate | None, params: DecisionParams,
                budget_remaining: float, cost_hints: Mapping[str, float] | None = None,
                paid: Mapping[str, Sequence[float]] | None = None) -> tuple[list[tuple[str, int]], float]:
@@ -399,6 +520,8 @@ def plan_round(summaries: Sequence[TaskSummary], estimate: stats.PoolEstimate | 
     the runner reuses, see :func:`paid_ahead`) lowers what those pairs cost against the budget —
     a pair whose reference run the shared pool holds costs the rule's run alone, and buys less
     variance reduction (the pool's run already counted). The round's size counts full prices.
+    The round fits ``budget_remaining`` at its expected cost; :func:`decide_rule` starts its runs
+    only as far as they fit at a high quantile of their cost (:func:`fitting_slots`).
     Returns the plan and what it is expected to spend."""
     if budget_remaining <= 0:
         return [], 0.0
@@ -410,11 +533,7 @@ def plan_round(summaries: Sequence[TaskSummary], estimate: stats.PoolEstimate | 
         ahead = prepaid.get(task_id, ())
         k = added.get(task_id, 0)
         return max(cost - ahead[k], 0.0) if k < len(ahead) else cost
-    hints = cost_hints or {}
-    known = [_pair_cost(t, 2.0 * hints[t.task_id] if t.task_id in hints else math.nan) for t in summaries]
-    known_costs = [c for c in known if not math.isnan(c)]
-    fallback = sum(known_costs) / len(known_costs) if known_costs else 0.0
-    costs = {t.task_id: (c if not math.isnan(c) else fallback) for t, c in zip(summaries, known)}
+    costs = pair_costs(summaries, cost_hints)
     full_pass = sum(costs.values())
     # Without any cost yet (first round) a round is one pair per task.
     target = params.round_size * full_pass if full_pass > 0 else 0.0
@@ -672,19 +791,22 @@ def stored_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evide
 
 def paid_ahead(runner: SuiteRunner, configs: Sequence[Config], evidence: Evidence, tasks: Sequence[str],
                limit: int) -> dict[str, list[float]]:
-    """Task → weighted tokens already paid for its next pairs (see :func:`stored_ahead`)."""
-    return _paid(stored_ahead(runner, configs, evidence, tasks, limit))
+    """Task → weighted tokens already paid for its next pairs (see :func:`stored_ahead`); a
+    pair whose every run is stored is paid in full (``inf``: it costs nothing more, whatever a
+    pair of its task is priced at)."""
+    return _paid(stored_ahead(runner, configs, evidence, tasks, limit), len(configs))
 
 
-def _paid(ahead: Mapping[str, list[list[RunRecord]]]) -> dict[str, list[float]]:
-    return {t: [sum(r.weighted_tokens for r in records) for records in rounds] for t, rounds in ahead.items()}
+def _paid(ahead: Mapping[str, list[list[RunRecord]]], configs: int = 2) -> dict[str, list[float]]:
+    return {t: [math.inf if len({config_key(r.config) for r in records}) >= configs
+                else sum(r.weighted_tokens for r in records) for records in rounds] for t, rounds in ahead.items()}
 
 
 def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Config,
                 tasks: Mapping[str, float] | Sequence[str], rent_tokens: float,
                 params: DecisionParams | None = None, budget_tokens: float | None = None,
                 prior_evidence: Evidence | None = None, kind: str = ADMISSION,
-                cost_hints: Mapping[str, float] | None = None) -> RuleDecision:
+                cost_hints: Mapping[str, float] | None = None, cost_cv: float | None = None) -> RuleDecision:
     """Decide one rule: drive paired rounds through ``runner`` until a verdict.
 
     ``reference_config`` is the active rule set, ``rule_config`` the same set plus the rule
@@ -695,7 +817,14 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
     runs of the same rule (its admission, earlier re-audits, an inconclusive earlier night);
     new rounds continue its round indices. A re-audit always buys at least one fresh round.
     ``cost_hints`` (task → expected weighted tokens per run) let the first round respect the
-    budget too; without them the first round is one pair per task whatever it costs. Runs the
+    budget too; without them the first round is one pair per task whatever it costs. A round,
+    planned at its expected cost, starts its pairs in batches (one runner call each), a batch
+    only as far as the spend so far plus the batch at a high quantile of its cost — its expected
+    cost + ``params.round_price_sd`` standard deviations, one run's cost having the spread
+    ``cost_cv`` (measured on recorded runs; else the evidence's, or an assumed one:
+    :func:`round_cost_cv`) — fits ``budget_tokens``. Runs in flight always finish, so the spend
+    passes the budget only when a batch's runs cost more than that, and by no more than that
+    batch's excess: the next batch is priced on the actual spend. Runs the
     runner already holds (its optional ``stored_runs``: e.g. the rounds a killed invocation made)
     are priced at nothing when a round is planned, so a budget already charged for them (a
     resumed night's) still buys the rounds they belong to. The reference runs it holds at the
@@ -728,7 +857,7 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
         evidence = evidence.extend([r for rounds in ahead.values() for records in rounds for r in records
                                     if config_key(r.config) == ref_key
                                     and not any(config_key(o.config) == rule_key for o in records)])
-        paid = _paid(ahead)
+        paid = _paid(ahead, len(configs))
         decision = decide(evidence, weights, rent_tokens, params, kind, budget - spent, cost_hints, paid)
         looks.append((decision.n_pairs, decision.llr))
         must_measure = kind == REAUDIT and rounds == 0 and decision.verdict is not Verdict.INCONCLUSIVE
@@ -746,17 +875,46 @@ def decide_rule(runner: SuiteRunner, reference_config: Config, rule_config: Conf
                     "the budget does not buy the re-audit's fresh round: the earlier evidence alone decides "
                     "nothing",))
                 break
-        slots: list[PairRequest] = []
+        # The round's runs start in batches: each only as far as the spend so far plus the batch
+        # at a high quantile of its cost fits the budget (runs in flight always finish).
+        costs, support = priced_costs(decision.tasks, cost_hints)
+        pending: list[tuple[PairRequest, float, float]] = []
         for task_id, count in plan:
             first = evidence.next_round(task_id)
-            slots.extend(PairRequest(task_id, first + i) for i in range(count))
-        records = runner.run([reference_config, rule_config], slots)
-        ref_new = [r for r in records if config_key(r.config) == ref_key]
-        rule_new = [r for r in records if config_key(r.config) == rule_key]
-        evidence = evidence.extend(ref_new, rule_new)
-        new_runs.extend(records)
-        spent += sum(r.weighted_tokens for r in records if not r.reused)
-        raw += sum(r.raw_tokens for r in records if not r.reused)
+            stored = ahead.get(task_id, [])
+            for i in range(count):
+                cost = costs.get(task_id, 0.0)
+                # what still runs: a pair's runs that are not stored, each at half the pair's price
+                held = len({config_key(r.config) for r in stored[i]}) if i < len(stored) else 0
+                due = cost * max(len(configs) - held, 0) / len(configs)
+                pending.append((PairRequest(task_id, first + i), due, cost))
+        cv = round_cost_cv(decision.tasks, cost_cv)
+        records: list[RunRecord] = []
+        while pending:
+            batch, pending = fitting_slots(pending, budget - spent, cv, params, support)
+            if not batch:
+                break
+            made = runner.run([reference_config, rule_config], batch)
+            ref_new = [r for r in made if config_key(r.config) == ref_key]
+            rule_new = [r for r in made if config_key(r.config) == rule_key]
+            evidence = evidence.extend(ref_new, rule_new)
+            new_runs.extend(made)
+            records.extend(made)
+            spent += sum(r.weighted_tokens for r in made if not r.reused)
+            raw += sum(r.raw_tokens for r in made if not r.reused)
+        if not records:  # not one pair of the round fits the budget at its high-quantile price
+            left = max(budget - spent, 0.0)
+            low, high = decision.thresholds
+            why = (f"evidence budget spent after {decision.n_pairs} pairs: LLR {_fmt_llr(decision.llr)} between "
+                   f"{low:.2f} and {high:.2f}; the {left:,.0f} weighted tokens left do not buy the next pair at its "
+                   f"expected cost plus {params.round_price_sd:g} standard deviations (a run once started always "
+                   "finishes)")
+            if must_measure:
+                why = "the budget does not buy the re-audit's fresh round: the earlier evidence alone decides nothing"
+            kept = tuple(r for r in decision.reasons if not r.startswith("need more: "))
+            decision = replace(decision, verdict=Verdict.INCONCLUSIVE, next_tasks=(), next_cost=0.0,
+                               reasons=kept + (why,))
+            break
         rounds += 1
         unpaired_infra = unpaired_infra + sum(r.is_infra for r in records) if not _usable_pairs(records) else 0
         why = infra_abort_reason(records, unpaired_infra, params)

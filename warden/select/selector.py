@@ -147,6 +147,60 @@ def prior_evidence(session: Session, rule: Rule, reference: Config, measured: Co
     return evidence_from_json(last.evidence, reference, measured)
 
 
+def undecided_spend(session: Session, agent: str, rule_id: int) -> float:
+    """Weighted tokens of the runs of the select passes made for ``rule_id`` (the bench runner
+    notes the rule on each pass) since the rule's last receipt: what undecided invocations spent
+    on it, a killed one included. They count towards the decision that settles the rule (its
+    runs are reused by it at no further cost)."""
+    from sqlalchemy import func
+
+    from warden.bench.scheduler import pass_note
+
+    last = session.scalar(select(func.max(Receipt.created_at)).where(Receipt.rule_id == rule_id))
+    query = select(BenchPass).where(BenchPass.agent == agent, BenchPass.purpose == "select")
+    if last is not None:
+        query = query.where(BenchPass.created_at >= last)
+    passes = [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
+    if not passes:
+        return 0.0
+    return float(session.scalar(
+        select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
+        .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id.in_(passes))) or 0.0)
+
+
+def recorded_cost_cv(session: Session, agent: str, backend: str, model: str | None,
+                     before: datetime | None = None) -> float:
+    """The pooled spread of one run's weighted tokens relative to its mean, within task and
+    configuration, over the agent's recorded bench runs on ``backend`` and ``model`` (infra
+    errors left out; only those recorded before ``before``, if given); NaN before
+    :data:`~warden.select.decision.COST_CV_MIN_DF` degrees of freedom."""
+    from warden.select.decision import COST_CV_MIN_DF
+
+    groups: dict[tuple[str, str], list[float]] = {}
+    for task, config, weighted in session.execute(
+            select(BenchRun.task_id, BenchRun.config_key, BenchRun.weighted_tokens)
+            .where(BenchRun.agent == agent, BenchRun.backend == backend, BenchRun.model == model,
+                   BenchRun.outcome != "infra_error",
+                   *((BenchRun.created_at < before,) if before is not None else ()))):
+        groups.setdefault((str(task), str(config)), []).append(float(weighted))
+    ss, df = 0.0, 0
+    for costs in groups.values():
+        mean = sum(costs) / len(costs)
+        if len(costs) >= 2 and mean > 0:
+            ss += sum((c / mean - 1.0) ** 2 for c in costs)
+            df += len(costs) - 1
+    return math.sqrt(ss / df) if df >= COST_CV_MIN_DF else math.nan
+
+
+def over_budget_note(spent: float, budget: float, price_sd: float = 4.0) -> str:
+    """The line a select (or a night's) report carries when its spend passed its budget."""
+    over = spent - budget
+    share = f" ({over / budget:.1%})" if budget > 0 else ""
+    return (f"budget: spent {spent:,.0f} weighted tokens, {over:,.0f}{share} over the {budget:,.0f} this select "
+            f"had: the last batch of runs cost more than it was priced at (its expected cost + {price_sd:g} standard "
+            "deviations), and runs once started always finish; nothing started after it")
+
+
 # ---------------------------------------------------------------- state transitions
 
 
@@ -190,6 +244,8 @@ class Selector:
         self.tasks = tasks
         self.memory_drift = ""  # why a compile of this invocation found MEMORY.md drifted
         self._cost_hints: dict[str, float] | None = cost_hints
+        self._cost_cv: float | None = None
+        self._before: datetime | None = None  # a resumed night's start: prices from what was recorded before it
 
     def decide(self, rule_id: int, kind: str, budget: float) -> DecisionSummary | Skipped:
         """Decide one rule and commit it; :class:`Skipped` when the invocation's budget (smaller
@@ -220,7 +276,8 @@ class Selector:
         if hasattr(self.runner, "rule_id"):  # the bench runner notes the rule on its passes
             self.runner.rule_id = rule_id
         result: RuleDecision = decide_rule(self.runner, reference, measured, self.tasks, rent,
-                                           self.params, budget, prior, kind, cost_hints=hints)
+                                           self.params, budget, prior, kind, cost_hints=hints,
+                                           cost_cv=self.cost_cv())
         # Undecided because the *invocation's* budget ran out, or nothing measured: no verdict and
         # no inconclusive strike (three evict); the runs made are stored and reused when the rule
         # is measured again. What such nights spend adds up, and once it reaches the rule's
@@ -234,8 +291,11 @@ class Selector:
                 return Skipped(f"the invocation budget ran out before the rule was decided (its runs are kept for "
                                f"the next select; {undecided:,.0f} of its {self.settings.evidence_budget_tokens:,} "
                                "evidence-budget tokens spent undecided)", result.tokens_spent)
-            # a task without a pair leaves the suite's saving unknown (no estimate): no receipt
-            if result.rounds == 0 or result.decision.n_pairs == 0 or not math.isfinite(result.decision.estimate):
+            # a task without a pair leaves the suite's saving unknown (no estimate): no receipt —
+            # also one the budget left unmeasured (its first round's runs start in batches, and
+            # the budget may stop them before every task has a pair)
+            if (result.rounds == 0 or result.decision.n_pairs == 0 or not math.isfinite(result.decision.estimate)
+                    or any(not t.log_ratios for t in result.decision.tasks)):
                 lost = infra_unpaired_tasks(result.decision, result.evidence)
                 if lost:  # infra is not the agent: no verdict, no receipt, no strike
                     raise InfraAbort(f"infrastructure errors left {', '.join(lost)} without a usable pair and the "
@@ -261,21 +321,8 @@ class Selector:
         in no invocation's own spend. 0 for a runner that notes no rule."""
         if not hasattr(self.runner, "rule_id"):
             return 0.0
-        from sqlalchemy import func
-
-        from warden.bench.scheduler import pass_note
-
         with self.store.session() as session:
-            last = session.scalar(select(func.max(Receipt.created_at)).where(Receipt.rule_id == rule_id))
-            query = select(BenchPass).where(BenchPass.agent == self.agent, BenchPass.purpose == "select")
-            if last is not None:
-                query = query.where(BenchPass.created_at >= last)
-            passes = [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
-            if not passes:
-                return 0.0
-            return float(session.scalar(
-                select(func.coalesce(func.sum(BenchRun.weighted_tokens), 0.0))
-                .join(BenchJob, BenchJob.bench_run_id == BenchRun.id).where(BenchJob.pass_id.in_(passes))) or 0.0)
+            return undecided_spend(session, self.agent, rule_id)
 
     def _unreceipted_select_runs(self, runs: Sequence[RunRecord]) -> list[RunRecord]:
         """Reused runs that a select pass made but no receipt accounts for: bought for a decision
@@ -298,10 +345,24 @@ class Selector:
                 receipted.update(row[7] for row in evidence or [] if len(row) > 7 and row[7] is not None)
         return [r for r in runs if r.reused and r.run_id in made_at and r.run_id not in receipted]
 
+    def cost_cv(self) -> float | None:
+        """The spread of one run's weighted tokens (SD over mean, within task and configuration)
+        in this agent's recorded bench runs on the same backend and model: what a round is priced
+        with against the budget (:func:`~warden.select.decision.fitting_slots`). None before
+        :data:`~warden.select.decision.COST_CV_MIN_DF` degrees of freedom measure it (the
+        decision then takes its evidence's, or an assumed spread)."""
+        if self._cost_cv is None:  # once an invocation, from what was recorded before the night
+            with self.store.session() as session:
+                self._cost_cv = recorded_cost_cv(session, self.agent, self.backend, self.model, self._before)
+        return self._cost_cv if math.isfinite(self._cost_cv) else None
+
     def cost_hints(self) -> dict[str, float]:
         """Expected weighted tokens per run of each golden task, from this agent's recorded bench
         runs on the same backend and model (any configuration): they price a first round, so a
-        budget is respected from the first pair on. Tasks never run take the others' mean."""
+        budget is respected from the first pair on. Tasks never run take the others' mean. A
+        resumed night's are what was recorded before the night started, as the uninterrupted
+        night's were (they price its rounds against the budget: the resumed night ends where it
+        would have)."""
         if not self._cost_hints:  # none yet: the invocation's own runs may price the next decision
             from sqlalchemy import func
 
@@ -309,7 +370,8 @@ class Selector:
                 rows = session.execute(
                     select(BenchRun.task_id, func.avg(BenchRun.weighted_tokens))
                     .where(BenchRun.agent == self.agent, BenchRun.backend == self.backend,
-                           BenchRun.model == self.model, BenchRun.outcome != "infra_error")
+                           BenchRun.model == self.model, BenchRun.outcome != "infra_error",
+                           *((BenchRun.created_at < self._before,) if self._before is not None else ()))
                     .group_by(BenchRun.task_id)).all()
             known = {str(task): float(cost) for task, cost in rows if str(task) in self.tasks and cost}
             mean = sum(known.values()) / len(known) if known else 0.0
@@ -365,6 +427,7 @@ class Selector:
         """Decide the pending candidates and re-audit one rule. ``since``: the start of the
         interrupted night this run resumes (see :func:`reaudit_target`)."""
         report = SelectReport(self.agent, self.backend, self.model)
+        self._before = since
         remaining = float("inf") if budget_tokens is None else float(budget_tokens)
         with self.store.session() as session:
             start = memory_start(session, self.settings, self.agent)  # MEMORY.md before this invocation
@@ -402,6 +465,9 @@ class Selector:
             report.decisions.append(summary)
             report.tokens_spent += summary.tokens_spent
             remaining -= summary.tokens_spent
+        if budget_tokens is not None and report.tokens_spent > float(budget_tokens):
+            report.skipped.append(over_budget_note(report.tokens_spent, float(budget_tokens),
+                                                   self.params.round_price_sd))
         report.raw_tokens_spent = int(getattr(self.runner, "raw_tokens_spent", 0))
         report.runs_made = int(getattr(self.runner, "runs_made", 0))
         report.runs_reused = int(getattr(self.runner, "runs_reused", 0))
