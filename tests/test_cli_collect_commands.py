@@ -690,3 +690,15 @@ def test_an_output_path_written_as_a_directory_is_refused_not_made_a_file(argv: 
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and err.count("\n") == 1 and "names a directory" in err
     assert list(here.iterdir()) == []
+
+
+def test_a_missing_config_dir_is_named_by_the_variable_that_set_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))  # exists, but WARDEN_CLAUDE_HOME beats it
+    monkeypatch.setenv("WARDEN_CLAUDE_HOME", str(tmp_path / "missing"))
+    code, out, err = run(capsys, "collect")
+    assert code == 2 and err.count("\n") == 1 and "set WARDEN_CLAUDE_HOME to it" in err
+    monkeypatch.delenv("WARDEN_CLAUDE_HOME")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "missing"))
+    code, out, err = run(capsys, "collect")
+    assert code == 2 and "set CLAUDE_CONFIG_DIR (or claude_home in warden.toml) to it" in err

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def share_command(agent: str = typer.Option(..., "--agent", help="The agent whose rules to share."),
-                  out: Optional[str] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the git repository here (else WARDEN_REPO's, or warden's checkout's)."),
+                  out: Optional[str] = typer.Option(None, "--out", help="Default: ledgers/<agent>.json of the directory configured (WARDEN_LEDGERS_DIR, ledgers_dir, WARDEN_REPO's ledgers/), else of the git repository here, else of warden's checkout."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the agent's active and protected rules with their evidence as a canonical ledger."""
     from warden.ledger.service import share
@@ -40,8 +40,8 @@ def share_command(agent: str = typer.Option(..., "--agent", help="The agent whos
 
 
 def verify_command(paths: Optional[list[Path]] = typer.Argument(
-                       None, help="Default: ledgers/*.json of the git repository here (else WARDEN_REPO's, or warden's "
-                                "checkout's); any other file under ledgers/ but a README.md and a .gitattributes "
+                       None, help="Default: ledgers/*.json of the directory configured (WARDEN_LEDGERS_DIR, ledgers_dir, "
+                                "WARDEN_REPO's ledgers/), else of the git repository here, else of warden's checkout; any other file under ledgers/ but a README.md and a .gitattributes "
                                 "(`*.json -text`) fails."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
     """Offline CI gate: schema, hashes, rule bodies, duplicates, evidence, size. Exit 0 only if all pass."""

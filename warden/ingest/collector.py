@@ -1162,8 +1162,11 @@ def require_claude_home(home: Path, alternative: str) -> None:
     """A :class:`UsageError` unless ``home`` (the Claude Code config dir) is a directory: a typo in
     CLAUDE_CONFIG_DIR must not collect nothing, night after night, or install hooks nobody runs."""
     if not home.is_dir():
+        # the setting in effect (WARDEN_CLAUDE_HOME beats CLAUDE_CONFIG_DIR, which beats the file)
+        named = ("WARDEN_CLAUDE_HOME" if os.environ.get("WARDEN_CLAUDE_HOME")
+                 else "CLAUDE_CONFIG_DIR (or claude_home in warden.toml)")
         raise UsageError(f"Claude Code config directory {home} {'is not a directory' if home.exists() else 'does not exist'}:"
-                         f" set CLAUDE_CONFIG_DIR (or claude_home in warden.toml) to it, {alternative}")
+                         f" set {named} to it, {alternative}")
 
 
 def default_paths(settings: Settings) -> list[Path]:
