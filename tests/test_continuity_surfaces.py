@@ -366,16 +366,23 @@ def _two_checkpoints_in_memory(store) -> tuple:  # noqa: ANN001
     return settings, ids[0], ids[1]
 
 
-def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_being_forgotten(store, capsys) -> None:
-    """Forgetting is a privacy action: a MEMORY.md that cannot be rewritten (a symlink into a
-    dotfiles repo, a read-only directory) does not roll it back. The checkpoint is gone from the
-    store and from recall; the command says which file still needs attention and exits 1."""
-    settings, gone, _kept = _two_checkpoints_in_memory(store)
+def _memory_made_a_symlink(settings) -> tuple[Path, Path]:  # noqa: ANN001
+    """main's MEMORY.md moved into a dotfiles file and linked back, as a user's setup may have it
+    (warden never writes through a link): (the link, its target)."""
     path = memory_path(settings, "main")
     elsewhere = path.parent.parent / "dotfiles-MEMORY.md"
     elsewhere.write_text(path.read_text())
     path.unlink()
     path.symlink_to(elsewhere)
+    return path, elsewhere
+
+
+def test_a_memory_file_that_cannot_be_written_never_keeps_a_checkpoint_from_being_forgotten(store, capsys) -> None:
+    """Forgetting is a privacy action: a MEMORY.md that cannot be rewritten (a symlink into a
+    dotfiles repo, a read-only directory) does not roll it back. The checkpoint is gone from the
+    store and from recall; the command says which file still needs attention and exits 1."""
+    settings, gone, _kept = _two_checkpoints_in_memory(store)
+    path, _elsewhere = _memory_made_a_symlink(settings)
     folder = path.parent / "checkpoints"
     assert (folder / f"cp-{gone}.md").exists()
     code, out, err = run_cli(capsys, "checkpoints", "forget", str(gone))
@@ -396,11 +403,7 @@ def test_prune_and_forget_rewrite_only_a_memory_that_pointed_at_a_removed_checkp
     at what was removed: a scheduled prune that removes nothing exits 0, and a checkpoint that no
     MEMORY.md shows is forgotten without rewriting one."""
     settings, first, _second = _two_checkpoints_in_memory(store)
-    path = memory_path(settings, "main")
-    elsewhere = path.parent.parent / "dotfiles-MEMORY.md"
-    elsewhere.write_text(path.read_text())
-    path.unlink()
-    path.symlink_to(elsewhere)
+    path, elsewhere = _memory_made_a_symlink(settings)
     before = elsewhere.read_text()
     code, out, err = run_cli(capsys, "checkpoints", "prune", "--older-than", "99999")
     assert (code, err) == (0, "") and out.startswith("pruned 0 by age, 0 by count")

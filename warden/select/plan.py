@@ -25,7 +25,8 @@ from warden.select.decision import ADMISSION, REAUDIT, DecisionParams, Evidence
 from warden.select.memory import MemoryRule, rule_rent
 from warden.select.planner import FIT_LEVEL, plan_from_evidence, plan_rule, task_residuals
 from warden.select.runner import config_key
-from warden.select.selector import pending_candidates, prior_evidence, reaudit_target, require_agent
+from warden.select.selector import (pending_candidates, prior_evidence, reaudit_target, require_agent,
+                                    undecided_passes)
 from warden.store.models import BenchRun, Rule
 
 
@@ -111,17 +112,10 @@ def _undecided_evidence(session: Session, settings: Settings, agent: str, rule_i
     receipt yet, so :func:`prior_evidence` does not see them; the next decision replays them."""
     from datetime import timedelta
 
-    from sqlalchemy import func
-
-    from warden.bench.scheduler import pass_note
     from warden.select.runner import RunRecord
-    from warden.store.models import BenchJob, BenchPass, Receipt, utcnow
+    from warden.store.models import BenchJob, utcnow
 
-    last = session.scalar(select(func.max(Receipt.created_at)).where(Receipt.rule_id == rule_id))
-    query = select(BenchPass).where(BenchPass.agent == agent, BenchPass.purpose == "select")
-    if last is not None:
-        query = query.where(BenchPass.created_at >= last)
-    passes = [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
+    passes = undecided_passes(session, agent, rule_id)
     if not passes:
         return Evidence()
     cutoff = utcnow() - timedelta(days=settings.reference_freshness_days)

@@ -147,11 +147,9 @@ def prior_evidence(session: Session, rule: Rule, reference: Config, measured: Co
     return evidence_from_json(last.evidence, reference, measured)
 
 
-def undecided_spend(session: Session, agent: str, rule_id: int) -> float:
-    """Weighted tokens of the runs of the select passes made for ``rule_id`` (the bench runner
-    notes the rule on each pass) since the rule's last receipt: what undecided invocations spent
-    on it, a killed one included. They count towards the decision that settles the rule (its
-    runs are reused by it at no further cost)."""
+def undecided_passes(session: Session, agent: str, rule_id: int) -> list[int]:
+    """The select passes made for ``rule_id`` (the bench runner notes the rule on each pass) since
+    the rule's last receipt: undecided invocations, a killed one included."""
     from sqlalchemy import func
 
     from warden.bench.scheduler import pass_note
@@ -160,7 +158,16 @@ def undecided_spend(session: Session, agent: str, rule_id: int) -> float:
     query = select(BenchPass).where(BenchPass.agent == agent, BenchPass.purpose == "select")
     if last is not None:
         query = query.where(BenchPass.created_at >= last)
-    passes = [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
+    return [p.id for p in session.scalars(query) if pass_note(p).get("rule") == rule_id]
+
+
+def undecided_spend(session: Session, agent: str, rule_id: int) -> float:
+    """Weighted tokens of the runs of :func:`undecided_passes`: what undecided invocations spent
+    on the rule. They count towards the decision that settles the rule (its runs are reused by it
+    at no further cost)."""
+    from sqlalchemy import func
+
+    passes = undecided_passes(session, agent, rule_id)
     if not passes:
         return 0.0
     return float(session.scalar(
