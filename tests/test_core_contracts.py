@@ -457,3 +457,30 @@ def test_a_backend_or_distiller_typo_is_refused_naming_the_setting(tmp_path: Pat
         with pytest.raises(ConfigError, match=f"setting {key[7:].lower()}={value!r}: choose one of"):
             load_settings({"WARDEN_HOME": str(tmp_path), key: value})
     assert load_settings({"WARDEN_HOME": str(tmp_path), "WARDEN_BACKEND": "claude-code"}).backend == "claude-code"
+
+
+@pytest.mark.parametrize("url, message", [
+    ("sqlite://", "in-memory SQLite database"), ("sqlite:///:memory:", "in-memory SQLite database"),
+    ("sqlite:///rel.db", "is a relative path"), ("sqlite+pysqlite:///data/w.db", "is a relative path"),
+])
+def test_a_database_url_that_would_keep_nothing_or_move_with_the_cwd_is_refused(url: str, message: str,
+                                                                                 monkeypatch) -> None:
+    monkeypatch.setenv("WARDEN_DATABASE_URL", url)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_a_database_url_is_read_without_its_whitespace_and_with_its_home_expanded(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("WARDEN_DATABASE_URL", f"sqlite:///{tmp_path}/w.db\n")  # pasted with its newline
+    assert load_settings().database_url == f"sqlite:///{tmp_path}/w.db"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WARDEN_DATABASE_URL", "sqlite:///~/team.db?timeout=5")
+    assert load_settings().database_url == f"sqlite:///{tmp_path}/team.db?timeout=5"
+    monkeypatch.setenv("WARDEN_DATABASE_URL", " postgresql+psycopg://postgres@127.0.0.1:5432/test ")
+    assert load_settings().database_url == "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def test_a_settings_file_an_editor_saved_with_a_bom_is_read(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("WARDEN_HOME", str(tmp_path))
+    (tmp_path / "warden.toml").write_bytes(b"\xef\xbb\xbf[warden]\nkeep_margin_k = 3\n")
+    assert load_settings().keep_margin_k == 3

@@ -86,6 +86,29 @@ def sqlite_url(path: Path) -> str:
     return _SQLITE_PREFIX + quote(str(path), safe=" +/")
 
 
+def checked_database_url(value: str) -> str:
+    """``database_url`` as given, without surrounding whitespace (a newline pasted with it would
+    name another file), a SQLite path's ``~`` expanded; a usage error for a SQLite database that
+    keeps nothing (in memory) or whose relative path would name another file in each directory a
+    command or hook runs in. Read without SQLAlchemy (the hooks' fast path)."""
+    url = value.strip()
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+")[0].lower() != "sqlite":
+        return url
+    path, query_mark, query = rest.partition("?")
+    database = unquote(path[1:] if path.startswith("/") else path)
+    if database in ("", ":memory:") or database.startswith("file::memory:"):
+        raise ConfigError(f"database_url {url!r} is an in-memory SQLite database: nothing would be kept; "
+                          "name a file (or leave it unset for $WARDEN_HOME/warden.db)")
+    if database.startswith("~"):
+        database = os.path.expanduser(database)
+        url = f"{scheme}:///{quote(database, safe=' +/')}{query_mark}{query}"
+    if not os.path.isabs(database):
+        raise ConfigError(f"database_url {url!r} is a relative path: it would name another database in each "
+                          "directory a command or hook runs in; give an absolute path")
+    return url
+
+
 def repo_root() -> Path:
     """The checkout warden runs from (golden tasks, fixture, ledgers), or the cwd."""
     env = os.environ.get("WARDEN_REPO")
@@ -248,7 +271,7 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         if not toml_path.is_file():
             raise ConfigError(f"{toml_path}: not a readable file (a dangling symlink or a directory?)")
         try:
-            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))  # a BOM an editor wrote is no setting
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
         section = data.get("warden", data)
@@ -263,6 +286,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
             values[key] = _coerce(key, value)
     if env.get("WARDEN_DATABASE_URL"):
         values["database_url"] = env["WARDEN_DATABASE_URL"]
+    if "database_url" in values:
+        values["database_url"] = checked_database_url(values["database_url"])
     if env.get("WARDEN_MEMORY_DIR"):
         values["memory_dir"] = Path(env["WARDEN_MEMORY_DIR"]).expanduser()
     if env.get("CLAUDE_CONFIG_DIR"):  # the environment beats the file (WARDEN_CLAUDE_HOME beats both)
