@@ -292,6 +292,7 @@ def test_no_room_for_the_copy_means_no_migration_and_one_line(tmp_path, monkeypa
     gone.wait()
     stale = tmp_path / f"w.db.at-pid{gone.pid}-ns{pid_namespace()}-copying"  # a copy a killed process left
     stale.write_bytes(b"partial")
+    stale.with_name(stale.name + "-journal").write_bytes(b"its rollback journal")  # SQLite's, beside it
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
     with pytest.raises(StoreError, match=r"cannot keep a copy of .*w\.db before migrating it .*it needs \d+ MB .* and 0 MB are free\): free some"):
         upgrade_unless_raced(engine)

@@ -315,8 +315,9 @@ def backup_before_upgrade(engine: Engine) -> Path | None:
     if database is None or current_revision(engine) in (None, HEAD_REVISION):
         return None
     for stale in database.parent.glob(f"{database.name}.at-pid*-copying"):  # copies cut short by a kill
-        if tagged_process_gone(stale.name):
-            stale.unlink(missing_ok=True)
+        if tagged_process_gone(stale.name):  # with the journal SQLite kept beside it
+            for left in (stale, *(stale.with_name(stale.name + suffix) for suffix in ("-journal", "-wal", "-shm"))):
+                left.unlink(missing_ok=True)
     staging = database.with_name(f"{database.name}.at-{process_tag()}-copying")
     try:
         size = sum(p.stat().st_size for p in _with_wal_files(database) if p.exists())
