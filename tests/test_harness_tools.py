@@ -318,3 +318,15 @@ def test_a_process_left_in_a_session_of_its_own_is_killed_when_the_command_ends(
     while not dead() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert dead()
+
+
+def test_a_glob_of_many_recursive_wildcards_over_a_deep_tree_ends_at_once(box: Toolbox) -> None:
+    """'**/**/…' is '**', which pathlib walked once per wildcard in a row: over a tree 40 levels
+    deep the call ran for minutes inside warden's process, where no wall cap reaches."""
+    deep = box.root.joinpath(*[f"d{i}" for i in range(40)])
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text("x = 1\n")
+    started = time.monotonic()
+    found = ok(box, "glob", pattern="/".join(["**"] * 7 + ["x.py"]))
+    assert found.endswith("/d39/x.py") and time.monotonic() - started < 5
+    assert "at most 3 '**'" in err(box, "glob", pattern="**/a/**/b/**/c/**/x.py")

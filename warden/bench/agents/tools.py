@@ -42,6 +42,7 @@ MAX_RESULT_CHARS = 30_000
 DEFAULT_READ_LIMIT = 2_000  # lines
 MAX_LINE_CHARS = 2_000
 MAX_GLOB_RESULTS = 200
+MAX_GLOB_RECURSIVE = 3  # '**' segments in one glob pattern (each walks the tree below the last)
 MAX_GREP_MATCHES = 200
 MAX_GREP_LINE_CHARS = 300
 MAX_GREP_FILE_BYTES = 2_000_000
@@ -584,8 +585,16 @@ class Toolbox:
             raise ToolError("pattern must be a non-empty string")
         if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
             raise ToolError("glob patterns are relative to the project root and cannot contain '..'")
+        # "**/**" is "**", but pathlib walks the tree once per "**" in a row: a model's
+        # "**/**/**/**/x" over a deep tree ran for many minutes in this process, past any wall cap
+        parts: list[str] = []
+        for part in Path(pattern).parts:
+            if not (part == "**" and parts and parts[-1] == "**"):
+                parts.append(part)
+        if parts.count("**") > MAX_GLOB_RECURSIVE:
+            raise ToolError(f"at most {MAX_GLOB_RECURSIVE} '**' in a glob pattern")
         try:
-            found = sorted(self._inside(self.root.glob(pattern)))
+            found = sorted(self._inside(self.root.glob("/".join(parts))))
         except (ValueError, NotImplementedError) as exc:
             raise ToolError(f"bad glob pattern: {exc}") from None
         if not found:
