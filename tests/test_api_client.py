@@ -105,3 +105,15 @@ def test_only_an_event_stream_is_left_to_arrive_as_it_comes() -> None:
     assert streams_events(request(b'{"model": "m"}', **{"X-Stainless-Raw-Response": "stream"}))
     assert not streams_events(request(b'{"model": "m", "max_tokens": 10}'))
     assert not streams_events(request(b'{"model": "m", "stream": "yes"}')) and not streams_events(request(b"not json"))
+
+
+def test_a_key_echoed_with_an_invisible_character_inside_is_still_redacted(monkeypatch) -> None:
+    from warden.api_client import api_base_url, describe_api_error
+    from warden.errors import UsageError
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real")
+    said = describe_api_error(ValueError("invalid x-api-key sk-test\u200b-not-real"))
+    assert "sk-test-not-real" not in said and "[REDACTED]" in said
+    with pytest.raises(UsageError) as refused:  # the URL's credentials are not echoed either
+        api_base_url("http://user:sk-test-not-real@host:99999")
+    assert "sk-test-not-real" not in str(refused.value) and "[REDACTED]" in str(refused.value)

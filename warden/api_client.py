@@ -44,7 +44,8 @@ def api_base_url(value: str | None) -> str:
     except ValueError:
         valid = False
     if not valid:
-        raise UsageError(f"ANTHROPIC_BASE_URL {strip_controls(text, keep_newlines=False)[:200]!r} is not an "
+        shown = redact_credentials(strip_controls(text, keep_newlines=False), os.environ)[:200]  # user:key@host
+        raise UsageError(f"ANTHROPIC_BASE_URL {shown!r} is not an "
                          "http(s) URL (a scheme, a host without spaces, a port 1-65535 if any)")
     return text
 
@@ -66,7 +67,9 @@ def describe_api_error(exc: BaseException, limit: int = 500) -> str:
         text = f"unreadable Messages API reply: {type(exc).__name__}: {exc}"
     else:
         text = f"{type(exc).__name__}: {exc}"
-    return one_line(redact_credentials(str(text), os.environ), limit)
+    # made one line first: stripping an invisible character inside a key a gateway echoed would
+    # join it back together after its redaction had missed it
+    return one_line(redact_credentials(one_line(str(text), 10 * limit), os.environ), limit)
 
 
 def exchange_deadline_s(request: httpx2.Request) -> float | None:
