@@ -236,6 +236,11 @@ def test_a_reply_of_broken_json_is_infra_error_that_says_where_it_came_from(tmp_
     ({"input_tokens": 1e300, "output_tokens": 10}, "absurd"),
     ({"input_tokens": 10**14, "output_tokens": 10}, "more than any call reads"),
     ({"input_tokens": 100, "output_tokens": 20_000}, "more output than max_tokens allowed"),
+    # each count in range, the prompt they add up to none
+    ({"input_tokens": 9_999_999, "cache_read_input_tokens": 9_999_999, "output_tokens": 10}, "a prompt too large"),
+    # a split of the cache writes larger than their total
+    ({"input_tokens": 10, "output_tokens": 10, "cache_creation_input_tokens": 0,
+      "cache_creation": {"ephemeral_5m_input_tokens": 9_999_999, "ephemeral_1h_input_tokens": 9_999_999}}, "split"),
 ])
 def test_usage_no_call_could_have_is_infra_error_and_charges_nothing(bad_usage: dict, why: str,
                                                                      tmp_path: Path) -> None:
@@ -306,3 +311,12 @@ def test_a_secret_in_a_tool_result_is_redacted_before_it_leaves(tmp_path: Path) 
     play(model, project)
     sent = model.tool_results(1)[0]["content"]
     assert "abcdefghijklmnopqrstuvwxyz0123" not in sent and "[REDACTED]" in sent
+
+
+def test_a_prompt_too_long_on_the_first_call_is_infra_not_the_agents_budget(tmp_path: Path) -> None:
+    """Before any turn only the task's own prompt was sent: a 0-token 'budget exceeded' run would
+    count as a measurement, and look like a ~100% saving."""
+    model = ScriptedModel([error_response(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000")])
+    result = play(model, make_project(tmp_path / "copy"))
+    assert result.outcome is Outcome.INFRA_ERROR and result.turns == 0
+    assert "prompt is too long" in result.error and "first call" in result.error

@@ -181,17 +181,24 @@ def _token_count(value: Any, *, required: bool = False) -> int:
 def usage_of(response_usage: Any) -> Usage:
     """Messages API ``usage`` → :class:`Usage`, with the cache-write split by TTL. ValueError for
     a count that is not a whole number ≥ 0."""
-    creation = _token_count(getattr(response_usage, "cache_creation_input_tokens", None))
+    given_creation = getattr(response_usage, "cache_creation_input_tokens", None)
+    creation = _token_count(given_creation)
     split = getattr(response_usage, "cache_creation", None)
     write_5m = write_1h = 0
     if split is not None:
         write_5m = _token_count(getattr(split, "ephemeral_5m_input_tokens", 0))
         write_1h = _token_count(getattr(split, "ephemeral_1h_input_tokens", 0))
+        if given_creation is not None and write_5m + write_1h > creation:
+            raise ValueError(f"usage's cache-write split ({write_5m} + {write_1h}) exceeds its total ({creation})")
     write_5m += max(0, creation - write_5m - write_1h)  # unsplit remainder: the default TTL
-    return Usage(input_tokens=_token_count(getattr(response_usage, "input_tokens", None), required=True),
-                 output_tokens=_token_count(getattr(response_usage, "output_tokens", None), required=True),
-                 cache_write_5m=write_5m, cache_write_1h=write_1h,
-                 cache_read=_token_count(getattr(response_usage, "cache_read_input_tokens", None)))
+    usage = Usage(input_tokens=_token_count(getattr(response_usage, "input_tokens", None), required=True),
+                  output_tokens=_token_count(getattr(response_usage, "output_tokens", None), required=True),
+                  cache_write_5m=write_5m, cache_write_1h=write_1h,
+                  cache_read=_token_count(getattr(response_usage, "cache_read_input_tokens", None)))
+    prompt = usage.input_tokens + usage.cache_write_5m + usage.cache_write_1h + usage.cache_read
+    if prompt > MAX_CALL_TOKENS:  # each count in range, their sum a prompt no context window holds
+        raise ValueError(f"usage's prompt of {prompt} tokens is more than any call reads")
+    return usage
 
 
 def run_success_check(task: GoldenTask, workdir: Path,
@@ -288,7 +295,12 @@ class _Loop:
                 if isinstance(exc, (anthropic.APITimeoutError, RetriesExhausted)) and self.time_left() <= 0 \
                         and self.turns > 0:
                     return Outcome.BUDGET_EXCEEDED, f"wall-time cap of {self.caps.max_wall_s:g}s reached"
-                return classify_error(exc), describe_error(exc)
+                outcome = classify_error(exc)
+                if outcome is Outcome.BUDGET_EXCEEDED and self.turns == 0:
+                    # the task's own prompt outgrew the context before the agent did anything:
+                    # nothing the agent spent, and no measurement (a 0-token run looks like a saving)
+                    return Outcome.INFRA_ERROR, describe_error(exc) + " (on the first call: the task's prompt alone)"
+                return outcome, describe_error(exc)
             self.turns += 1
             try:
                 usage = usage_of(response.usage)
