@@ -484,6 +484,14 @@ def _holds_labelled_value(lowered: str) -> bool:
     return False
 
 
+def names_a_secret(text: str) -> bool:
+    """Whether ``text`` gives a secret it names in words ("the password hunter2hunter2", "API key:
+    …"): the password and labelled patterns alone, not :func:`redact_secrets`'s ``name=value`` guesses, which
+    read "max_tokens=1024" or "--api-key-file" as one."""
+    lowered = text.lower()
+    return _PASSWORD_WORD.search(lowered) is not None or _holds_labelled_value(lowered)
+
+
 def _may_hold_secret(lowered: str) -> bool:
     """Whether lowercased text has what some pattern needs (the quick screen). A regex runs only
     where the literals each of its matches holds are in the text: the one regex's answer, sooner;

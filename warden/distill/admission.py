@@ -16,6 +16,7 @@ MEMORY.md line) and its provenance (the session run and the digest it was born o
 from __future__ import annotations
 
 import logging
+import os
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from warden.distill.rule_text import (MIN_RULE_CHARS, RuleTextError, find_near_d
 from warden.errors import UsageError
 from warden.habits import is_false_economy
 from warden.names import validate_agent_name
-from warden.sanitize import redact_secrets, redacted_prefix
+from warden.sanitize import redact_credentials, redact_secrets, redacted_prefix
 from warden.select.memory import MemoryRule, rule_rent
 from warden.store.models import Rule
 
@@ -96,8 +97,12 @@ def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str
         if is_false_economy(body):
             return None, Refusal(redact_secrets(body), "false economy: trades verification or testing for tokens")
         untrusted = untrusted_rule_problem(body, scope)
-        if untrusted:
-            return None, Refusal(redact_secrets(body), untrusted)  # a refusal is shown: never its key
+        if untrusted is None and redact_credentials(f"{scope or ''} {body}", os.environ) != f"{scope or ''} {body}":
+            # a credential this machine holds (ANTHROPIC_API_KEY, …), of any form: a hostile
+            # gateway may hand it to the model to put in a rule
+            untrusted = "holds a credential configured on this machine, which every run would read"
+        if untrusted:  # a refusal is shown: never its key
+            return None, Refusal(redact_credentials(redact_secrets(body), os.environ), untrusted)
     return body, None
 
 

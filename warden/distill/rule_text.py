@@ -13,7 +13,7 @@ import re
 import unicodedata
 
 from warden.errors import UsageError
-from warden.sanitize import first_undrawn_char, fold_char, holds_key, markup_problem
+from warden.sanitize import first_undrawn_char, fold_char, holds_key, markup_problem, names_a_secret
 
 MIN_RULE_CHARS = 10
 MAX_RULE_CHARS = 200
@@ -369,4 +369,6 @@ def untrusted_rule_problem(body: str, scope: str | None = None) -> str | None:
         return f"mentions an encoded blob (base64 or hex): not something an efficiency rule needs {screened}"
     if holds_key(text) or holds_key(folded):  # by its form: "max_tokens=1024" is no secret
         return f"holds a key or token, which every run of the agent would read {screened}"
+    if names_a_secret(text) or names_a_secret(folded):  # by its label: "the password hunter2hunter2", "API key: …"
+        return f"holds what reads as a secret (a password, key or token), which every run would read {screened}"
     return None
