@@ -283,3 +283,16 @@ def test_a_malformed_base_url_is_a_usage_error(monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://[::1")
     with pytest.raises(UsageError, match="is not an http"):
         md.make_client(load_settings())
+
+
+def test_the_distillers_key_is_read_as_the_bench_reads_it(monkeypatch) -> None:
+    """Stripped: a key pasted with its newline is a usable key, and a blank one is a usage error
+    at once, not 'Illegal header value' on every run."""
+    from warden.errors import UsageError
+
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "   ")
+    with pytest.raises(UsageError, match="needs ANTHROPIC_API_KEY"):
+        md.make_client(load_settings())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real\n")
+    assert md.make_client(load_settings()).api_key == "sk-test-not-real"

@@ -96,11 +96,14 @@ class ModelReply:
 def make_client(settings: Settings) -> anthropic.Anthropic:
     """The real SDK client: ``ANTHROPIC_BASE_URL`` checked (else the default endpoint), a total
     deadline per call (:mod:`warden.api_client`)."""
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+    # stripped, as the bench reads it: a key pasted with its newline is no HTTP header value
+    api_key = (os.environ.get("ANTHROPIC_API_KEY") or "").strip() or None
+    auth_token = (os.environ.get("ANTHROPIC_AUTH_TOKEN") or "").strip() or None
+    if not (api_key or auth_token):
         raise UsageError("--distiller anthropic needs ANTHROPIC_API_KEY (or use --distiller heuristic)")
     base_url = api_base_url(os.environ.get("ANTHROPIC_BASE_URL"))
-    return anthropic.Anthropic(base_url=base_url, max_retries=0, timeout=REQUEST_TIMEOUT_S,
-                               http_client=DeadlineHttpClient())
+    return anthropic.Anthropic(api_key=api_key, auth_token=auth_token, base_url=base_url, max_retries=0,
+                               timeout=REQUEST_TIMEOUT_S, http_client=DeadlineHttpClient())
 
 
 def fence(label: str, lines: list[str], fence_id: str) -> str:
