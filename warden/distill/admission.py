@@ -97,7 +97,8 @@ def screen_body(raw: object, origin: str, scope: str | None = None) -> tuple[str
         if is_false_economy(body):
             return None, Refusal(redact_secrets(body), "false economy: trades verification or testing for tokens")
         untrusted = untrusted_rule_problem(body, scope)
-        if untrusted is None and redact_credentials(f"{scope or ''} {body}", os.environ) != f"{scope or ''} {body}":
+        read = f"{scope or ''} {body}"
+        if untrusted is None and redact_credentials(read, os.environ) != read:
             # a credential this machine holds (ANTHROPIC_API_KEY, …), of any form: a hostile
             # gateway may hand it to the model to put in a rule
             untrusted = "holds a credential configured on this machine, which every run would read"

@@ -578,6 +578,15 @@ def _joined(carried: list[Any], turn: Turn) -> list[Any]:
     return [carried[0], carried[1], output, carried[3] + turn.content_bytes, total]
 
 
+def _placeholder_verdict(model: str, output_tokens: int, content_bytes: int) -> tuple[int, int]:
+    """(counts as a response, is a placeholder) of the placeholder check: an output count far
+    below the content the response produced (a synthetic reply is no response of the model)."""
+    if model == "<synthetic>":
+        return 0, 0
+    content_tokens = tokens_of_bytes(content_bytes)
+    return 1, int(content_tokens >= 8 and output_tokens * 4 < content_tokens)
+
+
 def _turn_summary(turn: Turn) -> list[Any]:
     return [turn.message_key, turn.model, turn.usage.output_tokens, turn.content_bytes, turn.usage.total]
 
@@ -1115,15 +1124,11 @@ class TranscriptParser:
             self._s.open_turn = None
         return _turn_summary(last)
 
-    def _judge(self, model: str, output_tokens: int, content_bytes: int, *, into: _State | None = None) -> None:
-        """One response through the placeholder check: an output count far below the content it produced."""
-        s = into or self._s
-        if model == "<synthetic>":
-            return
-        s.usage_turns += 1
-        content_tokens = tokens_of_bytes(content_bytes)
-        if content_tokens >= 8 and output_tokens * 4 < content_tokens:
-            s.placeholder_turns += 1
+    def _judge(self, model: str, output_tokens: int, content_bytes: int) -> None:
+        """One response through the placeholder check, counted in the state."""
+        usage_turn, placeholder = _placeholder_verdict(model, output_tokens, content_bytes)
+        self._s.usage_turns += usage_turn
+        self._s.placeholder_turns += placeholder
 
     def result(self) -> ParsedRun:
         self._finish_turns()
@@ -1131,15 +1136,16 @@ class TranscriptParser:
         # the open response judged as if the transcript ended here (a whole read of these bytes),
         # in a copy: the state keeps it open for the lines still to come
         open_turn = self._open_turn()  # (judges a carried response the next one closed)
-        judged = _State(placeholder_turns=s.placeholder_turns, usage_turns=s.usage_turns)
+        usage_turns, placeholder_turns = s.usage_turns, s.placeholder_turns
         if open_turn is not None:
-            self._judge(open_turn[1], open_turn[2], open_turn[3], into=judged)
+            usage_turn, placeholder = _placeholder_verdict(open_turn[1], open_turn[2], open_turn[3])
+            usage_turns, placeholder_turns = usage_turns + usage_turn, placeholder_turns + placeholder
         session_id = s.session_id or self._hint_session or ""
         agent_id = s.agent_id or self._hint_agent
         usage_by_model = usage_by_key((t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
                                        t.usage.cache_write_1h, t.usage.cache_read) for t in self.turns)
         counters = s.counters
-        placeholder = judged.placeholder_turns > 0 and judged.placeholder_turns * 10 >= judged.usage_turns
+        placeholder = placeholder_turns > 0 and placeholder_turns * 10 >= usage_turns
         completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted
                      and s.last_stop_reason in (None, "end_turn", "stop_sequence"))
         run = ParsedRun(
@@ -1151,7 +1157,7 @@ class TranscriptParser:
             placeholder_output=placeholder, completed=completed, stats=self.stats,
             bytes_consumed=self.offset, start_offset=self.start_offset,
             embedded_usage=list(self.embedded.values()), subagent_types=dict(s.subagent_types),
-            placeholder_turns=judged.placeholder_turns,
+            placeholder_turns=placeholder_turns,
             trace_digest={"v": 1, "steps": list(map(list, s.digest)), "dropped": s.digest_dropped,
                           "fields": ["kind", "target", "input_bytes", "result_bytes", "error"]},
         )

@@ -192,8 +192,7 @@ def plan_agent(session: Session, settings: Settings, agent: str, budget: int | N
         later = _undecided_evidence(session, settings, agent, rule.id, config_key(reference), config_key(measured),
                                     backend=backend, model=model, suite_hash=suite.suite_hash,
                                     fixture_hash=fixture_hash)
-        evidence = Evidence(evidence.reference + tuple(r for r in later.reference),
-                            evidence.rule + tuple(r for r in later.rule))
+        evidence = Evidence(evidence.reference + later.reference, evidence.rule + later.rule)
         spent_before = max(float(rule.undecided_tokens or 0.0), undecided_spend(session, agent, rule.id))
         residuals = _paired_residuals(session, agent, backend, model, weights, exclude=rule.id)
         if evidence.rule:

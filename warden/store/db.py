@@ -316,7 +316,7 @@ def backup_before_upgrade(engine: Engine) -> Path | None:
         return None
     for stale in database.parent.glob(f"{database.name}.at-pid*-copying"):  # copies cut short by a kill
         if tagged_process_gone(stale.name):  # with the journal SQLite kept beside it
-            for left in (stale, *(stale.with_name(stale.name + suffix) for suffix in ("-journal", "-wal", "-shm"))):
+            for left in (*_with_wal_files(stale), stale.with_name(stale.name + "-journal")):
                 left.unlink(missing_ok=True)
     staging = database.with_name(f"{database.name}.at-{process_tag()}-copying")
     try:
