@@ -226,19 +226,17 @@ def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tm
 
 
 def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:
-    """The limit holds for a line that ends in the block after the one where it started."""
-    import os
-
-    from warden.ingest.collector import READ_CHUNK, iter_lines
+    """The limit holds for a line that ends in the block after the one where it started, and
+    for one that spans whole blocks: counted oversized, unread, on both paths alike."""
+    from warden.ingest.collector import READ_CHUNK, parse_file
 
     limit = READ_CHUNK + 10
     path = tmp_path / "t.jsonl"
-    # first line: ends 5 bytes into the second block, so carry + block holds all of it
-    big = b"x" * (READ_CHUNK + 20)
-    path.write_bytes(b"ok1\n" + big + b"\nok2\n")
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        lines = [(line, complete) for line, _, complete in iter_lines(fd, 0, max_line=limit)]
-    finally:
-        os.close(fd)
-    assert lines == [(b"ok1", True), (None, True), (b"ok2", True)]
+    ok = b'{"type":"user","message":{"content":"hi"}}\n'
+    # the first long line ends 5 bytes into the second block, so carry + block holds all of it;
+    # the second spans three blocks
+    path.write_bytes(ok + b"x" * (READ_CHUNK + 20) + b"\n" + ok + b"y" * (3 * READ_CHUNK) + b"\n" + ok)
+    for pure in (False, True):
+        run, _state, end = parse_file(str(path), max_line=limit, pure=pure)
+        assert (run.stats.lines, run.stats.oversized, run.stats.malformed) == (5, 2, 0)
+        assert len(run.user_prompts) == 3 and end == run.bytes_consumed == path.stat().st_size

@@ -1,240 +1,909 @@
-/* warden.ingest._skim: the transcript reader's optional C fast path.
+/* warden.ingest._skim: the transcript parser's fast path, whole lines read in C (Reader).
  *
- * usage_counts(usage) -> (input, output, cache write 5m, cache write 1h, cache read, zeroed) reads
- * an API usage dict (exactly a dict: the caller checks) as warden.ingest.parser's
- * usage_from_json and zeroed_counts do together (_usage_counts_py, the reference), in one pass
- * without a Python call per count: it ran on every response's first line.
+ * Built by setup.py where a compiler is there (optional: without it every line is read by the
+ * pure-Python parser, which stays the specification; WARDEN_PURE_PYTHON turns this off too).
  *
- * utf8_size(text) is len(text.encode("utf-8", "surrogatepass")) counted without the bytes.
+ * Reader(**hooks).feed_block(parser, data, upto, offset, max_line) reads the complete lines of
+ * data[:upto] (upto: the index of the block's last newline; offset: the file offset of data[0])
+ * into ``parser``, a warden.ingest.parser.TranscriptParser, exactly as its feed_line would: the
+ * pure-Python parser is the specification, and the tests compare the two on every corpus
+ * transcript and on generated ones.
  *
- * utc_datetime(text) is parser.parse_timestamp(text) for Claude Code's own form of a timestamp
- * ("2026-01-01T10:00:00.000Z"), None for any other text (the caller then parses it in Python).
- *
- * slot_builder(cls, names) makes a callable building instances of a slots dataclass (Usage, Turn,
- * ToolCall) from all their field values, without the generated __init__ (parser._slot_builder).
- *
- * string_text(raw, max_chars) -> (size, head) reads a tool result's content kept as raw JSON by
- * the line schema: for a JSON string, the UTF-8 size of its decoded text and the text's first
- * max_chars characters, what decoding it and parser._text_size give (parser._result_text_py, the
- * reference), without building the whole text; None for any other value, and for any string
- * msgspec would refuse (invalid UTF-8, a control character, a bad escape, a lone surrogate), so
- * the reference decides (and refuses it the same way).
- *
- * split_lines(data, upto, offset, max_line) -> (lines, ends) frames the complete lines of a read
- * block in one call: data[:upto] split on b"\n" (upto is the index of the block's last newline),
- * each line without its newline, None for one longer than max_line (skipped unread), and each
- * line's end offset (offset + bytes through its newline). It is exactly
- * warden.ingest.collector._split_lines_py, which stays the reference (tests/test_parser_skim.py
- * compares the two); the framing is where a generator yielding line by line spent a fifth of a
- * parse's time. Built by setup.py when a compiler is there; without it the pure-Python path runs.
+ * A line is read in two passes. The first scans it (_json_scan.h) into the fields the parser reads,
+ * without touching the parser; it gives up on anything it cannot read exactly as msgspec and the
+ * parser would — odd JSON, text that is not UTF-8, a number that is not a small integer, an odd
+ * shape, a duplicated field, rare cases the parser handles in Python (a progress line's embedded
+ * response, a Task result naming its subagent) — and the line then goes to the parser's own
+ * feed_line. The second applies the line to the parser's state, in the order the parser does.
+ * The state stays the parser's Python objects (its __dict__, its _State's, its LineStats'), so the
+ * two paths can take turns line by line; only the line count and the offset are held here
+ * between fallbacks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <string.h>
-#include <math.h>
-#include <structmember.h> /* T_OBJECT_EX, READONLY */
+#include <structmember.h> /* T_OBJECT_EX */
 #include <datetime.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include <stdio.h>
+#include "_json_scan.h"
 
-static PyObject *
-split_lines(PyObject *self, PyObject *args)
+/* ---- names ---------------------------------------------------------------------------------- */
+
+#define NAMES(X) \
+    X(_s) X(stats) X(turns) X(tool_calls) X(user_prompts) X(compactions) X(_turn_by_key) X(_call_by_id) \
+    X(_raw_usage) X(offset) X(session_id) X(agent_id) X(cwd) X(version) X(models) X(first_ts) X(last_ts) \
+    X(counters) X(reads) X(edit_gen) X(digest) X(digest_dropped) X(task_types) X(awaiting) X(last_turn_tools) \
+    X(last_turn_text) X(last_stop_reason) X(interrupted) X(tool_index) X(turn_index) X(lines) X(duplicate_usage) \
+    X(zeroed_usage) X(oversized) X(malformed) X(_ledger_only) X(_ledger_prompts) X(rereads) X(edits) X(greps) X(failed) X(other) X(read) X(edit) X(write) X(grep) \
+    X(glob) X(bash) X(task) X(_feed_fallback) X(index) X(message_key) X(model) X(usage) X(timestamp) X(text) \
+    X(tool_call_indexes) X(content_bytes) X(tool_use_id) X(name) X(kind) X(input) X(input_bytes) X(path) \
+    X(line_range) X(command) X(result_bytes) X(result_text) X(is_error) X(is_reread) X(turn) X(input_tokens) \
+    X(output_tokens) X(cache_write_5m) X(cache_write_1h) X(cache_read)
+
+enum {
+#define AS_ENUM(n) N_##n,
+    NAMES(AS_ENUM)
+#undef AS_ENUM
+    N_COUNT
+};
+static const char *name_text[N_COUNT] = {
+#define AS_TEXT(n) #n,
+    NAMES(AS_TEXT)
+#undef AS_TEXT
+};
+static PyObject *NAME[N_COUNT];
+static PyObject *EMPTY, *QUESTION, *NONE_TEXT, *SYNTHETIC;
+
+/* ---- the reader and its hooks --------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    /* the parser's records and helpers (parser.py hands them over: one definition of each) */
+    PyTypeObject *usage_cls, *turn_cls, *call_cls, *prompt_cls;
+    PyObject *no_usage, *tool_kinds, *free_models;
+    PyObject *valid_id, *stored_project, *clean_label, *model_name, *path_key, *digest_target;
+    PyObject *parse_timestamp, *utc_text, *decode;
+    Py_ssize_t max_result_text, max_prompt_text, max_turn_text, max_digest_steps, max_awaiting, max_read_registry;
+    /* slot offsets */
+    Py_ssize_t u_off[5];
+    Py_ssize_t t_off[8];
+    Py_ssize_t c_off[15];
+    Py_ssize_t p_off[2];
+    /* per line scratch */
+    struct Block *blocks;
+    Py_ssize_t n_blocks, cap_blocks;
+    struct Item *items;
+    Py_ssize_t n_items, cap_items;
+    char *text_buf;
+    Py_ssize_t text_cap;
+    /* one-entry caches: a response's lines share a timestamp and a model */
+    PyObject *ts_bytes, *ts_value;
+    PyObject *model_bytes, *model_value;
+    /* path_key's and digest_target's results by their text (pure functions: a session reads,
+     * edits and runs the same few paths and commands over and over) */
+    PyObject *path_keys, *targets;
+    /* tool names (raw JSON text, no escape) and their kind */
+    PyObject *kind_names[64], *kind_values[64];
+    int n_kinds;
+} Reader;
+
+enum { T_INDEX, T_KEY, T_MODEL, T_USAGE, T_TIMESTAMP, T_TEXT, T_CALLS, T_CONTENT_BYTES };
+enum { C_INDEX, C_ID, C_NAME, C_KIND, C_INPUT, C_INPUT_BYTES, C_PATH, C_RANGE, C_COMMAND, C_RESULT_BYTES,
+       C_RESULT_TEXT, C_IS_ERROR, C_IS_REREAD, C_TIMESTAMP, C_TURN };
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* Replace a slot's value (the new reference is stolen). */
+static inline void
+set_slot(PyObject *obj, Py_ssize_t off, PyObject *value)
 {
-    Py_buffer view;
-    Py_ssize_t upto, max_line;
-    long long offset;
-    if (!PyArg_ParseTuple(args, "y*nLn", &view, &upto, &offset, &max_line))
-        return NULL;
-    if (upto < 0 || upto > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "upto is outside the data");
-        return NULL;
-    }
-    PyObject *lines = PyList_New(0);
-    PyObject *ends = PyList_New(0);
-    if (lines == NULL || ends == NULL)
-        goto fail;
-    const char *base = (const char *)view.buf;
-    Py_ssize_t pos = 0;
-    for (;;) {
-        const char *nl = pos < upto ? memchr(base + pos, '\n', (size_t)(upto - pos)) : NULL;
-        Py_ssize_t stop = nl ? (Py_ssize_t)(nl - base) : upto;
-        Py_ssize_t len = stop - pos;
-        PyObject *line;
-        if (len > max_line) {
-            line = Py_None;
-            Py_INCREF(line);
-        } else {
-            line = PyBytes_FromStringAndSize(base + pos, len);
-            if (line == NULL)
-                goto fail;
-        }
-        offset += len + 1;
-        PyObject *end = PyLong_FromLongLong(offset);
-        if (end == NULL || PyList_Append(lines, line) < 0 || PyList_Append(ends, end) < 0) {
-            Py_DECREF(line);
-            Py_XDECREF(end);
-            goto fail;
-        }
-        Py_DECREF(line);
-        Py_DECREF(end);
-        if (nl == NULL)
-            break;
-        pos = stop + 1;
-    }
-    PyBuffer_Release(&view);
-    PyObject *result = PyTuple_Pack(2, lines, ends);
-    Py_DECREF(lines);
-    Py_DECREF(ends);
-    return result;
-fail:
-    PyBuffer_Release(&view);
-    Py_XDECREF(lines);
-    Py_XDECREF(ends);
-    return NULL;
+    PyObject *old = SLOT(obj, off);
+    SLOT(obj, off) = value;
+    Py_XDECREF(old);
 }
 
-#define MAX_COUNT 1000000000000000LL /* parser.MAX_COUNT: 10**15 */
-
-/* parser._count: an int (not a bool) or an integral float in (0, MAX_COUNT); else 0.
- * *readable: parser._readable_count (absent = NULL is readable unless required). */
-static long long
-count_of(PyObject *value, int required, int *readable)
+/* A new instance of a slots class with every slot filled (references stolen; NULL ones: the
+ * instance is dropped and NULL returned). */
+static PyObject *
+new_record(PyTypeObject *cls, const Py_ssize_t *offsets, int n, PyObject **values)
 {
-    if (value == NULL) {
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        failed |= values[i] == NULL;
+    PyObject *obj = failed ? NULL : cls->tp_alloc(cls, 0);
+    if (obj == NULL) {
+        for (int i = 0; i < n; i++)
+            Py_XDECREF(values[i]);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        SLOT(obj, offsets[i]) = values[i];
+    return obj;
+}
+
+/* ---- the first pass: a line's fields ---------------------------------------------------------- */
+
+typedef struct Item { /* a tool result's content item */
+    JVal type, text, data; /* data: source.data of an image */
+} Item;
+
+enum { B_OTHER, B_TEXT, B_TOOL_USE, B_THINKING, B_TOOL_RESULT };
+enum { R_NONE, R_TEXT, R_ITEMS }; /* a tool result's content, as the parser reads it */
+
+typedef struct Block {
+    int kind;
+    JVal type, text, thinking, id, name, input, tool_use_id, content, is_error;
+    /* tool_use: its input as the parser reads it */
+    Py_ssize_t input_bytes;
+    JVal file_path, path, notebook_path, offset, limit, pattern, command, subagent_type;
+    /* tool_result */
+    int result;
+    Py_ssize_t first_item, n_items;
+} Block;
+
+typedef struct {
+    JVal type, subtype, session_id, agent_id, is_sidechain, cwd, version, timestamp, uuid, request_id,
+        is_compact_summary, is_meta, tool_use_result, data, parent_tool_use_id;
+    int message; /* J_ABSENT, J_NULL, J_OBJ */
+    JVal id, model, usage, stop_reason;
+    int content; /* J_ABSENT, J_NULL, J_STR, J_ARR */
+    JVal content_text;
+    /* usage: counts as parser.usage_from_json reads them, and zeroed_counts */
+    long long counts[5];
+    int zeroed;
+} Line;
+
+#define GROW(arr, n, cap, type)                                                              \
+    do {                                                                                     \
+        if ((n) >= (cap)) {                                                                  \
+            Py_ssize_t new_cap = (cap) ? 2 * (cap) : 16;                                     \
+            type *grown = PyMem_Realloc((arr), (size_t)new_cap * sizeof(type));              \
+            if (grown == NULL)                                                               \
+                return NULL;                                                                 \
+            (arr) = grown;                                                                   \
+            (cap) = new_cap;                                                                 \
+        }                                                                                    \
+    } while (0)
+
+/* A read value into *v (a field the schema names: typed Any). A duplicate gives up: msgspec keeps
+ * the last, and the first pass would have to unread the first. */
+static inline const unsigned char *
+read_field(const unsigned char *p, const unsigned char *e, JVal *v)
+{
+    if (v->kind != J_ABSENT)
+        return NULL;
+    JVal got;
+    const unsigned char *q = scan_value(p, e, 1, 1, &got);
+    if (q == NULL || got.kind == J_NUM)
+        return NULL;
+    *v = got;
+    return q;
+}
+
+static inline const unsigned char *
+skip_field(const unsigned char *p, const unsigned char *e)
+{
+    return skip_value(p, e, 0);
+}
+
+/* usage_from_json's count and _readable_count of one value */
+static inline long long
+count_of(const JVal *v, int required, int *readable)
+{
+    switch (v->kind) {
+    case J_ABSENT:
+    case J_NULL:
         *readable = !required;
         return 0;
+    case J_INT:
+        *readable = v->i >= 0 && v->i < 1000000000000000LL;
+        return v->i > 0 && v->i < 1000000000000000LL ? v->i : 0;
+    default: /* a bool, a string, a container: no count */
+        *readable = 0;
+        return 0;
     }
-    if (PyLong_CheckExact(value)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            overflow = 1;
+}
+
+/* A usage object: its five counts and zeroed flag into line (usage_from_json, zeroed_counts). */
+static const unsigned char *
+read_usage(const unsigned char *p, const unsigned char *e, Line *line)
+{
+    JVal input = {0}, output = {0}, creation = {0}, read = {0}, split = {0}, w5 = {0}, w1 = {0};
+    int more = 1;
+    const unsigned char *start = p;
+    p = skip_ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+        more = 0;
+    }
+    while (more) {
+        const unsigned char *name;
+        Py_ssize_t len;
+        if ((p = scan_read_key(p, e, &name, &len)) == NULL)
+            return NULL;
+        if (NAME_IS(name, len, "input_tokens"))
+            p = read_field(p, e, &input);
+        else if (NAME_IS(name, len, "output_tokens"))
+            p = read_field(p, e, &output);
+        else if (NAME_IS(name, len, "cache_creation_input_tokens"))
+            p = read_field(p, e, &creation);
+        else if (NAME_IS(name, len, "cache_read_input_tokens"))
+            p = read_field(p, e, &read);
+        else if (NAME_IS(name, len, "cache_creation")) {
+            if (split.kind != J_ABSENT)
+                return NULL;
+            if (p < e && *p == '{') { /* the split: its two counts */
+                split.kind = J_OBJ;
+                int inner = 1;
+                p = skip_ws(p + 1, e);
+                if (p < e && *p == '}') {
+                    p++;
+                    inner = 0;
+                }
+                while (inner) {
+                    const unsigned char *n2;
+                    Py_ssize_t l2;
+                    if ((p = scan_read_key(p, e, &n2, &l2)) == NULL)
+                        return NULL;
+                    if (NAME_IS(n2, l2, "ephemeral_5m_input_tokens"))
+                        p = read_field(p, e, &w5);
+                    else if (NAME_IS(n2, l2, "ephemeral_1h_input_tokens"))
+                        p = read_field(p, e, &w1);
+                    else {
+                        JVal other = {0};
+                        p = read_field(p, e, &other);
+                    }
+                    if (p == NULL || (p = next_member(p, e, '}', &inner)) == NULL)
+                        return NULL;
+                }
+            } else {
+                p = read_field(p, e, &split); /* not a split: read, and ignored */
+                split.kind = J_NULL;
+            }
+        } else {
+            JVal other = {0};
+            p = read_field(p, e, &other);
         }
-        if (overflow) {
-            *readable = 0;
+        if (p == NULL || (p = next_member(p, e, '}', &more)) == NULL)
+            return NULL;
+    }
+    int ok_in, ok_out, ok_creation, ok_read, ok_5m = 1, ok_1h = 1;
+    long long in = count_of(&input, 1, &ok_in), out = count_of(&output, 1, &ok_out);
+    long long total = count_of(&creation, 0, &ok_creation), rd = count_of(&read, 0, &ok_read);
+    long long c5 = total, c1 = 0;
+    if (split.kind == J_OBJ) {
+        long long v5 = count_of(&w5, 0, &ok_5m), v1 = count_of(&w1, 0, &ok_1h);
+        if (w5.kind != J_ABSENT || w1.kind != J_ABSENT) {
+            c5 = v5;
+            c1 = v1;
+            if (total > c5 + c1) /* the split never undercounts the billed total: the rest is 5m */
+                c5 += total - (c5 + c1);
+        }
+    }
+    line->counts[0] = in;
+    line->counts[1] = out;
+    line->counts[2] = c5;
+    line->counts[3] = c1;
+    line->counts[4] = rd;
+    line->zeroed = !(ok_in && ok_out && ok_creation && ok_read && ok_5m && ok_1h);
+    line->usage.kind = J_OBJ;
+    line->usage.p = start;
+    line->usage.e = p;
+    return p;
+}
+
+/* A tool input's value at p: its length as orjson writes it added to *size. Gives up where the
+ * parser's dict would not be what the bytes say (a key twice), or orjson would write it
+ * otherwise (a number that is not a small integer). Top-level fields the parser reads into b. */
+static const unsigned char *
+read_input_value(const unsigned char *p, const unsigned char *e, int depth, Py_ssize_t *size, Block *b)
+{
+    if (p >= e)
+        return NULL;
+    if (*p == '{') {
+        if (depth >= MAX_DEPTH)
+            return NULL;
+        enum { MAX_KEYS = 64 };
+        const unsigned char *key_at[MAX_KEYS];
+        Py_ssize_t key_len[MAX_KEYS];
+        int n_keys = 0, more = 1;
+        *size += 2;
+        p = skip_ws(p + 1, e);
+        if (p < e && *p == '}')
+            return p + 1;
+        while (more) {
+            if (p >= e || *p != '"')
+                return NULL;
+            JVal key;
+            const unsigned char *q = scan_string(p, e, 1, &key);
+            if (q == NULL || key.escaped || n_keys == MAX_KEYS)
+                return NULL; /* an escaped key could repeat another one */
+            const unsigned char *name = p + 1;
+            Py_ssize_t len = q - p - 2;
+            for (int k = 0; k < n_keys; k++)
+                if (key_len[k] == len && memcmp(key_at[k], name, (size_t)len) == 0)
+                    return NULL;
+            key_at[n_keys] = name;
+            key_len[n_keys++] = len;
+            *size += key.jsize + 1 + (n_keys > 1); /* the key, its colon, the comma before it */
+            q = skip_ws(q, e);
+            if (q >= e || *q != ':')
+                return NULL;
+            p = skip_ws(q + 1, e);
+            JVal *field = NULL;
+            if (depth == 0 && b != NULL) {
+                if (NAME_IS(name, len, "file_path"))
+                    field = &b->file_path;
+                else if (NAME_IS(name, len, "path"))
+                    field = &b->path;
+                else if (NAME_IS(name, len, "notebook_path"))
+                    field = &b->notebook_path;
+                else if (NAME_IS(name, len, "offset"))
+                    field = &b->offset;
+                else if (NAME_IS(name, len, "limit"))
+                    field = &b->limit;
+                else if (NAME_IS(name, len, "pattern"))
+                    field = &b->pattern;
+                else if (NAME_IS(name, len, "command"))
+                    field = &b->command;
+                else if (NAME_IS(name, len, "subagent_type"))
+                    field = &b->subagent_type;
+            }
+            const unsigned char *value_at = p;
+            if ((p = read_input_value(p, e, depth + 1, size, NULL)) == NULL)
+                return NULL;
+            if (field != NULL) { /* scanned again: its fields (a string's measures) */
+                JVal v;
+                scan_value(value_at, e, 1, 1, &v);
+                *field = v;
+            }
+            if ((p = next_member(p, e, '}', &more)) == NULL)
+                return NULL;
+        }
+        return p;
+    }
+    if (*p == '[') {
+        if (depth >= MAX_DEPTH)
+            return NULL;
+        int more = 1, n = 0;
+        *size += 2;
+        p = skip_ws(p + 1, e);
+        if (p < e && *p == ']')
+            return p + 1;
+        while (more) {
+            *size += n++ > 0;
+            if ((p = read_input_value(p, e, depth + 1, size, NULL)) == NULL)
+                return NULL;
+            if ((p = next_member(p, e, ']', &more)) == NULL)
+                return NULL;
+        }
+        return p;
+    }
+    JVal v;
+    const unsigned char *q = scan_value(p, e, 1, depth, &v);
+    if (q == NULL || v.kind == J_NUM)
+        return NULL;
+    *size += v.kind == J_STR ? v.jsize : q - p;
+    return q;
+}
+
+/* A tool result's content list: its items (objects) into the reader's item array. */
+static const unsigned char *
+read_items(Reader *r, const unsigned char *p, const unsigned char *e, Block *b)
+{
+    int more = 1;
+    b->first_item = r->n_items;
+    b->n_items = 0;
+    p = skip_ws(p + 1, e);
+    if (p < e && *p == ']')
+        return p + 1;
+    while (more) {
+        if (p >= e || *p != '{')
+            return NULL; /* an item that is not an object: the parser drops it (left to it) */
+        GROW(r->items, r->n_items, r->cap_items, Item);
+        Item *item = &r->items[r->n_items];
+        memset(item, 0, sizeof(*item));
+        int inner = 1;
+        p = skip_ws(p + 1, e);
+        if (p < e && *p == '}') {
+            p++;
+            inner = 0;
+        }
+        while (inner) {
+            const unsigned char *name;
+            Py_ssize_t len;
+            if ((p = scan_key(p, e, &name, &len)) == NULL)
+                return NULL;
+            if (NAME_IS(name, len, "type"))
+                p = read_field(p, e, &item->type);
+            else if (NAME_IS(name, len, "text"))
+                p = read_field(p, e, &item->text);
+            else if (NAME_IS(name, len, "source")) {
+                JVal source = {0};
+                const unsigned char *at = p;
+                if ((p = read_field(p, e, &source)) != NULL && source.kind == J_OBJ) {
+                    /* source.get("data"): its members again, for that one */
+                    int m = 1;
+                    const unsigned char *s = skip_ws(at + 1, e);
+                    if (*s == '}')
+                        m = 0;
+                    while (m) {
+                        const unsigned char *n2;
+                        Py_ssize_t l2;
+                        if ((s = scan_key(s, e, &n2, &l2)) == NULL)
+                            return NULL;
+                        if (NAME_IS(n2, l2, "data"))
+                            s = read_field(s, e, &item->data);
+                        else
+                            s = skip_field(s, e);
+                        if (s == NULL || (s = next_member(s, e, '}', &m)) == NULL)
+                            return NULL;
+                    }
+                }
+            } else {
+                p = skip_field(p, e);
+            }
+            if (p == NULL || (p = next_member(p, e, '}', &inner)) == NULL)
+                return NULL;
+        }
+        r->n_items++;
+        b->n_items++;
+        if ((p = next_member(p, e, ']', &more)) == NULL)
+            return NULL;
+    }
+    return p;
+}
+
+/* A content block at p (an object) into the reader's block array. */
+static const unsigned char *
+read_block(Reader *r, const unsigned char *p, const unsigned char *e)
+{
+    if (p >= e || *p != '{')
+        return NULL;
+    GROW(r->blocks, r->n_blocks, r->cap_blocks, Block);
+    Block *b = &r->blocks[r->n_blocks];
+    memset(b, 0, sizeof(*b));
+    b->input_bytes = 2; /* no input, or one that is not a dict: the parser reads {} */
+    int more = 1;
+    p = skip_ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+        more = 0;
+    }
+    while (more) {
+        const unsigned char *name;
+        Py_ssize_t len;
+        if ((p = scan_key(p, e, &name, &len)) == NULL)
+            return NULL;
+        if (NAME_IS(name, len, "type"))
+            p = read_field(p, e, &b->type);
+        else if (NAME_IS(name, len, "text"))
+            p = read_field(p, e, &b->text);
+        else if (NAME_IS(name, len, "thinking"))
+            p = read_field(p, e, &b->thinking);
+        else if (NAME_IS(name, len, "id"))
+            p = read_field(p, e, &b->id);
+        else if (NAME_IS(name, len, "name"))
+            p = read_field(p, e, &b->name);
+        else if (NAME_IS(name, len, "input")) {
+            if (b->input.kind != J_ABSENT)
+                return NULL;
+            const unsigned char *at = p;
+            if (p < e && *p == '{') {
+                Py_ssize_t size = 0;
+                if ((p = read_input_value(p, e, 0, &size, b)) == NULL)
+                    return NULL;
+                b->input.kind = J_OBJ;
+                b->input_bytes = size;
+            } else {
+                p = read_field(p, e, &b->input);
+            }
+            b->input.p = at;
+            b->input.e = p;
+        } else if (NAME_IS(name, len, "tool_use_id"))
+            p = read_field(p, e, &b->tool_use_id);
+        else if (NAME_IS(name, len, "is_error"))
+            p = read_field(p, e, &b->is_error);
+        else if (NAME_IS(name, len, "content")) {
+            /* raw in the schema; a user line's tool result reads it (read mode: the parser decodes it) */
+            if (b->content.kind != J_ABSENT)
+                return NULL;
+            const unsigned char *at = p;
+            if (p < e && *p == '"') {
+                p = scan_string(p, e, 1, &b->content);
+                b->result = R_TEXT;
+            } else if (p < e && *p == '[') {
+                p = read_items(r, p, e, b);
+                b->content.kind = J_ARR;
+                b->result = R_ITEMS;
+            } else {
+                p = read_field(p, e, &b->content);
+                b->result = b->content.kind == J_NULL ? R_NONE : -1; /* -1: another value (left to Python) */
+            }
+            b->content.p = at;
+            b->content.e = p;
+        } else {
+            p = skip_field(p, e);
+        }
+        if (p == NULL || (p = next_member(p, e, '}', &more)) == NULL)
+            return NULL;
+    }
+    if (STR_IS(b->type, "text"))
+        b->kind = B_TEXT;
+    else if (STR_IS(b->type, "tool_use"))
+        b->kind = B_TOOL_USE;
+    else if (STR_IS(b->type, "thinking"))
+        b->kind = B_THINKING;
+    else if (STR_IS(b->type, "tool_result"))
+        b->kind = B_TOOL_RESULT;
+    else if (b->type.kind == J_STR && b->type.escaped)
+        return NULL; /* an escape could spell one of them */
+    r->n_blocks++;
+    return p;
+}
+
+static const unsigned char *
+read_message(Reader *r, const unsigned char *p, const unsigned char *e, Line *line)
+{
+    int more = 1;
+    p = skip_ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+        more = 0;
+    }
+    while (more) {
+        const unsigned char *name;
+        Py_ssize_t len;
+        if ((p = scan_key(p, e, &name, &len)) == NULL)
+            return NULL;
+        if (NAME_IS(name, len, "id"))
+            p = read_field(p, e, &line->id);
+        else if (NAME_IS(name, len, "model"))
+            p = read_field(p, e, &line->model);
+        else if (NAME_IS(name, len, "stop_reason"))
+            p = read_field(p, e, &line->stop_reason);
+        else if (NAME_IS(name, len, "usage")) {
+            if (line->usage.kind != J_ABSENT)
+                return NULL;
+            if (p < e && *p == '{')
+                p = read_usage(p, e, line);
+            else if ((p = read_field(p, e, &line->usage)) != NULL && line->usage.kind != J_NULL)
+                return NULL; /* not a dict: no counts, and a value kept to compare (left to Python) */
+        } else if (NAME_IS(name, len, "content")) {
+            if (line->content != J_ABSENT)
+                return NULL;
+            if (p < e && *p == '[') {
+                line->content = J_ARR;
+                int m = 1;
+                p = skip_ws(p + 1, e);
+                if (p < e && *p == ']') {
+                    p++;
+                    m = 0;
+                }
+                while (m) {
+                    if ((p = read_block(r, p, e)) == NULL || (p = next_member(p, e, ']', &m)) == NULL)
+                        return NULL;
+                }
+            } else {
+                JVal v = {0};
+                if ((p = read_field(p, e, &v)) == NULL || (v.kind != J_STR && v.kind != J_NULL))
+                    return NULL; /* another value: the parser reshapes the line */
+                line->content = v.kind;
+                line->content_text = v;
+            }
+        } else {
+            p = skip_field(p, e);
+        }
+        if (p == NULL || (p = next_member(p, e, '}', &more)) == NULL)
+            return NULL;
+    }
+    return p;
+}
+
+/* The first pass over a whole line (its first byte '{', its last '}'): 1 if it is read here. */
+static int
+read_line(Reader *r, const unsigned char *p, const unsigned char *e, Line *line)
+{
+    memset(line, 0, sizeof(*line));
+    r->n_blocks = r->n_items = 0;
+    int more = 1;
+    p = skip_ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+        more = 0;
+    }
+    while (more) {
+        const unsigned char *name;
+        Py_ssize_t len;
+        JVal *field = NULL;
+        if ((p = scan_key(p, e, &name, &len)) == NULL)
             return 0;
+        switch (len) {
+        case 3:
+            if (memcmp(name, "cwd", 3) == 0)
+                field = &line->cwd;
+            break;
+        case 4:
+            if (memcmp(name, "type", 4) == 0)
+                field = &line->type;
+            else if (memcmp(name, "uuid", 4) == 0)
+                field = &line->uuid;
+            else if (memcmp(name, "data", 4) == 0)
+                field = &line->data;
+            break;
+        case 6:
+            if (memcmp(name, "isMeta", 6) == 0)
+                field = &line->is_meta;
+            break;
+        case 7:
+            if (memcmp(name, "subtype", 7) == 0)
+                field = &line->subtype;
+            else if (memcmp(name, "agentId", 7) == 0)
+                field = &line->agent_id;
+            else if (memcmp(name, "version", 7) == 0)
+                field = &line->version;
+            else if (memcmp(name, "message", 7) == 0) {
+                if (line->message != J_ABSENT)
+                    return 0;
+                if (p < e && *p == '{') {
+                    line->message = J_OBJ;
+                    p = read_message(r, p, e, line);
+                } else {
+                    JVal v = {0};
+                    if ((p = read_field(p, e, &v)) == NULL || v.kind != J_NULL)
+                        return 0; /* not an object: the parser reshapes the line */
+                    line->message = J_NULL;
+                }
+                if (p == NULL)
+                    return 0;
+                goto next;
+            }
+            break;
+        case 9:
+            if (memcmp(name, "sessionId", 9) == 0)
+                field = &line->session_id;
+            else if (memcmp(name, "requestId", 9) == 0)
+                field = &line->request_id;
+            else if (memcmp(name, "timestamp", 9) == 0)
+                field = &line->timestamp;
+            break;
+        case 11:
+            if (memcmp(name, "isSidechain", 11) == 0)
+                field = &line->is_sidechain;
+            break;
+        case 13:
+            if (memcmp(name, "toolUseResult", 13) == 0) { /* raw: only whether it is there */
+                if (line->tool_use_result.kind != J_ABSENT)
+                    return 0;
+                const unsigned char *at = p;
+                if ((p = skip_value(p, e, 0)) == NULL)
+                    return 0;
+                line->tool_use_result.kind = J_OBJ; /* there (whatever its value) */
+                line->tool_use_result.p = at;
+                line->tool_use_result.e = p;
+                goto next;
+            }
+            break;
+        case 15:
+            if (memcmp(name, "parentToolUseID", 15) == 0)
+                field = &line->parent_tool_use_id;
+            break;
+        case 16:
+            if (memcmp(name, "isCompactSummary", 16) == 0)
+                field = &line->is_compact_summary;
+            break;
         }
-        *readable = v >= 0 && v < MAX_COUNT;
-        return v > 0 && v < MAX_COUNT ? v : 0;
+        p = field != NULL ? read_field(p, e, field) : skip_field(p, e);
+        if (p == NULL)
+            return 0;
+    next:
+        if ((p = next_member(p, e, '}', &more)) == NULL)
+            return 0;
     }
-    if (PyFloat_CheckExact(value)) {
-        double v = PyFloat_AS_DOUBLE(value);
-        *readable = v == floor(v) && v >= 0 && v < (double)MAX_COUNT; /* NaN and inf fail */
-        return *readable && v > 0 ? (long long)v : 0;
+    return skip_ws(p, e) == e;
+}
+
+/* ---- text ------------------------------------------------------------------------------------- */
+
+/* The decoded text of a read string: its first max_chars characters' UTF-8 into out (room for
+ * 4 bytes a character); the bytes written. */
+static Py_ssize_t
+text_head(const JVal *v, Py_ssize_t max_chars, char *out)
+{
+    const unsigned char *s = v->p + 1, *e = v->e - 1;
+    if (!v->escaped && v->ascii) {
+        Py_ssize_t n = e - s < max_chars ? e - s : max_chars;
+        memcpy(out, s, (size_t)n);
+        return n;
     }
-    *readable = value == Py_None ? !required : 0;
+    Py_ssize_t chars = 0, len = 0;
+    while (s < e && chars < max_chars) {
+        /* a run of plain ASCII (what a scanned string holds up to its next escape or multi-byte
+         * character), copied whole */
+        Py_ssize_t run = string_stop(s, e, 1) - s;
+        if (run > max_chars - chars)
+            run = max_chars - chars;
+        memcpy(out + len, s, (size_t)run);
+        len += run;
+        chars += run;
+        s += run;
+        if (s >= e || chars >= max_chars)
+            break;
+        Py_UCS4 cp;
+        if (*s == '\\') {
+            unsigned char x = s[1];
+            if (x == 'u') {
+                int u = hex4_at(s + 2);
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    cp = 0x10000 + (((Py_UCS4)u - 0xD800) << 10) + ((Py_UCS4)hex4_at(s + 8) - 0xDC00);
+                    s += 12;
+                } else {
+                    cp = (Py_UCS4)u;
+                    s += 6;
+                }
+            } else {
+                cp = x == 'b' ? '\b' : x == 'f' ? '\f' : x == 'n' ? '\n' : x == 'r' ? '\r' : x == 't' ? '\t' : x;
+                s += 2;
+            }
+        } else { /* a multi-byte character, well-formed (the scan checked it): copied */
+            int n = utf8_char(s, e, &cp);
+            if (n == 0)
+                break;
+            memcpy(out + len, s, (size_t)n);
+            len += n;
+            s += n;
+            chars++;
+            continue;
+        }
+        int n = utf8_len_of(cp);
+        char *h = out + len;
+        if (n == 1) {
+            h[0] = (char)cp;
+        } else if (n == 2) {
+            h[0] = (char)(0xC0 | (cp >> 6));
+            h[1] = (char)(0x80 | (cp & 0x3F));
+        } else if (n == 3) {
+            h[0] = (char)(0xE0 | (cp >> 12));
+            h[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            h[2] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            h[0] = (char)(0xF0 | (cp >> 18));
+            h[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            h[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            h[3] = (char)(0x80 | (cp & 0x3F));
+        }
+        len += n;
+        chars++;
+    }
+    return len;
+}
+
+static char *
+text_room(Reader *r, Py_ssize_t chars)
+{
+    Py_ssize_t need = 4 * chars + 8;
+    if (need > r->text_cap) {
+        char *grown = PyMem_Realloc(r->text_buf, (size_t)need);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        r->text_buf = grown;
+        r->text_cap = need;
+    }
+    return r->text_buf;
+}
+
+/* The str of a read string's first max_chars characters (all: -1). */
+static PyObject *
+text_str(Reader *r, const JVal *v, Py_ssize_t max_chars)
+{
+    if (max_chars < 0 || max_chars > v->chars)
+        max_chars = v->chars;
+    if (!v->escaped) {
+        if (v->ascii || max_chars == v->chars) {
+            Py_ssize_t n = v->ascii ? max_chars : v->e - v->p - 2;
+            return PyUnicode_DecodeUTF8((const char *)v->p + 1, n, NULL);
+        }
+    }
+    char *out = text_room(r, max_chars);
+    if (out == NULL)
+        return NULL;
+    return PyUnicode_DecodeUTF8(out, text_head(v, max_chars, out), NULL);
+}
+
+/* Whether the decoded text has a character str.isspace() is false for (text.strip() is not
+ * empty), reading only as far as the first one. */
+static int
+has_nonspace(const JVal *v)
+{
+    const unsigned char *s = v->p + 1, *e = v->e - 1;
+    while (s < e) {
+        Py_UCS4 cp;
+        if (*s == '\\') {
+            unsigned char x = s[1];
+            if (x == 'u') {
+                int u = hex4_at(s + 2);
+                if (u >= 0xD800 && u <= 0xDBFF)
+                    return 1; /* astral: no space */
+                cp = (Py_UCS4)u;
+                s += 6;
+            } else {
+                cp = x == 'b' ? '\b' : x == 'f' ? '\f' : x == 'n' ? '\n' : x == 'r' ? '\r' : x == 't' ? '\t' : x;
+                s += 2;
+            }
+        } else {
+            int n = utf8_char(s, e, &cp); /* validated by the scan: never 0 */
+            if (n == 0)
+                return 1;
+            s += n;
+        }
+        if (!Py_UNICODE_ISSPACE(cp))
+            return 1;
+    }
     return 0;
 }
 
-/* The usage keys, interned once at import: PyDict_GetItemString built a str per lookup, which
- * cost more than the lookups themselves. */
-enum { K_INPUT, K_OUTPUT, K_CREATION, K_READ, K_SPLIT, K_5M, K_1H, N_KEYS };
-static const char *key_names[N_KEYS] = {
-    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
-    "cache_creation", "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"};
-static PyObject *keys[N_KEYS];
-
-/* dict[key] borrowed, NULL when absent; -1 in *failed on an error (none for str keys of a dict
- * of decoded JSON, but the API allows one) */
-static PyObject *
-lookup(PyObject *dict, int key, int *failed)
+/* Whether the decoded text starts with the ASCII literal prefix. */
+static int
+starts_with(const JVal *v, const char *prefix)
 {
-    PyObject *value = PyDict_GetItemWithError(dict, keys[key]);
-    if (value == NULL && PyErr_Occurred())
-        *failed = 1;
-    return value;
+    Py_ssize_t n = (Py_ssize_t)strlen(prefix);
+    if (v->chars < n)
+        return 0;
+    if (!v->escaped)
+        return memcmp(v->p + 1, prefix, (size_t)n) == 0;
+    char out[4 * 64];
+    Py_ssize_t len = text_head(v, n < 64 ? n : 64, out);
+    return len >= n && memcmp(out, prefix, (size_t)n) == 0;
 }
 
+/* A read string as a str (the value as the parser has it), or a borrowed constant for null/absent
+ * (Py_None) — new reference either way. */
 static PyObject *
-usage_counts(PyObject *self, PyObject *raw)
+value_str(Reader *r, const JVal *v)
 {
-    if (!PyDict_CheckExact(raw)) {
-        PyErr_SetString(PyExc_TypeError, "usage_counts takes a dict");
-        return NULL;
-    }
-    int failed = 0;
-    int ok_in, ok_out, ok_creation, ok_read, ok_5m = 1, ok_1h = 1;
-    long long input = count_of(lookup(raw, K_INPUT, &failed), 1, &ok_in);
-    long long output = count_of(lookup(raw, K_OUTPUT, &failed), 1, &ok_out);
-    long long creation = count_of(lookup(raw, K_CREATION, &failed), 0, &ok_creation);
-    long long read = count_of(lookup(raw, K_READ, &failed), 0, &ok_read);
-    long long w5 = creation, w1 = 0;
-    PyObject *split = lookup(raw, K_SPLIT, &failed);
-    if (split != NULL && PyDict_Check(split)) {
-        PyObject *s5 = lookup(split, K_5M, &failed);
-        PyObject *s1 = lookup(split, K_1H, &failed);
-        long long v5 = count_of(s5, 0, &ok_5m), v1 = count_of(s1, 0, &ok_1h);
-        if (s5 != NULL || s1 != NULL) {
-            w5 = v5;
-            w1 = v1;
-            if (creation > w5 + w1) /* the split never undercounts the billed total: the rest is 5m */
-                w5 += creation - (w5 + w1);
-        }
-    }
-    if (failed)
-        return NULL;
-    int zeroed = !(ok_in && ok_out && ok_creation && ok_read && ok_5m && ok_1h);
-    long long counts[5] = {input, output, w5, w1, read};
-    PyObject *result = PyTuple_New(6);
-    if (result == NULL)
-        return NULL;
-    for (int i = 0; i < 5; i++) {
-        PyObject *v = PyLong_FromLongLong(counts[i]);
-        if (v == NULL) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(result, i, v);
-    }
-    PyObject *flag = zeroed ? Py_True : Py_False;
-    Py_INCREF(flag);
-    PyTuple_SET_ITEM(result, 5, flag);
-    return result;
+    if (v->kind == J_STR)
+        return text_str(r, v, -1);
+    return Py_NewRef(Py_None);
 }
 
-/* utf8_size(text) -> len(text.encode("utf-8", "surrogatepass")) without building the bytes
- * (parser._utf8_size_py, the reference): a tool result's size, where encoding a long non-ASCII
- * result only to measure it was most of _text_size. A surrogate (lone, as surrogatepass writes
- * it) takes 3 bytes, like any other code point below U+10000. */
+/* The Python value of a read scalar the parser passes to a helper (valid_id, clean_label,
+ * _model_name): a str, None, a bool or an int; a container is decoded by the hook. */
 static PyObject *
-utf8_size(PyObject *self, PyObject *text)
+value_of(Reader *r, const JVal *v)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "utf8_size takes a str");
-        return NULL;
+    switch (v->kind) {
+    case J_STR:
+        return text_str(r, v, -1);
+    case J_TRUE:
+        return Py_NewRef(Py_True);
+    case J_FALSE:
+        return Py_NewRef(Py_False);
+    case J_INT:
+        return PyLong_FromLongLong(v->i);
+    case J_OBJ:
+    case J_ARR: {
+        PyObject *raw = PyMemoryView_FromMemory((char *)v->p, v->e - v->p, PyBUF_READ);
+        PyObject *value = raw ? PyObject_CallOneArg(r->decode, raw) : NULL;
+        Py_XDECREF(raw);
+        return value;
     }
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (PyUnicode_IS_ASCII(text))
-        return PyLong_FromSsize_t(n);
-    Py_ssize_t size = n; /* one byte each, plus the extra bytes below */
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *c = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            size += c[i] >> 7;
-    } else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *c = (const Py_UCS2 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            size += (c[i] >= 0x80) + (c[i] >= 0x800);
-    } else {
-        const Py_UCS4 *c = (const Py_UCS4 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            size += (c[i] >= 0x80) + (c[i] >= 0x800) + (c[i] >= 0x10000);
+    default:
+        return Py_NewRef(Py_None);
     }
-    return PyLong_FromSsize_t(size);
 }
 
-/* ---- utc_datetime: a timestamp of Claude Code's form ------------------------------------------ */
+static inline int
+nonempty_str(const JVal *v)
+{
+    return v->kind == J_STR && v->chars > 0;
+}
+
+/* ---- timestamps of Claude Code's form --------------------------------------------------------- */
 
 /* The digits text[at..at+n) as a number, or -1 unless all are ASCII digits. */
 static int
-digits_at(const Py_UCS1 *text, int at, int n)
+digits_at(const unsigned char *text, int at, int n)
 {
     int v = 0;
     for (int i = at; i < at + n; i++) {
@@ -249,463 +918,1385 @@ digits_at(const Py_UCS1 *text, int at, int n)
  * reads it as: datetime.fromisoformat of the text before the Z), or None for any other text or
  * an impossible date (parse_timestamp then decides): a response's lines each parsed one, and
  * fromisoformat behind a Python function cost a tenth of reading a plain one. */
+/* The naive datetime of "YYYY-MM-DDTHH:MM:SS.mmmZ" (text: n ASCII bytes), as parser.parse_timestamp
+ * reads it; NULL without an exception for any other text or an impossible date (parse_timestamp
+ * decides then). */
 static PyObject *
-utc_datetime(PyObject *self, PyObject *text)
+utc_datetime_of(const unsigned char *c, Py_ssize_t n)
 {
-    if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0 || !PyUnicode_IS_ASCII(text)
-        || PyUnicode_GET_LENGTH(text) != 24)
-        Py_RETURN_NONE;
-    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(text);
-    if (c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' || c[19] != '.' || c[23] != 'Z')
-        Py_RETURN_NONE;
+    if (n != 24 || c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' || c[19] != '.'
+        || c[23] != 'Z')
+        return NULL;
     int year = digits_at(c, 0, 4), month = digits_at(c, 5, 2), day = digits_at(c, 8, 2);
     int hour = digits_at(c, 11, 2), minute = digits_at(c, 14, 2), second = digits_at(c, 17, 2);
     int milli = digits_at(c, 20, 3);
     if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59
         || second < 0 || second > 59 || milli < 0)
-        Py_RETURN_NONE;
+        return NULL;
     static const int month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     if (day > month_days[month - 1] || (month == 2 && day == 29 && !leap))
-        Py_RETURN_NONE;
+        return NULL;
     return PyDateTime_FromDateAndTime(year, month, day, hour, minute, second, milli * 1000);
 }
 
-/* ---- slot_builder: records built without their dataclass __init__ ------------------------- */
+/* ---- the second pass: the line applied to the parser --------------------------------------- */
 
-/* slot_builder(cls, names) -> builder; builder(*values) is an instance of cls whose slots named
- * ``names`` hold ``values``: what cls(*values) makes when cls is a dataclass(slots=True) of exactly
- * those fields, without the generated __init__ (and a frozen one's object.__setattr__ per field),
- * which cost more than the rest of a turn's reading. Refused (TypeError) for any other class:
- * one with a base other than object, a __dict__, a slot that is not one of ``names``. */
 typedef struct {
-    PyObject_HEAD
-    PyTypeObject *cls;
-    Py_ssize_t n;
-    Py_ssize_t offsets[1]; /* n of them */
-} Builder;
+    int ledger; /* a ledger-only parse (parser._ledger_only): no tool calls, prompts or texts built */
+    PyObject *parser, *pd, *sd, *td; /* the parser's, its state's and its stats' __dict__ (borrowed) */
+    PyObject *turns, *turn_by_key, *raw_usage, *calls, *call_by_id, *prompts;
+    PyObject *counters, *reads, *edit_gen, *digest, *awaiting, *task_types, *models;
+    long long lines, offset; /* held here between fallbacks */
+} Ctx;
 
-static void
-builder_dealloc(Builder *self)
-{
-    Py_XDECREF(self->cls);
-    PyObject_Free(self);
-}
-
+/* d[name] (borrowed), NULL with KeyError when missing */
 static PyObject *
-builder_call(Builder *self, PyObject *args, PyObject *kwargs)
+item(PyObject *d, int name)
 {
-    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != self->n) {
-        PyErr_Format(PyExc_TypeError, "the builder takes exactly %zd positional values", self->n);
-        return NULL;
-    }
-    PyObject *obj = self->cls->tp_alloc(self->cls, 0);
-    if (obj == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < self->n; i++) {
-        PyObject *value = PyTuple_GET_ITEM(args, i);
-        Py_INCREF(value);
-        *(PyObject **)((char *)obj + self->offsets[i]) = value;
-    }
-    return obj;
-}
-
-static PyTypeObject BuilderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "warden.ingest._skim.Builder",
-    .tp_basicsize = sizeof(Builder),
-    .tp_itemsize = sizeof(Py_ssize_t),
-    .tp_dealloc = (destructor)builder_dealloc,
-    .tp_call = (ternaryfunc)builder_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "builder(*values) -> an instance of its class with those slot values",
-};
-
-static PyObject *
-slot_builder(PyObject *module, PyObject *args)
-{
-    PyTypeObject *cls;
-    PyObject *names;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names))
-        return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(names);
-    PyObject *slots = PyObject_GetAttrString((PyObject *)cls, "__slots__");
-    if (slots == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear(); /* no slots: refused below */
-    }
-    int same = slots != NULL && PyTuple_Check(slots) && PyObject_RichCompareBool(slots, names, Py_EQ) == 1;
-    Py_XDECREF(slots);
-    if (PyErr_Occurred())
-        return NULL;
-    if (!same || cls->tp_base != &PyBaseObject_Type || cls->tp_dictoffset != 0 || cls->tp_weaklistoffset != 0
-        || !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || cls->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_TypeError, "slot_builder takes a slots class whose __slots__ are the names, on object");
-        return NULL;
-    }
-    Builder *self = PyObject_NewVar(Builder, &BuilderType, n);
-    if (self == NULL)
-        return NULL;
-    self->cls = NULL;
-    self->n = n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *descr = PyDict_GetItemWithError(cls->tp_dict, PyTuple_GET_ITEM(names, i)); /* borrowed */
-        if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type)
-            || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX
-            || (((PyMemberDescrObject *)descr)->d_member->flags & READONLY)) {
-            Py_DECREF(self);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "slot_builder: a name is not an object slot of the class");
-            return NULL;
-        }
-        self->offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-    }
-    Py_INCREF(cls);
-    self->cls = cls;
-    return (PyObject *)self;
-}
-
-/* ---- string_text: a tool result's text, read from its raw JSON -------------------------------- */
-
-static int
-hex4(const unsigned char *p)
-{
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned char c = p[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
+    PyObject *v = PyDict_GetItemWithError(d, NAME[name]);
+    if (v == NULL && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, NAME[name]);
     return v;
 }
 
-/* The bytes a string's text holds as they are: printable ASCII but the quote and the backslash. */
-static unsigned char plain_byte[256];
-
-static void
-init_plain_bytes(void)
-{
-    for (int c = 0x20; c < 0x80; c++)
-        plain_byte[c] = c != '"' && c != '\\';
-}
-
-/* The end of the run of plain bytes from s[i] (at most s[end]). */
-static inline Py_ssize_t
-plain_run_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t end)
-{
-#ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
-    while (i + 16 <= end) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
-        /* signed: a byte >= 0x80 is negative, so "below a space" flags it with the controls */
-        __m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-                                   _mm_cmplt_epi8(v, space));
-        int mask = _mm_movemask_epi8(odd);
-        if (mask)
-            return i + __builtin_ctz((unsigned)mask);
-        i += 16;
-    }
-#endif
-    while (i < end && plain_byte[s[i]])
-        i++;
-    return i;
-}
-
-#define HEAD_ON_STACK 4096
-
-/* max_chars as a Py_ssize_t in [0, 2**20]; -1 with an exception set otherwise */
-static Py_ssize_t
-max_chars_of(PyObject *value)
-{
-    Py_ssize_t max_chars = PyLong_AsSsize_t(value);
-    if (max_chars == -1 && PyErr_Occurred())
-        return -1;
-    if (max_chars < 0 || max_chars > (1 << 20)) {
-        PyErr_SetString(PyExc_ValueError, "max_chars must be in [0, 2**20]");
-        return -1;
-    }
-    return max_chars;
-}
-
-/* string_text's reading of the raw value ``raw`` (any buffer): (size, head), or Py_None for
- * another value or a refused one; NULL with an exception (not a buffer, out of memory). */
-static PyObject *
-text_of_raw(PyObject *raw, Py_ssize_t max_chars)
-{
-    Py_buffer view;
-    if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *s = (const unsigned char *)view.buf;
-    Py_ssize_t n = view.len;
-    char on_stack[4 * HEAD_ON_STACK]; /* the head's UTF-8: at most 4 bytes a character */
-    char *head = on_stack;
-    PyObject *result = NULL;
-    if (n < 2 || s[0] != '"' || s[n - 1] != '"')
-        goto other;
-    if (max_chars > HEAD_ON_STACK && (head = PyMem_Malloc((size_t)max_chars * 4)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t i = 1, end = n - 1, size = 0, chars = 0, head_len = 0;
-    while (i < end) {
-        Py_ssize_t run = plain_run_end(s, i, end);
-        if (chars < max_chars) { /* plain bytes are characters of one byte each */
-            Py_ssize_t take = run - i < max_chars - chars ? run - i : max_chars - chars;
-            memcpy(head + head_len, s + i, (size_t)take);
-            head_len += take;
-            chars += take;
-        }
-        size += run - i;
-        i = run;
-        if (i >= end)
-            break;
-        unsigned char c = s[i];
-        Py_UCS4 cp;
-        Py_ssize_t bytes; /* of the decoded text */
-        if (c < 0x80) {
-            if (c != '\\') /* a quote before the end (not one string), or a raw control */
-                goto other;
-            if (i + 1 >= end)
-                goto other;
-            unsigned char e = s[i + 1];
-            i += 2;
-            switch (e) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = '\b'; break;
-            case 'f': cp = '\f'; break;
-            case 'n': cp = '\n'; break;
-            case 'r': cp = '\r'; break;
-            case 't': cp = '\t'; break;
-            case 'u': {
-                int u = i + 4 <= end ? hex4(s + i) : -1;
-                if (u < 0)
-                    goto other;
-                i += 4;
-                if (u >= 0xDC00 && u <= 0xDFFF) /* a low surrogate first: refused */
-                    goto other;
-                if (u >= 0xD800 && u <= 0xDBFF) { /* a high one: its low one must follow */
-                    int lo = i + 6 <= end && s[i] == '\\' && s[i + 1] == 'u' ? hex4(s + i + 2) : -1;
-                    if (lo < 0xDC00 || lo > 0xDFFF)
-                        goto other;
-                    i += 6;
-                    cp = 0x10000 + (((Py_UCS4)u - 0xD800) << 10) + ((Py_UCS4)lo - 0xDC00);
-                } else {
-                    cp = (Py_UCS4)u;
-                }
-                break;
-            }
-            default:
-                goto other;
-            }
-            bytes = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-        } else { /* UTF-8, strictly: no overlong form, no surrogate, nothing past U+10FFFF */
-            unsigned char lo = 0x80, hi = 0xBF;
-            if (c >= 0xC2 && c <= 0xDF) {
-                bytes = 2;
-                cp = c & 0x1F;
-            } else if (c >= 0xE0 && c <= 0xEF) {
-                bytes = 3;
-                cp = c & 0x0F;
-                if (c == 0xE0)
-                    lo = 0xA0;
-                else if (c == 0xED)
-                    hi = 0x9F;
-            } else if (c >= 0xF0 && c <= 0xF4) {
-                bytes = 4;
-                cp = c & 0x07;
-                if (c == 0xF0)
-                    lo = 0x90;
-                else if (c == 0xF4)
-                    hi = 0x8F;
-            } else {
-                goto other;
-            }
-            if (i + bytes > end)
-                goto other;
-            for (Py_ssize_t k = 1; k < bytes; k++) {
-                unsigned char t = s[i + k];
-                if (t < (k == 1 ? lo : 0x80) || t > (k == 1 ? hi : 0xBF))
-                    goto other;
-                cp = (cp << 6) | (t & 0x3F);
-            }
-            i += bytes;
-        }
-        size += bytes;
-        if (chars < max_chars) { /* the character's UTF-8: well-formed, so decoding it cannot fail */
-            char *h = head + head_len;
-            if (bytes == 1) {
-                h[0] = (char)cp;
-            } else if (bytes == 2) {
-                h[0] = (char)(0xC0 | (cp >> 6));
-                h[1] = (char)(0x80 | (cp & 0x3F));
-            } else if (bytes == 3) {
-                h[0] = (char)(0xE0 | (cp >> 12));
-                h[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                h[2] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                h[0] = (char)(0xF0 | (cp >> 18));
-                h[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                h[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                h[3] = (char)(0x80 | (cp & 0x3F));
-            }
-            head_len += bytes;
-            chars++;
-        }
-    }
-    PyObject *text = PyUnicode_DecodeUTF8(head, head_len, "strict");
-    if (text != NULL)
-        result = Py_BuildValue("(nN)", size, text);
-    goto done;
-other:
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    if (head != on_stack)
-        PyMem_Free(head);
-    PyBuffer_Release(&view);
-    return result;
-}
-
-static PyObject *
-string_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "string_text takes (raw, max_chars)");
-        return NULL;
-    }
-    Py_ssize_t max_chars = max_chars_of(args[1]);
-    return max_chars < 0 ? NULL : text_of_raw(args[0], max_chars);
-}
-
-/* ---- read_results: a decoded line's tool results, read in one call ---------------------------- */
-
-enum { A_TYPE, A_MESSAGE, A_CONTENT, S_USER, S_TOOL_RESULT, N_NAMES };
-static const char *name_texts[N_NAMES] = {"type", "message", "content", "user", "tool_result"};
-static PyObject *names[N_NAMES];
-
-/* value is the str names[which] (decoded JSON: an exact str, rarely the interned object itself) */
+/* d[name] = value, the reference stolen */
 static int
-is_name(PyObject *value, int which)
+put(PyObject *d, int name, PyObject *value)
 {
-    PyObject *name = names[which];
-    if (value == name)
-        return 1;
-    return PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == PyUnicode_GET_LENGTH(name)
-           && PyUnicode_KIND(value) == PyUnicode_1BYTE_KIND
-           && memcmp(PyUnicode_1BYTE_DATA(value), PyUnicode_1BYTE_DATA(name), PyUnicode_GET_LENGTH(name)) == 0;
-}
-
-/* 1 when obj's attribute names[attr] is the str names[which], 0 when it is not, -1 on an error */
-static int
-attr_is_name(PyObject *obj, int attr, int which)
-{
-    PyObject *value = PyObject_GetAttr(obj, names[attr]);
     if (value == NULL)
         return -1;
-    int same = is_name(value, which);
+    int rc = PyDict_SetItem(d, NAME[name], value);
     Py_DECREF(value);
+    return rc;
+}
+
+static int
+put_long(PyObject *d, int name, long long value)
+{
+    return put(d, name, PyLong_FromLongLong(value));
+}
+
+/* d[name] as a long long (an exact int is checked by state_clean) */
+static int
+get_long(PyObject *d, int name, long long *out)
+{
+    PyObject *v = item(d, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* counters[name] = counters.get(name, 0) + 1 */
+static int
+count(Ctx *c, int name)
+{
+    PyObject *v = PyDict_GetItemWithError(c->counters, NAME[name]);
+    if (v == NULL && PyErr_Occurred())
+        return -1;
+    long long n = v == NULL ? 0 : PyLong_AsLongLong(v);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    return put_long(c->counters, name, n + 1);
+}
+
+static int
+load(Ctx *c, PyObject *parser)
+{
+    c->parser = parser;
+    PyObject **dp = _PyObject_GetDictPtr(parser);
+    if (dp == NULL || *dp == NULL) {
+        PyErr_SetString(PyExc_TypeError, "the parser has no __dict__");
+        return -1;
+    }
+    c->pd = *dp;
+    PyObject *s = item(c->pd, N__s), *stats = item(c->pd, N_stats);
+    if (s == NULL || stats == NULL)
+        return -1;
+    PyObject **sp = _PyObject_GetDictPtr(s), **tp = _PyObject_GetDictPtr(stats);
+    if (sp == NULL || *sp == NULL || tp == NULL || *tp == NULL) {
+        PyErr_SetString(PyExc_TypeError, "the parser's state has no __dict__");
+        return -1;
+    }
+    c->sd = *sp;
+    c->td = *tp;
+#define TAKE(field, d, name) if ((c->field = item(c->d, name)) == NULL) return -1;
+    TAKE(turns, pd, N_turns) TAKE(turn_by_key, pd, N__turn_by_key) TAKE(raw_usage, pd, N__raw_usage)
+    TAKE(calls, pd, N_tool_calls) TAKE(call_by_id, pd, N__call_by_id) TAKE(prompts, pd, N_user_prompts)
+    TAKE(counters, sd, N_counters) TAKE(reads, sd, N_reads) TAKE(edit_gen, sd, N_edit_gen)
+    TAKE(digest, sd, N_digest) TAKE(awaiting, sd, N_awaiting) TAKE(task_types, sd, N_task_types)
+    TAKE(models, sd, N_models)
+#undef TAKE
+    if (get_long(c->td, N_lines, &c->lines) < 0 || get_long(c->pd, N_offset, &c->offset) < 0)
+        return -1;
+    PyObject *ledger = item(c->pd, N__ledger_only);
+    if (ledger == NULL)
+        return -1;
+    c->ledger = ledger == Py_True;
+    return 0;
+}
+
+static int
+flush(Ctx *c)
+{
+    if (put_long(c->td, N_lines, c->lines) < 0 || put_long(c->pd, N_offset, c->offset) < 0)
+        return -1;
+    return 0;
+}
+
+static inline int
+exact_int(PyObject *v)
+{
+    return v != NULL && PyLong_CheckExact(v);
+}
+
+/* Whether the state holds only what this path takes for granted (the parser's own state always
+ * does; a stored one that was tampered with may not: then the parser reads every line itself). */
+static int
+state_clean(Ctx *c)
+{
+    if (!PyList_CheckExact(c->turns) || !PyDict_CheckExact(c->turn_by_key) || !PyDict_CheckExact(c->raw_usage)
+        || !PyList_CheckExact(c->calls) || !PyDict_CheckExact(c->call_by_id) || !PyList_CheckExact(c->prompts)
+        || !PyDict_CheckExact(c->counters) || !PyDict_CheckExact(c->reads) || !PyDict_CheckExact(c->edit_gen)
+        || !PyList_CheckExact(c->digest) || !PyDict_CheckExact(c->awaiting) || !PyDict_CheckExact(c->task_types)
+        || !PyList_CheckExact(c->models))
+        return 0;
+    static const int ints_s[] = {N_tool_index, N_turn_index, N_digest_dropped};
+    static const int ints_t[] = {N_duplicate_usage, N_zeroed_usage, N_lines, N_oversized};
+    for (size_t i = 0; i < sizeof(ints_s) / sizeof(ints_s[0]); i++)
+        if (!exact_int(PyDict_GetItem(c->sd, NAME[ints_s[i]])))
+            return 0;
+    for (size_t i = 0; i < sizeof(ints_t) / sizeof(ints_t[0]); i++)
+        if (!exact_int(PyDict_GetItem(c->td, NAME[ints_t[i]])))
+            return 0;
+    if (!exact_int(PyDict_GetItem(c->pd, NAME[N_compactions])))
+        return 0;
+    PyObject *first = PyDict_GetItem(c->sd, NAME[N_first_ts]), *last = PyDict_GetItem(c->sd, NAME[N_last_ts]);
+    if (!((first == Py_None && last == Py_None) || (first != NULL && last != NULL && PyUnicode_CheckExact(first)
+                                                    && PyUnicode_CheckExact(last))))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(c->counters, &pos, &k, &v))
+        if (!exact_int(v))
+            return 0;
+    pos = 0;
+    while (PyDict_Next(c->edit_gen, &pos, &k, &v))
+        if (!exact_int(v))
+            return 0;
+    pos = 0;
+    Py_ssize_t steps = PyList_GET_SIZE(c->digest);
+    while (PyDict_Next(c->awaiting, &pos, &k, &v)) {
+        if (!exact_int(v))
+            return 0;
+        Py_ssize_t at = PyLong_AsSsize_t(v);
+        if (at == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (at < 0 || (at < steps && !(PyList_CheckExact(PyList_GET_ITEM(c->digest, at))
+                                       && PyList_GET_SIZE(PyList_GET_ITEM(c->digest, at)) >= 5)))
+            return 0;
+    }
+    return 1;
+}
+
+/* _when: a timestamp value as the parser's records hold it (a naive UTC datetime or None). */
+static PyObject *
+when(Reader *r, const JVal *ts)
+{
+    if (ts->kind != J_STR)
+        return Py_NewRef(Py_None);
+    Py_ssize_t n = ts->e - ts->p;
+    if (r->ts_bytes != NULL && PyBytes_GET_SIZE(r->ts_bytes) == n && memcmp(PyBytes_AS_STRING(r->ts_bytes), ts->p, (size_t)n) == 0)
+        return Py_NewRef(r->ts_value);
+    PyObject *value = NULL;
+    if (!ts->escaped && ts->ascii)
+        value = utc_datetime_of(ts->p + 1, n - 2);
+    if (value == NULL && !PyErr_Occurred()) {
+        PyObject *text = text_str(r, ts, -1);
+        value = text != NULL ? PyObject_CallOneArg(r->parse_timestamp, text) : NULL;
+        Py_XDECREF(text);
+    }
+    if (value == NULL)
+        return NULL;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)ts->p, n);
+    if (key == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    Py_XSETREF(r->ts_bytes, key);
+    Py_XSETREF(r->ts_value, Py_NewRef(value));
+    return value;
+}
+
+/* The common fields of _record: session, agent, project, version, first and last instants. */
+static int
+apply_common(Reader *r, Ctx *c, const Line *line)
+{
+    if (PyDict_GetItem(c->sd, NAME[N_session_id]) == Py_None && line->session_id.kind == J_STR) {
+        PyObject *sid = value_str(r, &line->session_id);
+        PyObject *ok = sid ? PyObject_CallOneArg(r->valid_id, sid) : NULL;
+        int valid = ok != NULL ? PyObject_IsTrue(ok) : -1;
+        Py_XDECREF(ok);
+        if (valid < 0 || (valid && PyDict_SetItem(c->sd, NAME[N_session_id], sid) < 0)) {
+            Py_XDECREF(sid);
+            return -1;
+        }
+        Py_DECREF(sid);
+    }
+    if (PyDict_GetItem(c->sd, NAME[N_agent_id]) == Py_None && line->agent_id.kind == J_STR
+        && line->is_sidechain.kind != J_FALSE) {
+        PyObject *aid = value_str(r, &line->agent_id);
+        PyObject *ok = aid ? PyObject_CallOneArg(r->valid_id, aid) : NULL;
+        int valid = ok != NULL ? PyObject_IsTrue(ok) : -1;
+        Py_XDECREF(ok);
+        if (valid < 0 || (valid && PyDict_SetItem(c->sd, NAME[N_agent_id], aid) < 0)) {
+            Py_XDECREF(aid);
+            return -1;
+        }
+        Py_DECREF(aid);
+    }
+    if (PyDict_GetItem(c->sd, NAME[N_cwd]) == Py_None && nonempty_str(&line->cwd)) {
+        PyObject *cwd = value_str(r, &line->cwd);
+        if (cwd == NULL || put(c->sd, N_cwd, PyObject_CallOneArg(r->stored_project, cwd)) < 0) {
+            Py_XDECREF(cwd);
+            return -1;
+        }
+        Py_DECREF(cwd);
+    }
+    if (nonempty_str(&line->version)) {
+        PyObject *current = PyDict_GetItem(c->sd, NAME[N_version]);
+        int same = 0;
+        if (current != NULL && PyUnicode_CheckExact(current) && PyUnicode_IS_ASCII(current) && !line->version.escaped
+            && line->version.ascii) {
+            Py_ssize_t n = line->version.e - line->version.p - 2;
+            same = PyUnicode_GET_LENGTH(current) == n && memcmp(PyUnicode_1BYTE_DATA(current), line->version.p + 1, (size_t)n) == 0;
+        }
+        if (!same) {
+            PyObject *version = value_str(r, &line->version);
+            if (version == NULL)
+                return -1;
+            int differs = current == NULL ? 1 : PyObject_RichCompareBool(version, current, Py_NE);
+            if (differs < 0 || (differs && PyDict_SetItem(c->sd, NAME[N_version], version) < 0)) {
+                Py_DECREF(version);
+                return -1;
+            }
+            Py_DECREF(version);
+        }
+    }
+    if (nonempty_str(&line->timestamp)) {
+        /* compared as text: one form ("…T…Z", 24 characters), whose text order is time order */
+        const JVal *ts = &line->timestamp;
+        PyObject *instant;
+        if (!ts->escaped && ts->ascii && ts->chars == 24 && ts->p[11] == 'T' && ts->p[24] == 'Z') {
+            instant = PyUnicode_DecodeASCII((const char *)ts->p + 1, 24, NULL);
+        } else {
+            PyObject *text = text_str(r, ts, -1);
+            if (text == NULL)
+                return -1;
+            if (PyUnicode_GET_LENGTH(text) == 24 && PyUnicode_READ_CHAR(text, 23) == 'Z'
+                && PyUnicode_READ_CHAR(text, 10) == 'T')
+                instant = text;
+            else {
+                instant = PyObject_CallOneArg(r->utc_text, text);
+                Py_DECREF(text);
+            }
+        }
+        if (instant == NULL)
+            return -1;
+        if (instant != Py_None) {
+            PyObject *last = PyDict_GetItem(c->sd, NAME[N_last_ts]);
+            int later = last == Py_None ? 1 : PyUnicode_Compare(instant, last) > 0;
+            if (later) {
+                if (PyDict_SetItem(c->sd, NAME[N_last_ts], instant) < 0
+                    || (PyDict_GetItem(c->sd, NAME[N_first_ts]) == Py_None
+                        && PyDict_SetItem(c->sd, NAME[N_first_ts], instant) < 0)) {
+                    Py_DECREF(instant);
+                    return -1;
+                }
+            } else if (PyUnicode_Compare(instant, PyDict_GetItem(c->sd, NAME[N_first_ts])) < 0
+                       && PyDict_SetItem(c->sd, NAME[N_first_ts], instant) < 0) {
+                Py_DECREF(instant);
+                return -1;
+            }
+        }
+        Py_DECREF(instant);
+    }
+    return 0;
+}
+
+static long long
+usage_field(Reader *r, PyObject *usage, int i)
+{
+    PyObject *v = SLOT(usage, r->u_off[i]);
+    return v == NULL ? 0 : PyLong_AsLongLong(v);
+}
+
+/* _usage_rank(a) > _usage_rank(b) for Usage objects */
+static int
+ranks_higher(Reader *r, PyObject *a, PyObject *b)
+{
+    long long ta = 0, tb = 0;
+    for (int i = 0; i < 5; i++) {
+        ta += usage_field(r, a, i);
+        tb += usage_field(r, b, i);
+    }
+    if (PyErr_Occurred())
+        return -1;
+    return ta != tb ? ta > tb : usage_field(r, a, 1) > usage_field(r, b, 1);
+}
+
+/* _turn_text */
+static int
+apply_turn_text(Reader *r, Ctx *c, PyObject *turn, const JVal *text)
+{
+    if (text->chars > 0 && has_nonspace(text) && PyDict_SetItem(c->sd, NAME[N_last_turn_text], Py_True) < 0)
+        return -1;
+    PyObject *bytes = SLOT(turn, r->t_off[T_CONTENT_BYTES]);
+    long long n = PyLong_AsLongLong(bytes);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *sum = PyLong_FromLongLong(n + text->chars);
+    if (sum == NULL)
+        return -1;
+    set_slot(turn, r->t_off[T_CONTENT_BYTES], sum);
+    if (c->ledger)
+        return 0; /* no text: a ledger-only parse's turns carry their usage */
+    PyObject *so_far = SLOT(turn, r->t_off[T_TEXT]);
+    Py_ssize_t have = PyUnicode_GET_LENGTH(so_far);
+    if (have < r->max_turn_text) {
+        PyObject *more = text_str(r, text, r->max_turn_text - have);
+        PyObject *joined = more != NULL ? PyUnicode_Concat(so_far, more) : NULL;
+        Py_XDECREF(more);
+        if (joined == NULL)
+            return -1;
+        set_slot(turn, r->t_off[T_TEXT], joined);
+    }
+    return 0;
+}
+
+static int
+add_content_bytes(Reader *r, PyObject *turn, long long n)
+{
+    long long have = PyLong_AsLongLong(SLOT(turn, r->t_off[T_CONTENT_BYTES]));
+    if (have == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *sum = PyLong_FromLongLong(have + n);
+    if (sum == NULL)
+        return -1;
+    set_slot(turn, r->t_off[T_CONTENT_BYTES], sum);
+    return 0;
+}
+
+/* parser._as_int of offset/limit: an int, or 1-11 ASCII digits in a string; else None (-1 in *none) */
+static long long
+as_int(const JVal *v, int *none)
+{
+    *none = 0;
+    if (v->kind == J_INT)
+        return v->i;
+    if (v->kind == J_STR && v->ascii && v->chars >= 1 && v->chars <= 11) {
+        char digits[4 * 11];
+        Py_ssize_t len = text_head(v, 11, digits);
+        long long n = 0;
+        for (Py_ssize_t k = 0; k < len; k++) {
+            if (!is_digit((unsigned char)digits[k])) {
+                *none = 1;
+                return 0;
+            }
+            n = n * 10 + (digits[k] - '0');
+        }
+        return n;
+    }
+    *none = 1;
+    return 0;
+}
+
+#define MAX_MEMO 4096
+
+/* fn(text), remembered in memo (fn is pure); a new reference */
+static PyObject *
+memo_call(PyObject *memo, PyObject *fn, PyObject *text)
+{
+    PyObject *found = PyDict_GetItemWithError(memo, text);
+    if (found != NULL)
+        return Py_NewRef(found);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *value = PyObject_CallOneArg(fn, text);
+    if (value == NULL)
+        return NULL;
+    if (PyDict_GET_SIZE(memo) >= MAX_MEMO)
+        PyDict_Clear(memo);
+    if (PyDict_SetItem(memo, text, value) < 0) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
+/* TOOL_KIND_BY_NAME.get(name, "other") of a block's name (a str; "?" when not one); a new
+ * reference. The str is built only for a name not seen yet or one written with an escape. */
+static PyObject *
+kind_of(Reader *r, const JVal *name)
+{
+    Py_ssize_t n = name->kind == J_STR && !name->escaped ? name->e - name->p : -1;
+    for (int i = 0; n >= 0 && i < r->n_kinds; i++) {
+        PyObject *known = r->kind_names[i];
+        if (PyBytes_GET_SIZE(known) == n && memcmp(PyBytes_AS_STRING(known), name->p, (size_t)n) == 0)
+            return Py_NewRef(r->kind_values[i]);
+    }
+    PyObject *text = name->kind == J_STR ? text_str(r, name, -1) : Py_NewRef(QUESTION);
+    if (text == NULL)
+        return NULL;
+    PyObject *kind = PyDict_GetItemWithError(r->tool_kinds, text);
+    Py_DECREF(text);
+    if (kind == NULL && PyErr_Occurred())
+        return NULL;
+    kind = kind != NULL ? kind : NAME[N_other];
+    if (n >= 0 && r->n_kinds < 64) {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)name->p, n);
+        if (raw == NULL)
+            return NULL;
+        r->kind_names[r->n_kinds] = raw;
+        r->kind_values[r->n_kinds++] = Py_NewRef(kind);
+    }
+    return Py_NewRef(kind);
+}
+
+/* kind (a value of TOOL_KIND_BY_NAME, or "other") is the kind ``name`` */
+static inline int
+is_kind(PyObject *kind, int name)
+{
+    return kind == NAME[name] || PyUnicode_Compare(kind, NAME[name]) == 0;
+}
+
+/* _tool_use */
+static int
+apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts)
+{
+    PyObject *tool_id = b->id.kind == J_STR ? text_str(r, &b->id, -1) : Py_NewRef(EMPTY);
+    if (tool_id == NULL)
+        return -1;
+    int has_id = PyUnicode_GET_LENGTH(tool_id) > 0;
+    if (has_id) {
+        int seen = PyDict_Contains(c->call_by_id, tool_id);
+        if (seen != 0) {
+            Py_DECREF(tool_id);
+            return seen < 0 ? -1 : 0; /* the same content block written twice */
+        }
+    }
+    PyObject *name = NULL, *tool_input = NULL, *path = NULL, *line_range = NULL, *command = NULL, *key = NULL;
+    PyObject *call = NULL;
+    int rc = -1;
+    PyObject *kind = kind_of(r, &b->name);
+    if (kind == NULL)
+        goto done;
+    if (!c->ledger) { /* the call's own fields: a ledger-only parse builds no call */
+        name = b->name.kind == J_STR ? text_str(r, &b->name, -1) : Py_NewRef(QUESTION);
+        if (name == NULL)
+            goto done_kind;
+        if (b->input.kind == J_OBJ) {
+            PyObject *raw = PyMemoryView_FromMemory((char *)b->input.p, b->input.e - b->input.p, PyBUF_READ);
+            tool_input = raw != NULL ? PyObject_CallOneArg(r->decode, raw) : NULL;
+            Py_XDECREF(raw);
+        } else {
+            tool_input = PyDict_New();
+        }
+        if (tool_input == NULL)
+            goto done_kind;
+    }
+    long long input_bytes = b->input_bytes;
+    if (add_content_bytes(r, turn, input_bytes) < 0)
+        goto done_kind;
+    long long index;
+    if (get_long(c->sd, N_tool_index, &index) < 0 || put_long(c->sd, N_tool_index, index + 1) < 0
+        || count(c, N_tool_calls) < 0)
+        goto done_kind;
+    /* file_path, else path, else notebook_path: present with any value */
+    const JVal *p = b->file_path.kind != J_ABSENT ? &b->file_path : b->path.kind != J_ABSENT ? &b->path : &b->notebook_path;
+    if (nonempty_str(p) && (path = text_str(r, p, -1)) == NULL)
+        goto done_kind;
+    int is_reread = 0;
+    if (is_kind(kind, N_read) && path != NULL) {
+        int no_offset, no_limit;
+        long long off = as_int(&b->offset, &no_offset), lim = as_int(&b->limit, &no_limit);
+        char range_text[64];
+        if (!no_offset || !no_limit) {
+            line_range = Py_BuildValue("(LL)", off, lim);
+            if (line_range == NULL)
+                goto done_kind;
+            snprintf(range_text, sizeof(range_text), "(%lld, %lld)", off, lim);
+        } else {
+            snprintf(range_text, sizeof(range_text), "None");
+        }
+        if (count(c, N_reads) < 0 || (key = memo_call(r->path_keys, r->path_key, path)) == NULL)
+            goto done_kind;
+        PyObject *reg_key = PyUnicode_FromFormat("%U%c%s", key, 0, range_text);
+        if (reg_key == NULL)
+            goto done_kind;
+        PyObject *generation = PyDict_GetItemWithError(c->edit_gen, key);
+        if (generation == NULL && PyErr_Occurred()) {
+            Py_DECREF(reg_key);
+            goto done_kind;
+        }
+        PyObject *zero = NULL;
+        if (generation == NULL)
+            generation = zero = PyLong_FromLong(0);
+        PyObject *stored = generation ? PyDict_GetItemWithError(c->reads, reg_key) : NULL;
+        int same = stored != NULL ? PyObject_RichCompareBool(stored, generation, Py_EQ) : 0;
+        int fail = generation == NULL || same < 0 || PyErr_Occurred();
+        if (!fail && same) {
+            is_reread = 1;
+            fail = count(c, N_rereads) < 0;
+        } else if (!fail && (PyDict_GET_SIZE(c->reads) < r->max_read_registry || stored != NULL)) {
+            fail = PyDict_SetItem(c->reads, reg_key, generation) < 0;
+        }
+        Py_XDECREF(zero);
+        Py_DECREF(reg_key);
+        if (fail)
+            goto done_kind;
+    } else if (is_kind(kind, N_edit) || is_kind(kind, N_write)) {
+        if (count(c, N_edits) < 0)
+            goto done_kind;
+        if (path != NULL) {
+            if ((key = memo_call(r->path_keys, r->path_key, path)) == NULL)
+                goto done_kind;
+            PyObject *gen = PyDict_GetItemWithError(c->edit_gen, key);
+            if (gen == NULL && PyErr_Occurred())
+                goto done_kind;
+            long long g = gen == NULL ? 0 : PyLong_AsLongLong(gen);
+            PyObject *next = PyLong_FromLongLong(g + 1);
+            int fail = next == NULL || PyDict_SetItem(c->edit_gen, key, next) < 0;
+            Py_XDECREF(next);
+            if (fail)
+                goto done_kind;
+        }
+    } else if (is_kind(kind, N_grep)) {
+        if (count(c, N_greps) < 0)
+            goto done_kind;
+    }
+    if (is_kind(kind, N_grep) || is_kind(kind, N_glob)) {
+        if (b->pattern.kind == J_STR && (command = text_str(r, &b->pattern, -1)) == NULL)
+            goto done_kind;
+    } else if (is_kind(kind, N_bash)) {
+        if (b->command.kind == J_STR && (command = text_str(r, &b->command, -1)) == NULL)
+            goto done_kind;
+    } else if (is_kind(kind, N_task)) {
+        PyObject *value = value_of(r, &b->subagent_type);
+        PyObject *label = value != NULL ? PyObject_CallOneArg(r->clean_label, value) : NULL;
+        Py_XDECREF(value);
+        if (label == NULL)
+            goto done_kind;
+        int truthy = PyObject_IsTrue(label);
+        int fail = truthy < 0 || (truthy && has_id && PyDict_SetItem(c->task_types, tool_id, label) < 0);
+        Py_DECREF(label);
+        if (fail)
+            goto done_kind;
+    }
+    if (c->ledger) {
+        /* no call: the id kept only to know the block if it is written twice */
+        if (has_id && PyDict_SetItem(c->call_by_id, tool_id, Py_None) < 0)
+            goto done_kind;
+    } else {
+        /* every field in order: index, tool_use_id, name, kind, input, input_bytes, path, line_range,
+         * command, result_bytes, result_text, is_error, is_reread, timestamp, turn */
+        PyObject *values[15] = {
+            PyLong_FromLongLong(index), Py_NewRef(tool_id), Py_NewRef(name), Py_NewRef(kind), Py_NewRef(tool_input),
+            PyLong_FromLongLong(input_bytes), Py_NewRef(path ? path : Py_None),
+            Py_NewRef(line_range ? line_range : Py_None), Py_NewRef(command ? command : Py_None), PyLong_FromLong(0),
+            Py_NewRef(EMPTY), Py_NewRef(Py_False), Py_NewRef(is_reread ? Py_True : Py_False), when(r, ts),
+            Py_NewRef(SLOT(turn, r->t_off[T_INDEX]))};
+        if ((call = new_record(r->call_cls, r->c_off, 15, values)) == NULL)
+            goto done_kind;
+        if (PyList_Append(c->calls, call) < 0)
+            goto done_kind;
+        PyObject *index_obj = SLOT(call, r->c_off[C_INDEX]);
+        if (PyList_Append(SLOT(turn, r->t_off[T_CALLS]), index_obj) < 0)
+            goto done_kind;
+        if (has_id) {
+            PyObject *at = PyLong_FromSsize_t(PyList_GET_SIZE(c->calls) - 1);
+            int fail = at == NULL || PyDict_SetItem(c->call_by_id, tool_id, at) < 0;
+            Py_XDECREF(at);
+            if (fail)
+                goto done_kind;
+        }
+    }
+    if (PyDict_SetItem(c->sd, NAME[N_last_turn_tools], Py_True) < 0)
+        goto done_kind;
+    if (PyList_GET_SIZE(c->digest) < r->max_digest_steps) {
+        PyObject *target_text = path ? Py_NewRef(path) : command && PyUnicode_GET_LENGTH(command) ? Py_NewRef(command)
+                                                                                                  : Py_NewRef(EMPTY);
+        PyObject *target = memo_call(r->targets, r->digest_target, target_text);
+        Py_DECREF(target_text);
+        PyObject *step = target ? Py_BuildValue("[OOLii]", kind, target, input_bytes, 0, 0) : NULL;
+        Py_XDECREF(target);
+        int fail = step == NULL || PyList_Append(c->digest, step) < 0;
+        Py_XDECREF(step);
+        if (fail)
+            goto done_kind;
+        if (has_id) {
+            if (PyDict_GET_SIZE(c->awaiting) >= r->max_awaiting) { /* results that never came: forget the oldest */
+                Py_ssize_t pos = 0;
+                PyObject *oldest, *ignored;
+                if (PyDict_Next(c->awaiting, &pos, &oldest, &ignored)) {
+                    Py_INCREF(oldest);
+                    int fail2 = PyDict_DelItem(c->awaiting, oldest) < 0;
+                    Py_DECREF(oldest);
+                    if (fail2)
+                        goto done_kind;
+                }
+            }
+            PyObject *at = PyLong_FromSsize_t(PyList_GET_SIZE(c->digest) - 1);
+            int fail2 = at == NULL || PyDict_SetItem(c->awaiting, tool_id, at) < 0;
+            Py_XDECREF(at);
+            if (fail2)
+                goto done_kind;
+        }
+    } else {
+        long long dropped;
+        if (get_long(c->sd, N_digest_dropped, &dropped) < 0 || put_long(c->sd, N_digest_dropped, dropped + 1) < 0)
+            goto done_kind;
+    }
+    rc = 0;
+done_kind:
+    Py_DECREF(kind);
+done:
+    Py_XDECREF(call);
+    Py_XDECREF(key);
+    Py_XDECREF(command);
+    Py_XDECREF(line_range);
+    Py_XDECREF(path);
+    Py_XDECREF(tool_input);
+    Py_XDECREF(name);
+    Py_DECREF(tool_id);
+    return rc;
+}
+
+/* The model as the parser stores it (_model_name): the plain string, else cleaned, else "unknown". */
+static PyObject *
+model_of(Reader *r, const JVal *m)
+{
+    if (m->kind == J_STR && !m->escaped && m->ascii && m->chars > 0) {
+        Py_ssize_t n = m->e - m->p;
+        if (r->model_bytes != NULL && PyBytes_GET_SIZE(r->model_bytes) == n
+            && memcmp(PyBytes_AS_STRING(r->model_bytes), m->p, (size_t)n) == 0)
+            return Py_NewRef(r->model_value);
+        int printable = 1;
+        for (const unsigned char *s = m->p + 1; s < m->e - 1; s++)
+            printable &= *s >= 0x20 && *s < 0x7F;
+        if (printable) {
+            PyObject *model = PyUnicode_DecodeASCII((const char *)m->p + 1, n - 2, NULL);
+            PyObject *key = model ? PyBytes_FromStringAndSize((const char *)m->p, n) : NULL;
+            if (key == NULL) {
+                Py_XDECREF(model);
+                return NULL;
+            }
+            Py_XSETREF(r->model_bytes, key);
+            Py_XSETREF(r->model_value, Py_NewRef(model));
+            return model;
+        }
+    }
+    PyObject *value = value_of(r, m); /* another text or value: as _model_name reads it */
+    if (value == NULL)
+        return NULL;
+    PyObject *model = PyObject_CallOneArg(r->model_name, value);
+    Py_DECREF(value);
+    return model;
+}
+
+/* Whether the raw usage of this line equals the one kept for its response (raw_usage == kept). */
+static int
+same_usage(Reader *r, PyObject *kept, const JVal *usage)
+{
+    Py_ssize_t n = usage->e - usage->p;
+    if (PyBytes_CheckExact(kept) && PyBytes_GET_SIZE(kept) == n && memcmp(PyBytes_AS_STRING(kept), usage->p, (size_t)n) == 0)
+        return 1;
+    if (kept == Py_None)
+        return 0;
+    /* other bytes, or a dict the Python path kept: compared as decoded values */
+    PyObject *raw = PyMemoryView_FromMemory((char *)usage->p, n, PyBUF_READ);
+    PyObject *mine = raw ? PyObject_CallOneArg(r->decode, raw) : NULL;
+    Py_XDECREF(raw);
+    if (mine == NULL)
+        return -1;
+    PyObject *theirs = PyBytes_CheckExact(kept) ? PyObject_CallOneArg(r->decode, kept) : Py_NewRef(kept);
+    int same = theirs != NULL ? PyObject_RichCompareBool(mine, theirs, Py_EQ) : -1;
+    Py_DECREF(mine);
+    Py_XDECREF(theirs);
     return same;
 }
 
-/* read_results(record, max_chars, fallback): parser._read_results in one call. For a "user"
- * record whose message's content is a list, each "tool_result" block's raw content is replaced
- * by its (size, head): string_text's, or fallback(raw)'s where string_text gives None (another
- * value, or text the reference refuses: fallback raises then, and so does this). */
-static PyObject *
-read_results(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static int
+bump_stat(Ctx *c, int name)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_results takes (record, max_chars, fallback)");
-        return NULL;
+    long long n;
+    return get_long(c->td, name, &n) < 0 ? -1 : put_long(c->td, name, n + 1);
+}
+
+/* _assistant */
+static int
+apply_assistant(Reader *r, Ctx *c, const Line *line)
+{
+    if (line->message != J_OBJ)
+        return 0;
+    /* the response's key: "<message id>|<request id>", or the message id alone */
+    PyObject *key;
+    if (nonempty_str(&line->request_id)) {
+        PyObject *mid = text_str(r, &line->id, -1), *rid = mid ? text_str(r, &line->request_id, -1) : NULL;
+        key = rid ? PyUnicode_FromFormat("%U|%U", mid, rid) : NULL;
+        Py_XDECREF(mid);
+        Py_XDECREF(rid);
+    } else {
+        key = text_str(r, &line->id, -1);
     }
-    PyObject *record = args[0], *fallback = args[2];
-    Py_ssize_t max_chars = max_chars_of(args[1]);
-    if (max_chars < 0)
-        return NULL;
-    int user = attr_is_name(record, A_TYPE, S_USER);
-    if (user <= 0)
-        return user < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *message = PyObject_GetAttr(record, names[A_MESSAGE]);
-    if (message == NULL)
-        return NULL;
-    PyObject *content = message == Py_None ? NULL : PyObject_GetAttr(message, names[A_CONTENT]);
-    Py_DECREF(message);
-    if (content == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    if (!PyList_CheckExact(content)) {
-        Py_DECREF(content);
-        Py_RETURN_NONE;
+    if (key == NULL)
+        return -1;
+    PyObject *usage = NULL, *model = NULL, *turn = NULL;
+    int rc = -1;
+    PyObject *at = PyDict_GetItemWithError(c->turn_by_key, key); /* borrowed: an int */
+    if (at == NULL && PyErr_Occurred())
+        goto done;
+    int zeroed = 0, duplicate = 0;
+    if (at != NULL && line->usage.kind == J_OBJ) {
+        PyObject *kept = PyDict_GetItemWithError(c->raw_usage, key);
+        if (kept == NULL && PyErr_Occurred())
+            goto done;
+        int same = kept != NULL ? same_usage(r, kept, &line->usage) : 0;
+        if (same < 0)
+            goto done;
+        duplicate = same;
     }
-    for (Py_ssize_t b = 0; b < PyList_GET_SIZE(content); b++) {
-        PyObject *block = Py_NewRef(PyList_GET_ITEM(content, b)); /* held: fallback runs Python */
-        int result_block = attr_is_name(block, A_TYPE, S_TOOL_RESULT);
-        PyObject *raw = result_block > 0 ? PyObject_GetAttr(block, names[A_CONTENT]) : NULL;
-        PyObject *text = raw != NULL ? text_of_raw(raw, max_chars) : NULL;
-        if (text == Py_None) {
-            Py_DECREF(text);
-            text = PyObject_CallOneArg(fallback, raw);
+    if (duplicate) { /* the same counts streamed again on the response's next line */
+        if (bump_stat(c, N_duplicate_usage) < 0)
+            goto done;
+    } else {
+        if (line->usage.kind == J_OBJ) {
+            PyObject *values[5];
+            for (int i = 0; i < 5; i++)
+                values[i] = PyLong_FromLongLong(line->counts[i]);
+            if ((usage = new_record(r->usage_cls, r->u_off, 5, values)) == NULL)
+                goto done;
+            zeroed = line->zeroed;
         }
-        int set = text != NULL ? PyObject_SetAttr(block, names[A_CONTENT], text) : -1;
-        Py_XDECREF(text);
-        Py_XDECREF(raw);
-        Py_DECREF(block);
-        if (result_block == 0)
-            continue;
-        if (set < 0)
-            goto fail;
+        PyObject *kept = line->usage.kind == J_OBJ
+                             ? PyBytes_FromStringAndSize((const char *)line->usage.p, line->usage.e - line->usage.p)
+                             : Py_NewRef(Py_None);
+        if (kept == NULL || PyDict_SetItem(c->raw_usage, key, kept) < 0) {
+            Py_XDECREF(kept);
+            goto done;
+        }
+        Py_DECREF(kept);
     }
-    Py_DECREF(content);
+    if ((model = model_of(r, &line->model)) == NULL)
+        goto done;
+    if (zeroed) {
+        int free_model = PySequence_Contains(r->free_models, model);
+        if (free_model < 0 || (!free_model && bump_stat(c, N_zeroed_usage) < 0))
+            goto done;
+    }
+    if (at == NULL) {
+        long long index;
+        if (get_long(c->sd, N_turn_index, &index) < 0 || put_long(c->sd, N_turn_index, index + 1) < 0)
+            goto done;
+        /* every field in order: index, message_key, model, usage, timestamp, text, tool_call_indexes, content_bytes */
+        PyObject *values[8] = {PyLong_FromLongLong(index), Py_NewRef(key), Py_NewRef(model),
+                               Py_NewRef(usage ? usage : r->no_usage), when(r, &line->timestamp), Py_NewRef(EMPTY),
+                               PyList_New(0), PyLong_FromLong(0)};
+        if ((turn = new_record(r->turn_cls, r->t_off, 8, values)) == NULL || PyList_Append(c->turns, turn) < 0)
+            goto done;
+        PyObject *position = PyLong_FromSsize_t(PyList_GET_SIZE(c->turns) - 1);
+        int fail = position == NULL || PyDict_SetItem(c->turn_by_key, key, position) < 0;
+        Py_XDECREF(position);
+        if (fail)
+            goto done;
+        int known = PySequence_Contains(c->models, model);
+        int synthetic = PyUnicode_Compare(model, SYNTHETIC) == 0;
+        if (known < 0 || (!known && !synthetic && PyList_Append(c->models, model) < 0))
+            goto done;
+        if (PyDict_SetItem(c->sd, NAME[N_last_turn_tools], Py_False) < 0
+            || PyDict_SetItem(c->sd, NAME[N_last_turn_text], Py_False) < 0
+            || PyDict_SetItem(c->sd, NAME[N_interrupted], Py_False) < 0)
+            goto done;
+    } else {
+        Py_ssize_t position = PyLong_AsSsize_t(at);
+        if (position == -1 && PyErr_Occurred())
+            goto done;
+        turn = Py_NewRef(PyList_GET_ITEM(c->turns, position));
+        if (usage != NULL) {
+            if (bump_stat(c, N_duplicate_usage) < 0)
+                goto done;
+            int higher = ranks_higher(r, usage, SLOT(turn, r->t_off[T_USAGE]));
+            if (higher < 0)
+                goto done;
+            if (higher)
+                set_slot(turn, r->t_off[T_USAGE], Py_NewRef(usage));
+        }
+    }
+    if (line->stop_reason.kind == J_STR) {
+        PyObject *stop = text_str(r, &line->stop_reason, -1);
+        if (put(c->sd, N_last_stop_reason, stop) < 0)
+            goto done;
+    }
+    if (line->content == J_ARR) {
+        for (Py_ssize_t i = 0; i < r->n_blocks; i++) {
+            const Block *b = &r->blocks[i];
+            if (b->kind == B_TEXT) {
+                if (b->text.kind == J_STR && apply_turn_text(r, c, turn, &b->text) < 0)
+                    goto done;
+            } else if (b->kind == B_TOOL_USE) {
+                if (apply_tool_use(r, c, turn, b, &line->timestamp) < 0)
+                    goto done;
+            } else if (b->kind == B_THINKING) {
+                if (b->thinking.kind == J_STR && add_content_bytes(r, turn, b->thinking.chars) < 0)
+                    goto done;
+            }
+        }
+    } else if (line->content == J_STR) {
+        if (apply_turn_text(r, c, turn, &line->content_text) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(turn);
+    Py_XDECREF(model);
+    Py_XDECREF(usage);
+    Py_DECREF(key);
+    return rc;
+}
+
+#define INTERRUPT_MARK "[Request interrupted by user"
+
+/* _prompt */
+static int
+apply_prompt(Reader *r, Ctx *c, const Line *line, const JVal *text)
+{
+    if (starts_with(text, INTERRUPT_MARK))
+        return PyDict_SetItem(c->sd, NAME[N_interrupted], Py_True);
+    if (line->is_meta.kind == J_TRUE || starts_with(text, "<command-") || starts_with(text, "<local-command")
+        || starts_with(text, "Caveat:"))
+        return 0;
+    if (!has_nonspace(text))
+        return 0;
+    if (c->ledger) { /* no prompt built: only that there was one (the run's activity) */
+        long long n;
+        return get_long(c->pd, N__ledger_prompts, &n) < 0 ? -1 : put_long(c->pd, N__ledger_prompts, n + 1);
+    }
+    PyObject *values[2] = {text_str(r, text, r->max_prompt_text), when(r, &line->timestamp)};
+    PyObject *prompt = new_record(r->prompt_cls, r->p_off, 2, values);
+    int rc = prompt != NULL ? PyList_Append(c->prompts, prompt) : -1;
+    Py_XDECREF(prompt);
+    return rc;
+}
+
+/* A tool result's (size, head): parser._text_size of its content, the head cut at ``max``
+ * characters (the parser's MAX_RESULT_TEXT, or fewer where only its start is read). */
+static PyObject *
+result_head(Reader *r, const Block *b, long long *size, Py_ssize_t max)
+{
+    *size = 0;
+    if (b->result == R_TEXT) {
+        *size = b->content.size;
+        return text_str(r, &b->content, max);
+    }
+    if (b->result != R_ITEMS || b->n_items == 0)
+        return Py_NewRef(EMPTY);
+    /* "\n".join(the items' texts)[:max]: the texts after the cut are never needed */
+    Py_ssize_t chars = 0, len = 0;
+    char *out = text_room(r, max);
+    if (out == NULL)
+        return NULL;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < b->n_items; i++) {
+        const Item *it = &r->items[b->first_item + i];
+        if (it->text.kind == J_STR) {
+            *size += it->text.size;
+            if (chars < max) {
+                if (!first) {
+                    out[len++] = '\n';
+                    chars++;
+                }
+                if (chars < max) {
+                    Py_ssize_t take = it->text.chars < max - chars ? it->text.chars : max - chars;
+                    len += text_head(&it->text, take, out + len);
+                    chars += take;
+                }
+            }
+            first = 0;
+        } else if (STR_IS(it->type, "image") && it->data.kind == J_STR) {
+            *size += it->data.chars;
+        }
+    }
+    return PyUnicode_DecodeUTF8(out, len, NULL);
+}
+
+/* _tool_result */
+static int
+apply_tool_result(Reader *r, Ctx *c, const Block *b)
+{
+    int is_error = b->is_error.kind == J_TRUE;
+    long long size;
+    /* a ledger-only parse keeps no head: it reads only whether it starts with the mark */
+    PyObject *head = result_head(r, b, &size, c->ledger ? (Py_ssize_t)strlen(INTERRUPT_MARK) : r->max_result_text);
+    if (head == NULL)
+        return -1;
+    PyObject *tool_id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
+    int rc = -1;
+    if (tool_id == NULL)
+        goto done;
+    if (is_error && count(c, N_failed) < 0)
+        goto done;
+    if (PyUnicode_GET_LENGTH(head) >= (Py_ssize_t)strlen(INTERRUPT_MARK)) {
+        PyObject *mark = PyUnicode_FromString(INTERRUPT_MARK);
+        int starts = mark ? PyUnicode_Tailmatch(head, mark, 0, PyUnicode_GET_LENGTH(mark), -1) : -1;
+        Py_XDECREF(mark);
+        if (starts < 0 || (starts && PyDict_SetItem(c->sd, NAME[N_interrupted], Py_True) < 0))
+            goto done;
+    }
+    PyObject *pos = PyDict_GetItemWithError(c->awaiting, tool_id);
+    if (pos == NULL && PyErr_Occurred())
+        goto done;
+    if (pos != NULL) {
+        Py_ssize_t at = PyLong_AsSsize_t(pos); /* >= 0: state_clean */
+        if (PyDict_DelItem(c->awaiting, tool_id) < 0)
+            goto done;
+        if (at < PyList_GET_SIZE(c->digest)) {
+            PyObject *step = PyList_GET_ITEM(c->digest, at);
+            PyObject *bytes = PyLong_FromLongLong(size), *error = PyLong_FromLong(is_error);
+            if (bytes == NULL || error == NULL) {
+                Py_XDECREF(bytes);
+                Py_XDECREF(error);
+                goto done;
+            }
+            if (PyList_SetItem(step, 3, bytes) < 0 || PyList_SetItem(step, 4, error) < 0)
+                goto done;
+        }
+    }
+    PyObject *index = c->ledger ? NULL : PyDict_GetItemWithError(c->call_by_id, tool_id);
+    if (index == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(index);
+    if (i == -1 && PyErr_Occurred())
+        goto done;
+    PyObject *call = PyList_GET_ITEM(c->calls, i);
+    PyObject *bytes = PyLong_FromLongLong(size);
+    if (bytes == NULL)
+        goto done;
+    set_slot(call, r->c_off[C_RESULT_BYTES], bytes);
+    set_slot(call, r->c_off[C_RESULT_TEXT], Py_NewRef(head));
+    set_slot(call, r->c_off[C_IS_ERROR], Py_NewRef(is_error ? Py_True : Py_False));
+    rc = 0;
+done:
+    Py_XDECREF(tool_id);
+    Py_DECREF(head);
+    return rc;
+}
+
+/* _user */
+static int
+apply_user(Reader *r, Ctx *c, const Line *line)
+{
+    if (line->message != J_OBJ)
+        return 0;
+    if (line->is_compact_summary.kind == J_TRUE) {
+        long long n;
+        return get_long(c->pd, N_compactions, &n) < 0 ? -1 : put_long(c->pd, N_compactions, n + 1);
+    }
+    if (line->content == J_STR)
+        return apply_prompt(r, c, line, &line->content_text);
+    if (line->content != J_ARR)
+        return 0;
+    for (Py_ssize_t i = 0; i < r->n_blocks; i++) {
+        const Block *b = &r->blocks[i];
+        if (b->kind == B_TOOL_RESULT) {
+            if (apply_tool_result(r, c, b) < 0)
+                return -1;
+        } else if (b->kind == B_TEXT && b->text.kind == J_STR) {
+            if (apply_prompt(r, c, line, &b->text) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+enum { L_OTHER, L_ASSISTANT, L_USER, L_PROGRESS, L_SYSTEM };
+
+/* What only the parser's Python reads, or reads otherwise than this pass would: 1 to leave the
+ * line to it. Checked before anything is applied. */
+static int
+left_to_python(Reader *r, Ctx *c, const Line *line, int kind)
+{
+    if (line->type.kind == J_STR && line->type.escaped)
+        return 1; /* an escape could spell a record type */
+    int texts = kind == L_ASSISTANT || kind == L_USER;
+    if (texts && line->message == J_OBJ) {
+        /* storable_text drops NUL from the texts read: a rare case, left to it */
+        if (line->content == J_STR && line->content_text.nul)
+            return 1;
+        for (Py_ssize_t i = 0; i < r->n_blocks; i++)
+            if (r->blocks[i].kind == B_TEXT && r->blocks[i].text.kind == J_STR && r->blocks[i].text.nul)
+                return 1;
+    }
+    if (kind == L_SYSTEM && line->subtype.kind == J_STR && line->subtype.escaped)
+        return 1; /* an escape could spell compact_boundary */
+    if (kind == L_ASSISTANT && line->message == J_OBJ) {
+        if (!nonempty_str(&line->id) || line->id.nul || (nonempty_str(&line->request_id) && line->request_id.nul))
+            return 1; /* a key from the line's uuid or offset, or one storable_text cleans */
+    }
+    if (kind == L_USER && line->message == J_OBJ && line->is_compact_summary.kind != J_TRUE && line->content == J_ARR) {
+        int task_results = line->tool_use_result.kind != J_ABSENT && PyDict_GET_SIZE(c->task_types) > 0;
+        for (Py_ssize_t i = 0; i < r->n_blocks; i++) {
+            const Block *b = &r->blocks[i];
+            if (b->kind != B_TOOL_RESULT)
+                continue;
+            if (b->result < 0 || (b->tool_use_id.kind != J_STR && b->tool_use_id.kind != J_NULL
+                                  && b->tool_use_id.kind != J_ABSENT))
+                return 1;
+            for (Py_ssize_t k = 0; k < b->n_items; k++)
+                if (r->items[b->first_item + k].type.kind == J_STR && r->items[b->first_item + k].type.escaped)
+                    return 1; /* an escape could spell "image" */
+            if (task_results) { /* a Task's result names the subagent it ran */
+                PyObject *id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
+                if (id == NULL)
+                    return -1;
+                PyObject *agent_type = PyDict_GetItemWithError(c->task_types, id);
+                Py_DECREF(id);
+                if (agent_type == NULL && PyErr_Occurred())
+                    return -1;
+                int truthy = agent_type != NULL ? PyObject_IsTrue(agent_type) : 0;
+                if (truthy != 0)
+                    return truthy < 0 ? -1 : 1;
+            }
+        }
+    }
+    if (kind == L_PROGRESS && line->data.kind == J_OBJ) {
+        /* data.message: a subagent's response, for the embedded dedupe: left to Python */
+        const unsigned char *p = skip_ws(line->data.p + 1, line->data.e), *e = line->data.e;
+        int more = *p != '}';
+        while (more) {
+            const unsigned char *name;
+            Py_ssize_t len;
+            if ((p = scan_key(p, e, &name, &len)) == NULL)
+                return 1;
+            if (NAME_IS(name, len, "message"))
+                return 1;
+            if ((p = skip_field(p, e)) == NULL || (p = next_member(p, e, '}', &more)) == NULL)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* _record, after the line is counted and consumed */
+static int
+apply_line(Reader *r, Ctx *c, const Line *line, int kind)
+{
+    if (apply_common(r, c, line) < 0)
+        return -1;
+    switch (kind) {
+    case L_ASSISTANT:
+        return apply_assistant(r, c, line);
+    case L_USER:
+        return apply_user(r, c, line);
+    case L_SYSTEM:
+        if (STR_IS(line->subtype, "compact_boundary")) {
+            long long n;
+            return get_long(c->pd, N_compactions, &n) < 0 ? -1 : put_long(c->pd, N_compactions, n + 1);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int
+line_kind(const Line *line)
+{
+    if (STR_IS(line->type, "assistant"))
+        return L_ASSISTANT;
+    if (STR_IS(line->type, "user"))
+        return L_USER;
+    if (STR_IS(line->type, "progress"))
+        return L_PROGRESS;
+    if (STR_IS(line->type, "system"))
+        return L_SYSTEM;
+    return L_OTHER;
+}
+
+/* The record types that carry nothing the ledger needs (parser._SKIP_PREFIXES): written with
+ * "type" first, so counted without a read. */
+static const char *skip_types[] = {"file-history-snapshot", "queue-operation", "permission-mode", "last-prompt",
+                                   "summary", "custom-title", "tag"};
+
+static int
+skipped_type(const unsigned char *s, Py_ssize_t n)
+{
+    static const char head[] = "{\"type\":\"";
+    const Py_ssize_t h = (Py_ssize_t)sizeof(head) - 1;
+    if (n < h || memcmp(s, head, (size_t)h) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(skip_types) / sizeof(skip_types[0]); i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(skip_types[i]);
+        if (n >= h + len + 1 && memcmp(s + h, skip_types[i], (size_t)len) == 0 && s[h + len] == '"')
+            return 1;
+    }
+    return 0;
+}
+
+/* A line the parser's feed_line reads (flushed before, reloaded after). */
+static int
+fall_back(Ctx *c, const unsigned char *s, Py_ssize_t n, long long end)
+{
+    if (flush(c) < 0)
+        return -1;
+    PyObject *line = PyBytes_FromStringAndSize((const char *)s, n);
+    PyObject *at = line ? PyLong_FromLongLong(end) : NULL;
+    PyObject *args[3] = {c->parser, line, at};
+    PyObject *got = at ? PyObject_VectorcallMethod(NAME[N__feed_fallback], args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                       : NULL;
+    Py_XDECREF(line);
+    Py_XDECREF(at);
+    if (got == NULL)
+        return -1;
+    Py_DECREF(got);
+    return load(c, c->parser);
+}
+
+static PyObject *
+Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed_block takes (parser, data, upto, offset, max_line)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t upto = PyLong_AsSsize_t(args[2]);
+    long long offset = PyLong_AsLongLong(args[3]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (upto < 0 || upto > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "upto is outside the data");
+        return NULL;
+    }
+    Ctx c;
+    if (load(&c, args[0]) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int fast = state_clean(&c);
+    const unsigned char *base = (const unsigned char *)view.buf;
+    Py_ssize_t pos = 0;
+    Line line;
+    for (;;) {
+        const unsigned char *s = base + pos;
+        const unsigned char *nl = pos < upto ? memchr(s, '\n', (size_t)(upto - pos)) : NULL;
+        Py_ssize_t stop = nl ? nl - base : upto;
+        Py_ssize_t n = stop - pos;
+        long long end = offset + stop + 1;
+        if (n > max_line) { /* skipped unread (feed_oversized) */
+            c.lines++;
+            c.offset = end;
+            if (bump_stat(&c, N_oversized) < 0)
+                goto fail;
+        } else if (fast && n >= 2 && s[0] == '{' && s[n - 1] == '}') {
+            if (skipped_type(s, n)) {
+                c.lines++;
+                c.offset = end;
+            } else {
+                int kind = 0, leave = 1;
+                if (read_line(r, s, s + n, &line)) {
+                    kind = line_kind(&line);
+                    leave = left_to_python(r, &c, &line, kind);
+                    if (leave < 0)
+                        goto fail;
+                }
+                if (leave) {
+                    if (fall_back(&c, s, n, end) < 0)
+                        goto fail;
+                } else {
+                    c.lines++;
+                    c.offset = end;
+                    if (apply_line(r, &c, &line, kind) < 0) {
+                        /* as feed_lines: a line whose reading raised is counted malformed */
+                        PyErr_Clear();
+                        if (bump_stat(&c, N_malformed) < 0)
+                            goto fail;
+                    }
+                }
+            }
+        } else if (fall_back(&c, s, n, end) < 0) {
+            goto fail;
+        }
+        if (nl == NULL)
+            break;
+        pos = stop + 1;
+    }
+    PyBuffer_Release(&view);
+    if (flush(&c) < 0)
+        return NULL;
     Py_RETURN_NONE;
 fail:
-    Py_DECREF(content);
+    PyBuffer_Release(&view);
     return NULL;
 }
 
-static PyMethodDef methods[] = {
-    {"usage_counts", usage_counts, METH_O,
-     "usage_counts(usage) -> (input, output, write_5m, write_1h, read, zeroed) of an API usage dict."},
-    {"utf8_size", utf8_size, METH_O,
-     "utf8_size(text) -> len(text.encode('utf-8', 'surrogatepass')), without building the bytes."},
-    {"utc_datetime", utc_datetime, METH_O,
-     "utc_datetime(text) -> the naive datetime of 'YYYY-MM-DDTHH:MM:SS.mmmZ', or None for other text."},
-    {"slot_builder", slot_builder, METH_VARARGS,
-     "slot_builder(cls, names) -> builder(*values): instances of a slots dataclass without its __init__."},
-    {"string_text", (PyCFunction)(void (*)(void))string_text, METH_FASTCALL,
-     "string_text(raw, max_chars) -> (size, head) of a raw JSON string's text, or None (another value, or refused)."},
-    {"read_results", (PyCFunction)(void (*)(void))read_results, METH_FASTCALL,
-     "read_results(record, max_chars, fallback): a decoded user line's tool results read into (size, head)."},
-    {"split_lines", split_lines, METH_VARARGS,
-     "split_lines(data, upto, offset, max_line) -> (lines, ends): the complete lines of data[:upto]."},
+/* ---- the Reader type -------------------------------------------------------------------------- */
+
+/* The offset of each of ``names``' slots in ``cls`` (a slots dataclass of the parser's records). */
+static int
+slot_offsets(PyTypeObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
+{
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyDict_GetItemString(cls->tp_dict, names[i]); /* borrowed */
+        if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type)
+            || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "%s has no object slot %s", cls->tp_name, names[i]);
+            return -1;
+        }
+        offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    if (cls->tp_base != &PyBaseObject_Type || cls->tp_dictoffset != 0 || cls->tp_itemsize != 0) {
+        PyErr_Format(PyExc_TypeError, "%s is not a slots class on object", cls->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+Reader_dealloc(Reader *r)
+{
+    Py_XDECREF(r->usage_cls);
+    Py_XDECREF(r->turn_cls);
+    Py_XDECREF(r->call_cls);
+    Py_XDECREF(r->prompt_cls);
+    Py_XDECREF(r->no_usage);
+    Py_XDECREF(r->tool_kinds);
+    Py_XDECREF(r->free_models);
+    Py_XDECREF(r->valid_id);
+    Py_XDECREF(r->stored_project);
+    Py_XDECREF(r->clean_label);
+    Py_XDECREF(r->model_name);
+    Py_XDECREF(r->path_key);
+    Py_XDECREF(r->digest_target);
+    Py_XDECREF(r->parse_timestamp);
+    Py_XDECREF(r->utc_text);
+    Py_XDECREF(r->decode);
+    Py_XDECREF(r->ts_bytes);
+    Py_XDECREF(r->ts_value);
+    Py_XDECREF(r->model_bytes);
+    Py_XDECREF(r->model_value);
+    Py_XDECREF(r->path_keys);
+    Py_XDECREF(r->targets);
+    for (int i = 0; i < r->n_kinds; i++) {
+        Py_DECREF(r->kind_names[i]);
+        Py_DECREF(r->kind_values[i]);
+    }
+    PyMem_Free(r->blocks);
+    PyMem_Free(r->items);
+    PyMem_Free(r->text_buf);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *
+Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"usage", "turn", "tool_call", "user_prompt", "no_usage", "tool_kinds", "free_models",
+                             "valid_id", "stored_project", "clean_label", "model_name", "path_key", "digest_target",
+                             "parse_timestamp", "utc_text", "decode", "max_result_text", "max_prompt_text",
+                             "max_turn_text", "max_digest_steps", "max_awaiting", "max_read_registry", NULL};
+    PyTypeObject *usage, *turn, *call, *prompt;
+    PyObject *hooks[12];
+    Py_ssize_t limits[6];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$O!O!O!O!OO!OOOOOOOOOOnnnnnn", kwlist, &PyType_Type, &usage,
+                                     &PyType_Type, &turn, &PyType_Type, &call, &PyType_Type, &prompt, &hooks[0],
+                                     &PyDict_Type, &hooks[1], &hooks[2], &hooks[3], &hooks[4], &hooks[5], &hooks[6],
+                                     &hooks[7], &hooks[8], &hooks[9], &hooks[10], &hooks[11], &limits[0], &limits[1],
+                                     &limits[2], &limits[3], &limits[4], &limits[5]))
+        return NULL;
+    static const char *const usage_slots[] = {"input_tokens", "output_tokens", "cache_write_5m", "cache_write_1h",
+                                              "cache_read"};
+    static const char *const turn_slots[] = {"index", "message_key", "model", "usage", "timestamp", "text",
+                                             "tool_call_indexes", "content_bytes"};
+    static const char *const call_slots[] = {"index", "tool_use_id", "name", "kind", "input", "input_bytes", "path",
+                                             "line_range", "command", "result_bytes", "result_text", "is_error",
+                                             "is_reread", "timestamp", "turn"};
+    static const char *const prompt_slots[] = {"text", "timestamp"};
+    Reader *r = (Reader *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    if (slot_offsets(usage, usage_slots, 5, r->u_off) < 0 || slot_offsets(turn, turn_slots, 8, r->t_off) < 0
+        || slot_offsets(call, call_slots, 15, r->c_off) < 0 || slot_offsets(prompt, prompt_slots, 2, r->p_off) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    r->usage_cls = (PyTypeObject *)Py_NewRef(usage);
+    r->turn_cls = (PyTypeObject *)Py_NewRef(turn);
+    r->call_cls = (PyTypeObject *)Py_NewRef(call);
+    r->prompt_cls = (PyTypeObject *)Py_NewRef(prompt);
+    PyObject **fields[12] = {&r->no_usage, &r->tool_kinds, &r->free_models, &r->valid_id, &r->stored_project,
+                             &r->clean_label, &r->model_name, &r->path_key, &r->digest_target, &r->parse_timestamp,
+                             &r->utc_text, &r->decode};
+    for (int i = 0; i < 12; i++)
+        *fields[i] = Py_NewRef(hooks[i]);
+    r->max_result_text = limits[0];
+    r->max_prompt_text = limits[1];
+    r->max_turn_text = limits[2];
+    r->max_digest_steps = limits[3];
+    r->max_awaiting = limits[4];
+    r->max_read_registry = limits[5];
+    if ((r->path_keys = PyDict_New()) == NULL || (r->targets = PyDict_New()) == NULL) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static PyMethodDef Reader_methods[] = {
+    {"feed_block", (PyCFunction)(void (*)(void))Reader_feed_block, METH_FASTCALL,
+     "feed_block(parser, data, upto, offset, max_line): the complete lines of data[:upto] read into the parser."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_skim", NULL, -1, methods};
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warden.ingest._skim.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)Reader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Reader(**hooks): the transcript parser's lines read in C (see parser.fast_reader).",
+    .tp_methods = Reader_methods,
+    .tp_new = Reader_new,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_skim", "The transcript parser's fast path.", -1, NULL};
 
 PyMODINIT_FUNC
 PyInit__skim(void)
 {
-    for (int i = 0; i < N_KEYS; i++) {
-        if (keys[i] == NULL && (keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+    for (int i = 0; i < N_COUNT; i++)
+        if (NAME[i] == NULL && (NAME[i] = PyUnicode_InternFromString(name_text[i])) == NULL)
             return NULL;
-    }
-    init_plain_bytes();
-    for (int i = 0; i < N_NAMES; i++) {
-        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_texts[i])) == NULL)
-            return NULL;
-    }
-    if (PyType_Ready(&BuilderType) < 0)
+    if ((EMPTY = PyUnicode_InternFromString("")) == NULL || (QUESTION = PyUnicode_InternFromString("?")) == NULL
+        || (NONE_TEXT = PyUnicode_InternFromString("None")) == NULL
+        || (SYNTHETIC = PyUnicode_InternFromString("<synthetic>")) == NULL)
+        return NULL;
+    if (PyType_Ready(&ReaderType) < 0)
         return NULL;
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddType(m, &BuilderType) < 0) { /* its type, for isinstance checks */
+    if (m != NULL && PyModule_AddType(m, &ReaderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

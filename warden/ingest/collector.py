@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session, defer
 
 from warden.config import Settings, load_settings
 from warden.errors import UsageError
-from warden.ingest.parser import PARSER_VERSION, TranscriptParser, fast_path, ids_from_path
+from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.names import clean_label
@@ -148,34 +148,15 @@ def _ingest_order(path: Path) -> tuple[int, str]:
     return (1 if path.name.startswith("agent-") else 0, str(path))
 
 
-def _split_lines_py(data: bytes, upto: int, offset: int, max_line: int) -> tuple[list[bytes | None], list[int]]:
-    """The complete lines of ``data[:upto]`` (``upto``: the index of its last newline), each
-    without its newline (None when longer than ``max_line``), and their end offsets from
-    ``offset``. The reference for the C fast path's ``split_lines``."""
-    lines: list[bytes | None] = []
-    ends: list[int] = []
-    for line in data[:upto].split(b"\n"):
-        offset += len(line) + 1
-        lines.append(line if len(line) <= max_line else None)
-        ends.append(offset)
-    return lines, ends
+Block = tuple[bytes, int, int]  # (data, upto, offset): the complete lines of data[:upto], data[0] at offset
+Oversized = int  # the end offset of a line longer than the cap, skipped unread
+Tail = tuple[bytes, int]  # (the unterminated last line, its end offset)
 
 
-def _fast_split_lines() -> Callable[[bytes, int, int, int], tuple[list[bytes | None], list[int]]] | None:
-    """The C fast path's framing, where it is built and not turned off (parser.fast_path)."""
-    skim = fast_path()
-    return skim.split_lines if skim is not None else None
-
-
-def iter_line_batches(fd: int, start: int, max_line: int = MAX_LINE_BYTES, *, pure: bool = False) -> Iterator[
-        tuple[list[bytes | None], list[int], bool]]:
-    """(lines without newline, None where oversized; their end offsets; whether the last one is
-    complete) from ``start`` to EOF, a read block's lines at a time.
-
-    Reads in large blocks; a line longer than ``max_line`` is skipped without being buffered.
-    ``pure``: frame lines in Python even when the C fast path is there."""
-    split = None if pure else _fast_split_lines()
-    split = split or _split_lines_py
+def _read_blocks(fd: int, start: int, max_line: int) -> Iterator[tuple[str, Any]]:
+    """What a transcript holds from ``start`` to EOF, read in large blocks: ("lines", Block) for
+    a block's complete lines, ("oversized", Oversized) for a line longer than ``max_line``
+    (skipped without being buffered), and last ("tail", Tail) for an unterminated line."""
     os.lseek(fd, start, os.SEEK_SET)
     offset = start
     carry = b""
@@ -190,7 +171,7 @@ def iter_line_batches(fd: int, start: int, max_line: int = MAX_LINE_BYTES, *, pu
                 offset += len(block)
                 continue
             offset += nl + 1
-            yield [None], [offset], True
+            yield "oversized", offset
             block = block[nl + 1:]
             skipping = False
         data = carry + block if carry else block
@@ -199,46 +180,46 @@ def iter_line_batches(fd: int, start: int, max_line: int = MAX_LINE_BYTES, *, pu
             carry = data
         else:
             # a line that ends in this block may still be over the limit (carry + block)
-            lines, ends = split(data, last_nl, offset, max_line)
-            offset = ends[-1]
+            yield "lines", (data, last_nl, offset)
+            offset += last_nl + 1
             carry = data[last_nl + 1:]
-            yield lines, ends, True
         if len(carry) > max_line:
             offset += len(carry)
             carry = b""
             skipping = True
     if skipping:
-        yield [None], [offset], True
+        yield "oversized", offset
     elif carry:
-        yield [carry], [offset + len(carry)], False
-
-
-def iter_lines(fd: int, start: int, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes | None, int, bool]]:
-    """(line without newline | None if oversized, end offset, complete) from ``start`` to EOF:
-    :func:`iter_line_batches` line by line."""
-    for lines, ends, complete in iter_line_batches(fd, start, max_line):
-        last = len(lines) - 1
-        for i, line in enumerate(lines):
-            yield line, ends[i], complete or i < last
+        yield "tail", (carry, offset + len(carry))
 
 
 def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None,
                agent_type: str | None = None, max_line: int = MAX_LINE_BYTES,
-               pure: bool = False) -> tuple[ParsedRun, dict[str, Any], int]:
+               pure: bool = False, ledger_only: bool = False) -> tuple[ParsedRun, dict[str, Any], int]:
     """Read ``path`` from ``start`` into a ParsedRun; returns (run, resumable state, bytes scanned
     up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang.
-    ``pure``: without the C fast path (the reference it is tested against)."""
+    ``pure``: without the C fast path (the reference it is tested against); ``ledger_only``: the
+    run as the ledger reads it (TranscriptParser's ``ledger_only``)."""
     session_hint, agent_hint = ids_from_path(path)
     parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
-                              source_path=path, start_offset=start, state=state, pure=pure)
+                              source_path=path, start_offset=start, state=state, pure=pure,
+                              ledger_only=ledger_only)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     end = start
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        for lines, ends, complete in iter_line_batches(fd, start, max_line, pure=pure):
-            parser.feed_lines(lines, ends, complete=complete)
-            end = ends[-1]
+        for what, value in _read_blocks(fd, start, max_line):
+            if what == "lines":
+                data, upto, offset = value
+                parser.feed_block(data, upto, offset, max_line)
+                end = offset + upto + 1
+            elif what == "oversized":
+                parser.feed_oversized(value)
+                end = value
+            else:
+                parser.feed_lines([value[0]], [value[1]], complete=False)
+                end = value[1]
     finally:
         os.close(fd)
     return parser.result(), parser.state(), end
@@ -1083,7 +1064,9 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     """A bulk collect's parser process: parse, and for a parse from the start (which needs
     nothing from the store) also the pure checkpoint capture, so the writing process does less.
     ``drivername``: the store's engine, whose driver the usage rows are built for."""
-    parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line)
+    # without the later stages' steps the writer reads only the ledger: nothing else is built
+    parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line,
+                                           ledger_only=not post_ingest)
     hashes = _consumed_hashes(path, parsed.bytes_consumed)  # while the bytes hashed are the bytes parsed
     precaptured = None
     if post_ingest and start == 0 and parsed.has_activity:

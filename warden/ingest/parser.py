@@ -8,6 +8,11 @@ which is what keeps decoding fast) — and it can resume: :meth:`TranscriptParse
 small JSON-able snapshot, and a parser built from it continues an appended transcript from the
 last consumed offset with the same counters, read registry and trace digest (DESIGN.md §3).
 
+Two readers, one behaviour: where the C extension is built (``_skim.c``), :meth:`feed_block`
+reads whole lines in C and hands back to :meth:`feed_line` only those it cannot read exactly as
+this module does (odd JSON, text that is not UTF-8, rare shapes). This module is the
+specification; the tests compare the two paths on the corpus and on generated transcripts.
+
 Usage (the ledger's numbers):
 
 - One API response is written as several lines (one per content block), each repeating
@@ -28,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Callable, Iterable
@@ -119,7 +124,7 @@ class _Block(msgspec.Struct, gc=False):
     input: Any = None
     tool_use_id: Any = None
     # A tool result's content (often the biggest part of a line but the copy in toolUseResult):
-    # its raw JSON, replaced by its (size, head) as the line is decoded (_read_results_py).
+    # its raw JSON, replaced by its (size, head) as the line is decoded (_read_results).
     content: msgspec.Raw = _NO_RAW
     is_error: Any = None
 
@@ -174,57 +179,32 @@ def _result_content(raw: msgspec.Raw) -> str | list[_ResultItem] | None:
     return None
 
 
-def _result_text_py(raw: msgspec.Raw) -> ResultText:
-    """A tool result's (size, head) from its raw JSON: the reference for the C fast path's
-    ``string_text``, which reads a plain string without decoding all of it."""
-    return _text_size(_result_content(raw), _utf8_size_py)
+def _result_text(raw: msgspec.Raw) -> ResultText:
+    """A tool result's (size, head) from its raw JSON."""
+    return _text_size(_result_content(raw))
 
 
-def _read_results_py(record: _Line, max_chars: int, result_text: Callable[[msgspec.Raw], ResultText]) -> None:
-    """``record``'s tool results' raw content replaced by their (size, head), read by
-    ``result_text`` (``max_chars``: the head's length, which it knows): the reference for the C
-    fast path's ``read_results``. It runs at decode time: content that is not Unicode fails the
-    line's decode (``msgspec.DecodeError``) as it did when the content was decoded whole,
-    before anything of the line is counted."""
+def _read_results(record: _Line) -> _Line:
+    """``record`` with its tool results' raw content replaced by their (size, head). It runs at
+    decode time: content that is not Unicode fails the line's decode (``msgspec.DecodeError``)
+    as it did when the content was decoded whole, before anything of the line is counted."""
     message = record.message
     if record.type == "user" and message is not None:
         content = message.content
         if content.__class__ is list:
             for block in content:
                 if block.type == "tool_result":
-                    block.content = result_text(block.content)
-
-
-ResultsReader = tuple[Callable[[_Line, int, Callable[[msgspec.Raw], ResultText]], None],
-                      Callable[[msgspec.Raw], ResultText]]
-
-
-def _results_reader(skim: Any) -> ResultsReader:
-    """(read_results, its result_text) to call as ``read_results(record, MAX_RESULT_TEXT,
-    result_text)``: the C fast path's, whose result_text reads what ``string_text`` leaves (not a
-    plain string), or the pure-Python reference (``skim`` None)."""
-    if skim is None:
-        return _read_results_py, _result_text_py
-    utf8_size = skim.utf8_size
-
-    def result_text(raw: msgspec.Raw) -> ResultText:
-        return _text_size(_result_content(raw), utf8_size)
-    return skim.read_results, result_text
-
-
-def _with_results(record: _Line, results: ResultsReader) -> _Line:
-    read_results, result_text = results
-    read_results(record, MAX_RESULT_TEXT, result_text)
+                    block.content = _result_text(block.content)
     return record
 
 
-def _decode(line: bytes, results: ResultsReader) -> Any:
-    """One line → :class:`_Line` (its tool results read by ``results``); :data:`_BAD` for a
+def _decode(line: bytes) -> Any:
+    """One line → :class:`_Line` (its tool results read); :data:`_BAD` for a
     line that is not JSON (or whose read fields are not UTF-8), and a plain value for JSON that
     is not an object. (A fast path that decoded only the head of tool-result lines saved little
     and consumed a half-written last line.)"""
     try:
-        return _with_results(_LINE_DECODER.decode(line), results)
+        return _read_results(_LINE_DECODER.decode(line))
     except msgspec.ValidationError:
         pass  # valid JSON in an unexpected shape: decode generically, then re-shape
     except (msgspec.DecodeError, RecursionError):  # not JSON, or nested deeper than any decoder goes
@@ -233,7 +213,7 @@ def _decode(line: bytes, results: ResultsReader) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return _BAD
-    return _reshape(value, results) if isinstance(value, dict) else value
+    return _reshape(value) if isinstance(value, dict) else value
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -255,7 +235,7 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
-def _reshape(record: dict[str, Any], results: ResultsReader) -> _Line:
+def _reshape(record: dict[str, Any]) -> _Line:
     """A record whose nesting differs from the schema, with the odd parts dropped (a message
     that is not an object, content that is neither text nor a list, list items that are not
     objects), as a :class:`_Line`. What remains is read exactly as any other line."""
@@ -282,7 +262,7 @@ def _reshape(record: dict[str, Any], results: ResultsReader) -> _Line:
         record = {k: v for k, v in record.items() if k != "message"}
     # the standard library's encoder: a record of the lenient path may hold integers past 64 bits,
     # which orjson cannot write (and msgspec reads, as on a line's first decode)
-    return _with_results(_LINE_DECODER.decode(json.dumps(record).encode()), results)
+    return _read_results(_LINE_DECODER.decode(json.dumps(record).encode()))
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -402,9 +382,9 @@ def usage_from_json(raw: Any) -> Usage | None:
 UsageCounts = tuple[int, int, int, int, int, bool]  # the five counts of Usage, and zeroed_counts
 
 
-def _usage_counts_py(raw: Any) -> UsageCounts | None:
+def _usage_counts(raw: Any) -> UsageCounts | None:
     """:func:`usage_from_json`'s counts and :func:`zeroed_counts` of one usage object at once
-    (None for one that is not a dict): the reference for the C fast path's ``usage_counts``."""
+    (None for one that is not a dict)."""
     usage = usage_from_json(raw)
     if usage is None:
         return None
@@ -413,8 +393,9 @@ def _usage_counts_py(raw: Any) -> UsageCounts | None:
 
 
 def fast_path() -> Any:
-    """The C fast path (``warden.ingest._skim``), or None where it was not built (no compiler at
-    install time) or WARDEN_PURE_PYTHON is set: then the pure-Python reference runs."""
+    """The C fast path (``warden.ingest._skim``: whole lines read in C), or None where it was not
+    built (no compiler at install time) or WARDEN_PURE_PYTHON is set: then every line is read
+    here, by the pure-Python parser that is the fast path's specification."""
     if os.environ.get("WARDEN_PURE_PYTHON"):
         return None
     try:
@@ -424,69 +405,53 @@ def fast_path() -> Any:
     return _skim
 
 
-def _usage_counts_reader(skim: Any) -> Callable[[Any], UsageCounts | None]:
-    """``skim``: the C fast path, or None for the pure-Python reference (as below)."""
-    if skim is None:
-        return _usage_counts_py
-    fast = skim.usage_counts
-
-    def counts(raw: Any) -> UsageCounts | None:
-        return fast(raw) if raw.__class__ is dict else _usage_counts_py(raw)  # C takes exact dicts only
-    return counts
-
-
 _NO_USAGE = Usage()  # frozen: one instance serves every turn without counts
 
-
-def _slot_builder(skim: Any, cls: type) -> Callable[..., Any]:
-    """``cls`` called with all its fields in order, as the C fast path builds it: the same
-    instance without the dataclass __init__ (0.1 µs instead of 0.5, or 0.7 for the frozen Usage:
-    more than the rest of reading a turn). ``cls`` itself where its __init__ does more than
-    store the fields, or the C side refuses its layout."""
-    if hasattr(cls, "__post_init__") or not all(f.init for f in fields(cls)):
-        return cls
-    try:
-        return skim.slot_builder(cls, tuple(f.name for f in fields(cls)))
-    except TypeError:
-        return cls
+_READER: Any = None
 
 
-_C_BUILDERS: tuple[Callable[..., Usage], Callable[..., Turn], Callable[..., ToolCall]] | None = None
+def _fast_reader(skim: Any) -> Any:
+    """The C fast path's record reader (``skim.Reader``), made once per process from this
+    module's records, helpers and limits: it reads whole lines as :meth:`TranscriptParser.feed_line`
+    does, and hands every line it cannot read exactly back to it (see ``_skim.c``)."""
+    global _READER
+    if _READER is None:
+        _READER = skim.Reader(
+            usage=Usage, turn=Turn, tool_call=ToolCall, user_prompt=UserPrompt, no_usage=_NO_USAGE,
+            tool_kinds=TOOL_KIND_BY_NAME, free_models=FREE_MODELS, valid_id=valid_id, stored_project=stored_project,
+            clean_label=clean_label, model_name=_model_name, path_key=_path_key, digest_target=_digest_target,
+            parse_timestamp=parse_timestamp, utc_text=_utc_text, decode=msgspec.json.decode,
+            max_result_text=MAX_RESULT_TEXT, max_prompt_text=MAX_PROMPT_TEXT, max_turn_text=MAX_TURN_TEXT,
+            max_digest_steps=MAX_DIGEST_STEPS, max_awaiting=MAX_AWAITING, max_read_registry=MAX_READ_REGISTRY)
+    return _READER
 
 
-def _record_builders(skim: Any) -> tuple[Callable[..., Usage], Callable[..., Turn], Callable[..., ToolCall]]:
-    """(Usage, Turn, ToolCall) to call with every field positionally: the classes, or the C fast
-    path's builders of them (made once)."""
-    global _C_BUILDERS
-    if skim is None:
-        return Usage, Turn, ToolCall
-    if _C_BUILDERS is None:
-        _C_BUILDERS = (_slot_builder(skim, Usage), _slot_builder(skim, Turn), _slot_builder(skim, ToolCall))
-    return _C_BUILDERS
+def _kept_usage(kept: Any) -> Any:
+    """A response's last raw usage as a value: the C reader keeps its JSON bytes (decoded only
+    when a line of the response read here compares them), the lines read here their value."""
+    return msgspec.json.decode(kept) if kept.__class__ is bytes else kept
 
 
 def _usage_rank(u: Usage) -> tuple[int, int]:
     return (u.total, u.output_tokens)
 
 
-def _utf8_size_py(text: str) -> int:
-    """The UTF-8 size of ``text`` (a lone surrogate as 3 bytes): the reference for the C fast
-    path's ``utf8_size``, which counts it without encoding."""
+def _utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text`` (a lone surrogate as 3 bytes)."""
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _text_size(content: str | list[_ResultItem] | None, utf8_size: Callable[[str], int]) -> tuple[int, str]:
-    """UTF-8 size (by ``utf8_size``) and leading text of a tool result's content (string or list
-    of items)."""
+def _text_size(content: str | list[_ResultItem] | None) -> tuple[int, str]:
+    """UTF-8 size and leading text of a tool result's content (string or list of items)."""
     if content.__class__ is str:
-        return utf8_size(content), content[:MAX_RESULT_TEXT]
+        return _utf8_size(content), content[:MAX_RESULT_TEXT]
     if content:
         size = head_len = 0
         head: list[str] = []
         for item in content:
             text = item.text
             if isinstance(text, str):
-                size += utf8_size(text)
+                size += _utf8_size(text)
                 if head_len < MAX_RESULT_TEXT:
                     head.append(text)
                     head_len += len(text)
@@ -596,17 +561,18 @@ class TranscriptParser:
 
     def __init__(self, *, session_id: str | None = None, agent_id: str | None = None,
                  agent_type: str | None = None, source_path: str = "", start_offset: int = 0,
-                 state: dict[str, Any] | None = None, pure: bool = False) -> None:
-        """``pure``: without the C fast path (the reference it is tested against)."""
+                 state: dict[str, Any] | None = None, pure: bool = False, ledger_only: bool = False) -> None:
+        """``pure``: without the C fast path (the reference it is tested against). ``ledger_only``:
+        a parse for the ledger alone, whose :meth:`result` holds no turns, tool calls or prompts but
+        its turns' usage (:attr:`ParsedRun.turn_usage`): the C reader then builds none of them."""
         self._s = _State.from_json(state)
         if self._s.cwd is not None:  # a state kept before the cwd was redacted; a redacted one stays
             self._s.cwd = stored_project(self._s.cwd)
         skim = None if pure else fast_path()  # looked up once: an environment read and an import
-        self._usage_counts = _usage_counts_reader(skim)
-        self._results = _results_reader(skim)
-        # None on the pure path: parse_timestamp then reads every timestamp
-        self._utc_datetime: Callable[[Any], datetime | None] | None = None if skim is None else skim.utc_datetime
-        self._new_usage, self._new_turn, self._new_call = _record_builders(skim)
+        self._reader = None if skim is None else _fast_reader(skim)
+        self.ledger_only = ledger_only
+        self._ledger_only = ledger_only and self._reader is not None  # what the C reader skips
+        self._ledger_prompts = 0  # prompts the C reader saw but did not build (ledger only)
         self._hint_session = session_id
         self._hint_agent = agent_id
         self.agent_type = agent_type
@@ -636,6 +602,25 @@ class TranscriptParser:
             return self.feed_line(raw[:-1], complete=True, end_offset=end_offset)
         return self.feed_line(raw, complete=False, end_offset=end_offset)
 
+    def feed_block(self, data: bytes, upto: int, offset: int, max_line: int) -> None:
+        """The complete lines of ``data[:upto]`` (``upto``: the index of its last newline;
+        ``offset``: the file offset of ``data[0]``), each longer than ``max_line`` skipped unread:
+        read by the C fast path where it is built, else framed and fed line by line."""
+        if self._reader is not None:
+            self._reader.feed_block(self, data, upto, offset, max_line)
+            return
+        lines: list[bytes | None] = []
+        ends: list[int] = []
+        for line in data[:upto].split(b"\n"):
+            offset += len(line) + 1
+            lines.append(line if len(line) <= max_line else None)
+            ends.append(offset)
+        self.feed_lines(lines, ends)
+
+    def _feed_fallback(self, line: bytes, end_offset: int) -> None:
+        """A complete line the C reader leaves to this parser (``_reader.c``)."""
+        self.feed_line(line, complete=True, end_offset=end_offset)
+
     def feed_oversized(self, end_offset: int) -> None:
         """A line longer than the reader's cap, skipped unread."""
         self.stats.lines += 1
@@ -647,8 +632,7 @@ class TranscriptParser:
         longer than the reader's cap, skipped unread) with its end offset; ``complete`` is False
         when the last one is unterminated. What :meth:`feed_line` does line by line, with one call
         per batch; returns what it returns for the last line."""
-        decode, (read_results, result_text) = _LINE_DECODER.decode, self._results
-        read, stats = self._record, self.stats
+        decode, read, stats = _LINE_DECODER.decode, self._record, self.stats
         last = len(lines) - 1
         consumed = True
         for i, line in enumerate(lines):
@@ -663,8 +647,7 @@ class TranscriptParser:
                 # The common case, without _feed's checks: an object line of the schema's shape.
                 # Any other (odd nesting, not JSON, not UTF-8) takes feed_line from the start.
                 try:
-                    record = decode(line)
-                    read_results(record, MAX_RESULT_TEXT, result_text)
+                    record = _read_results(decode(line))
                 except Exception:
                     pass
                 else:
@@ -713,7 +696,7 @@ class TranscriptParser:
             if end_offset is not None:
                 self.offset = end_offset
             return True
-        record = _decode(line, self._results)
+        record = _decode(line)
         if record is _BAD:
             record = self._decode_lenient(line)
             if record is _BAD:
@@ -757,8 +740,8 @@ class TranscriptParser:
             if not isinstance(value, dict):
                 return _BAD
             self.stats.non_utf8 += 1
-            return _reshape(_without_surrogates(value), self._results)
-        record = _decode(line.decode("utf-8", "replace").encode("utf-8"), self._results)
+            return _reshape(_without_surrogates(value))
+        record = _decode(line.decode("utf-8", "replace").encode("utf-8"))
         if record is not _BAD:
             self.stats.non_utf8 += 1
         return record
@@ -806,12 +789,10 @@ class TranscriptParser:
                 self.compactions += 1
 
     def _when(self, ts: Any) -> datetime | None:
-        """parse_timestamp with a one-entry cache: a response's lines share their timestamp. The
-        C fast path reads Claude Code's own form; parse_timestamp any other (and the pure path)."""
+        """parse_timestamp with a one-entry cache: a response's lines share their timestamp."""
         if ts is not self._last_ts_text and ts != self._last_ts_text:
-            fast = self._utc_datetime
             self._last_ts_text = ts
-            self._last_ts = (fast(ts) if fast is not None else None) or parse_timestamp(ts)
+            self._last_ts = parse_timestamp(ts)
         return self._last_ts
 
     def _message_key(self, mid: Any, rid: Any, uuid: Any) -> str:
@@ -837,13 +818,13 @@ class TranscriptParser:
             key = self._message_key(mid, rec.requestId, rec.uuid)
         index = self._turn_by_key.get(key)
         raw_usage = message.usage
-        if index is not None and raw_usage is not None and raw_usage == self._raw_usage.get(key):
+        if index is not None and raw_usage is not None and raw_usage == _kept_usage(self._raw_usage.get(key)):
             usage = None  # the same counts streamed again on the response's next line
             zeroed = False
             self.stats.duplicate_usage += 1
         else:
-            counts = self._usage_counts(raw_usage)
-            usage, zeroed = (self._new_usage(*counts[:5]), counts[5]) if counts is not None else (None, False)
+            counts = _usage_counts(raw_usage)
+            usage, zeroed = (Usage(*counts[:5]), counts[5]) if counts is not None else (None, False)
             self._raw_usage[key] = raw_usage
         model = message.model
         if not (model.__class__ is str and model and model.isprintable()):  # _model_name's common case, inline
@@ -856,7 +837,7 @@ class TranscriptParser:
             s.turn_index += 1
             # every field in order: index, message_key, model, usage, timestamp, text,
             # tool_call_indexes, content_bytes
-            turn = self._new_turn(index, key, model, usage or _NO_USAGE, self._when(ts), "", [], 0)
+            turn = Turn(index, key, model, usage or _NO_USAGE, self._when(ts), "", [], 0)
             self.turns.append(turn)
             self._turn_by_key[key] = len(self.turns) - 1
             if model not in s.models and model != "<synthetic>":
@@ -959,7 +940,7 @@ class TranscriptParser:
                 s.task_types[tool_id] = subagent_type
         # every field in order: index, tool_use_id, name, kind, input, input_bytes, path, line_range,
         # command, result_bytes, result_text, is_error, is_reread, timestamp, turn
-        call = self._new_call(index, tool_id, name, kind, tool_input, input_bytes, path, line_range, command, 0, "",
+        call = ToolCall(index, tool_id, name, kind, tool_input, input_bytes, path, line_range, command, 0, "",
                               False, is_reread, self._when(ts), turn.index)
         calls = self.tool_calls
         calls.append(call)
@@ -1027,7 +1008,7 @@ class TranscriptParser:
     def _tool_result(self, block: _Block) -> None:
         s = self._s
         is_error = block.is_error is True
-        size, head = block.content  # read at decode time (_read_results_py)
+        size, head = block.content  # read at decode time (_read_results)
         if is_error:
             s.counters["failed"] = s.counters.get("failed", 0) + 1
         if head.startswith(_INTERRUPT_MARK):
@@ -1055,10 +1036,10 @@ class TranscriptParser:
         message = inner.get("message")
         if not isinstance(message, dict):
             return
-        counts = self._usage_counts(message.get("usage"))
+        counts = _usage_counts(message.get("usage"))
         if counts is None:
             return
-        usage = self._new_usage(*counts[:5])
+        usage = Usage(*counts[:5])
         # requestId sits on the embedded record, like on a transcript line.
         key = self._message_key(message.get("id"), inner["requestId"] if "requestId" in inner else rec.requestId,
                                 inner.get("uuid") if "requestId" in inner else rec.uuid)
@@ -1164,6 +1145,10 @@ class TranscriptParser:
         run.counters = {"tool_calls": counters.get("tool_calls", 0), "file_reads": counters.get("reads", 0),
                         "rereads": counters.get("rereads", 0), "greps": counters.get("greps", 0),
                         "edits": counters.get("edits", 0), "failed_tool_results": counters.get("failed", 0)}
+        if self.ledger_only:
+            run.had_activity = run.has_activity or self._ledger_prompts > 0
+            run.turn_usage = run.usage_of_turns()
+            run.turns, run.tool_calls, run.user_prompts = [], [], []
         return run
 
 
@@ -1180,7 +1165,14 @@ def parse_lines(lines: Iterable[bytes], *, session_id: str | None = None, agent_
 
 
 def parse_bytes(data: bytes, **kwargs: Any) -> ParsedRun:
-    return parse_lines(data.splitlines(keepends=True), **kwargs)
+    """Parse a whole transcript given as its bytes, framed as the collector frames a file."""
+    parser = TranscriptParser(**kwargs)
+    last_nl = data.rfind(b"\n")
+    if last_nl >= 0:
+        parser.feed_block(data, last_nl, 0, len(data))
+    if last_nl + 1 < len(data):  # an unterminated last line
+        parser.feed_lines([data[last_nl + 1:]], [len(data)], complete=False)
+    return parser.result()
 
 
 def ids_from_path(path: str) -> tuple[str | None, str | None]:

@@ -129,15 +129,20 @@ class ParsedRun:
     trace_digest: dict = field(default_factory=dict)  # compact action trace for the distiller
     # Set by ledger_view, which drops the lists that would show whether the run did anything.
     had_activity: bool | None = None
+    # A ledger-only parse's turns' usage (parser.TranscriptParser(ledger_only=True)): it keeps
+    # no turns, tool calls or prompts, only what the ledger reads.
+    turn_usage: list[TurnUsage] | None = None
 
     def ledger_view(self) -> "ParsedRun":
         """This run without its turns and what only the detectors and checkpoint capture read
         (tool calls, prompts): cheap to send between processes, for a writer that is handed the
         turns' usage as rows (the collector's parser processes build them)."""
-        return replace(self, turns=[], tool_calls=[], user_prompts=[], had_activity=self.has_activity)
+        return replace(self, turns=[], tool_calls=[], user_prompts=[], had_activity=self.has_activity, turn_usage=None)
 
     def usage_of_turns(self) -> list[TurnUsage]:
         """(message key, model, the five counts, timestamp) of each turn, in order."""
+        if self.turn_usage is not None:
+            return self.turn_usage
         return [(t.message_key, t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
                  t.usage.cache_write_1h, t.usage.cache_read, t.timestamp) for t in self.turns]
 

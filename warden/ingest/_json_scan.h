@@ -1,0 +1,534 @@
+/* JSON scanning for the record reader (_reader.c): strict, allocation-free, and never more lenient
+ * than msgspec, the decoder of the pure-Python parser. A scan either accepts a value exactly as
+ * msgspec reads it, or gives up (NULL) and the line is left to the Python parser, which decides.
+ *
+ * Values come in two modes, as msgspec reads them: *read* values (a struct field typed Any, which
+ * msgspec decodes: their text must be UTF-8, and a number that is not a small integer is left to
+ * Python) and *skipped* values (fields the schema does not name, and raw ones: msgspec checks
+ * their syntax, escapes and controls, but not their UTF-8).
+ */
+#ifndef WARDEN_JSON_SCAN_H
+#define WARDEN_JSON_SCAN_H
+
+#include <Python.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+enum {
+    J_ABSENT = 0, /* the key was not there */
+    J_NULL, J_FALSE, J_TRUE,
+    J_INT,        /* an integer of at most 18 digits, not "-0" */
+    J_NUM,        /* any other number: a fraction, an exponent, more digits, "-0" */
+    J_STR, J_OBJ, J_ARR
+};
+
+#define MAX_DEPTH 64 /* deeper values are left to Python (msgspec's own limit is higher) */
+
+typedef struct {
+    const unsigned char *p, *e; /* the value's bytes: [p, e), a string's quotes included */
+    int kind;
+    long long i; /* J_INT */
+    /* J_STR, read mode only: */
+    unsigned char escaped;      /* holds an escape */
+    unsigned char ascii;        /* every character is below U+0080 */
+    unsigned char nul;          /* holds U+0000 (only as an escape) */
+    Py_ssize_t chars;           /* characters of the decoded text */
+    Py_ssize_t size;            /* its UTF-8 bytes */
+    Py_ssize_t jsize;           /* its length as orjson writes it, quotes included */
+} JVal;
+
+static inline const unsigned char *
+skip_ws(const unsigned char *p, const unsigned char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
+static inline int
+hex_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static inline int
+hex4_at(const unsigned char *p)
+{
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        int d = hex_digit(p[k]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The length of the strictly well-formed UTF-8 character at s (no overlong form, no surrogate,
+ * nothing past U+10FFFF), 0 for none; its code point in *cp. */
+static inline int
+utf8_char(const unsigned char *s, const unsigned char *e, Py_UCS4 *cp)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    int n;
+    Py_UCS4 v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        v = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        v = c & 0x0F;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        v = c & 0x07;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (e - s < n)
+        return 0;
+    for (int k = 1; k < n; k++) {
+        unsigned char t = s[k];
+        if (t < (k == 1 ? lo : 0x80) || t > (k == 1 ? hi : 0xBF))
+            return 0;
+        v = (v << 6) | (t & 0x3F);
+    }
+    *cp = v;
+    return n;
+}
+
+static inline int
+utf8_len_of(Py_UCS4 cp)
+{
+    return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
+
+/* The first byte at or after s that a string's scan must look at — a quote, a backslash, a
+ * control, and in read mode a byte of a multi-byte character — or e. */
+static inline const unsigned char *
+string_stop(const unsigned char *s, const unsigned char *e, int read)
+{
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i c1f = _mm_set1_epi8(0x1f), space = _mm_set1_epi8(0x20);
+    while (e - s >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)s);
+        /* read: signed, so a byte >= 0x80 is "below a space" with the controls */
+        __m128i low = read ? _mm_cmplt_epi8(v, space) : _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v);
+        int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                                                _mm_cmpeq_epi8(v, backslash)), low));
+        if (mask)
+            return s + __builtin_ctz((unsigned)mask);
+        s += 16;
+    }
+#endif
+    while (s < e) {
+        unsigned char c = *s;
+        if (c == '"' || c == '\\' || c < 0x20 || (read && c >= 0x80))
+            return s;
+        s++;
+    }
+    return e;
+}
+
+/* orjson's length for a character written as an escape (quote, backslash, controls) or not */
+static inline Py_ssize_t
+orjson_char_len(Py_UCS4 cp)
+{
+    if (cp == '"' || cp == '\\' || cp == '\b' || cp == '\f' || cp == '\n' || cp == '\r' || cp == '\t')
+        return 2;
+    return cp < 0x20 ? 6 : utf8_len_of(cp);
+}
+
+/* A string at p (its opening quote). NULL unless msgspec reads it so: a raw control, a bad escape,
+ * a surrogate escape that is not a pair, or (read mode) text that is not UTF-8. */
+static const unsigned char *
+scan_string(const unsigned char *p, const unsigned char *e, int read, JVal *v)
+{
+    const unsigned char *s = p + 1;
+    unsigned char escaped = 0, ascii = 1, nul = 0;
+    Py_ssize_t chars = 0, size = 0, jsize = 2;
+    for (;;) {
+        const unsigned char *stop = string_stop(s, e, read);
+        Py_ssize_t plain = stop - s; /* ASCII (read mode), or bytes unexamined */
+        chars += plain;
+        size += plain;
+        jsize += plain;
+        s = stop;
+        if (s >= e)
+            return NULL;
+        unsigned char c = *s;
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            if (e - s < 2)
+                return NULL;
+            escaped = 1;
+            unsigned char x = s[1];
+            Py_UCS4 cp;
+            if (x == 'u') {
+                int u = e - s >= 6 ? hex4_at(s + 2) : -1;
+                if (u < 0)
+                    return NULL;
+                if (u >= 0xD800 && u <= 0xDFFF) {
+                    if (u >= 0xDC00)
+                        return NULL;
+                    int lo = e - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4_at(s + 8) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF)
+                        return NULL;
+                    s += 12;
+                    cp = 0x10000 + (((Py_UCS4)u - 0xD800) << 10) + ((Py_UCS4)lo - 0xDC00);
+                } else {
+                    s += 6;
+                    cp = (Py_UCS4)u;
+                    if (u == 0)
+                        nul = 1;
+                }
+            } else {
+                switch (x) {
+                case '"': cp = '"'; break;
+                case '\\': cp = '\\'; break;
+                case '/': cp = '/'; break;
+                case 'b': cp = '\b'; break;
+                case 'f': cp = '\f'; break;
+                case 'n': cp = '\n'; break;
+                case 'r': cp = '\r'; break;
+                case 't': cp = '\t'; break;
+                default: return NULL;
+                }
+                s += 2;
+            }
+            if (cp >= 0x80)
+                ascii = 0;
+            chars++;
+            size += utf8_len_of(cp);
+            jsize += orjson_char_len(cp);
+            continue;
+        }
+        if (c < 0x20)
+            return NULL;
+        /* read mode: a multi-byte character */
+        Py_UCS4 cp;
+        int n = utf8_char(s, e, &cp);
+        if (n == 0)
+            return NULL;
+        ascii = 0;
+        s += n;
+        chars++;
+        size += n;
+        jsize += n;
+    }
+    if (v != NULL) {
+        v->kind = J_STR;
+        v->p = p;
+        v->e = s + 1;
+        v->escaped = escaped;
+        v->ascii = ascii;
+        v->nul = nul;
+        v->chars = chars;
+        v->size = size;
+        v->jsize = jsize;
+    }
+    return s + 1;
+}
+
+static inline int
+is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* A number at p, by JSON's grammar (msgspec's: no leading zero, no bare '.', no '+'). */
+static const unsigned char *
+scan_number(const unsigned char *p, const unsigned char *e, JVal *v)
+{
+    const unsigned char *s = p;
+    int negative = 0, other = 0;
+    if (s < e && *s == '-') {
+        negative = 1;
+        s++;
+    }
+    if (s >= e)
+        return NULL;
+    const unsigned char *digits = s;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (s < e && is_digit(*s))
+            s++;
+    else
+        return NULL;
+    Py_ssize_t n_digits = s - digits;
+    if (s < e && *s == '.') {
+        s++;
+        if (s >= e || !is_digit(*s))
+            return NULL;
+        while (s < e && is_digit(*s))
+            s++;
+        other = 1;
+    }
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (s < e && (*s == '+' || *s == '-'))
+            s++;
+        if (s >= e || !is_digit(*s))
+            return NULL;
+        while (s < e && is_digit(*s))
+            s++;
+        other = 1;
+    }
+    long long value = 0;
+    if (!other && n_digits <= 18) {
+        for (const unsigned char *d = digits; d < digits + n_digits; d++)
+            value = value * 10 + (*d - '0');
+        if (negative && value == 0)
+            other = 1; /* "-0": msgspec reads 0, orjson would write it shorter */
+    } else {
+        other = 1;
+    }
+    v->kind = other ? J_NUM : J_INT;
+    v->i = negative ? -value : value;
+    v->p = p;
+    v->e = s;
+    return s;
+}
+
+/* A string at p (its opening quote) checked as scan_string checks it, measuring nothing: the
+ * byte after it, or NULL. */
+static inline const unsigned char *
+skip_string(const unsigned char *p, const unsigned char *e, int read)
+{
+    const unsigned char *s = p + 1;
+    for (;;) {
+        s = string_stop(s, e, read);
+        if (s >= e)
+            return NULL;
+        unsigned char c = *s;
+        if (c == '"')
+            return s + 1;
+        if (c == '\\') {
+            if (e - s < 2)
+                return NULL;
+            unsigned char x = s[1];
+            if (x == 'u') {
+                int u = e - s >= 6 ? hex4_at(s + 2) : -1;
+                if (u < 0)
+                    return NULL;
+                if (u >= 0xD800 && u <= 0xDFFF) {
+                    int lo = u < 0xDC00 && e - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4_at(s + 8) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF)
+                        return NULL;
+                    s += 12;
+                } else {
+                    s += 6;
+                }
+            } else if (x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' || x == 'r' || x == 't') {
+                s += 2;
+            } else {
+                return NULL;
+            }
+            continue;
+        }
+        if (c < 0x20)
+            return NULL;
+        Py_UCS4 cp; /* read mode: a multi-byte character */
+        int n = utf8_char(s, e, &cp);
+        if (n == 0)
+            return NULL;
+        s += n;
+    }
+}
+
+/* Any value at p (no leading whitespace) checked as scan_value checks it, measuring nothing and
+ * without recursion (the scan of what the parser does not read, most of a transcript's bytes):
+ * the byte after it, or NULL. */
+static const unsigned char *
+skip_value(const unsigned char *p, const unsigned char *e, int read)
+{
+    unsigned char close[MAX_DEPTH];
+    int depth = 0;
+    for (;;) {
+        /* a value at p */
+        if (p >= e)
+            return NULL;
+        switch (*p) {
+        case '"':
+            if ((p = skip_string(p, e, read)) == NULL)
+                return NULL;
+            break;
+        case '{':
+        case '[':
+            if (depth == MAX_DEPTH - 1)
+                return NULL;
+            close[depth] = *p == '{' ? '}' : ']';
+            p = skip_ws(p + 1, e);
+            if (p < e && *p == close[depth]) {
+                p++;
+                break;
+            }
+            if (close[depth++] == ']')
+                continue;
+            goto key;
+        case 't':
+            if (e - p < 4 || memcmp(p, "true", 4) != 0)
+                return NULL;
+            p += 4;
+            break;
+        case 'f':
+            if (e - p < 5 || memcmp(p, "false", 5) != 0)
+                return NULL;
+            p += 5;
+            break;
+        case 'n':
+            if (e - p < 4 || memcmp(p, "null", 4) != 0)
+                return NULL;
+            p += 4;
+            break;
+        default: {
+            JVal number;
+            if ((p = scan_number(p, e, &number)) == NULL || (read && number.kind == J_NUM))
+                return NULL;
+        }
+        }
+        /* after a value: the next member, or the end of containers */
+        for (;;) {
+            if (depth == 0)
+                return p;
+            p = skip_ws(p, e);
+            if (p >= e)
+                return NULL;
+            if (*p == close[depth - 1]) {
+                p++;
+                depth--;
+                continue;
+            }
+            if (*p != ',')
+                return NULL;
+            p = skip_ws(p + 1, e);
+            break;
+        }
+        if (close[depth - 1] == ']')
+            continue;
+    key:
+        if (p >= e || *p != '"' || (p = skip_string(p, e, read)) == NULL)
+            return NULL;
+        p = skip_ws(p, e);
+        if (p >= e || *p != ':')
+            return NULL;
+        p = skip_ws(p + 1, e);
+    }
+}
+
+/* Any value at p (no leading whitespace), into *v; the byte after it, or NULL. */
+static const unsigned char *
+scan_value(const unsigned char *p, const unsigned char *e, int read, int depth, JVal *v)
+{
+    if (p >= e)
+        return NULL;
+    const unsigned char *q;
+    v->p = p;
+    switch (*p) {
+    case '"':
+        return scan_string(p, e, read, v);
+    case '{':
+    case '[':
+        q = depth < MAX_DEPTH ? skip_value(p, e, read) : NULL;
+        v->kind = *p == '{' ? J_OBJ : J_ARR;
+        v->e = q;
+        return q;
+    case 't':
+        if (e - p < 4 || memcmp(p, "true", 4) != 0)
+            return NULL;
+        v->kind = J_TRUE;
+        v->e = p + 4;
+        return v->e;
+    case 'f':
+        if (e - p < 5 || memcmp(p, "false", 5) != 0)
+            return NULL;
+        v->kind = J_FALSE;
+        v->e = p + 5;
+        return v->e;
+    case 'n':
+        if (e - p < 4 || memcmp(p, "null", 4) != 0)
+            return NULL;
+        v->kind = J_NULL;
+        v->e = p + 4;
+        return v->e;
+    default:
+        return scan_number(p, e, v);
+    }
+}
+
+/* A struct field's name at p: an escape-free string (an escaped name could spell a field the
+ * schema reads: left to Python). Its bytes in [*name, *name + *len); the byte after the colon
+ * and whitespace, or NULL. */
+static inline const unsigned char *
+scan_key(const unsigned char *p, const unsigned char *e, const unsigned char **name, Py_ssize_t *len)
+{
+    if (p >= e || *p != '"')
+        return NULL;
+    JVal k;
+    const unsigned char *q = scan_string(p, e, 0, &k);
+    if (q == NULL || k.escaped)
+        return NULL;
+    *name = p + 1;
+    *len = q - p - 2;
+    q = skip_ws(q, e);
+    if (q >= e || *q != ':')
+        return NULL;
+    return skip_ws(q + 1, e);
+}
+
+/* A key of a read object (a dict msgspec decodes, whose keys it checks): as scan_key, its text
+ * UTF-8 too. */
+static inline const unsigned char *
+scan_read_key(const unsigned char *p, const unsigned char *e, const unsigned char **name, Py_ssize_t *len)
+{
+    if (p >= e || *p != '"')
+        return NULL;
+    JVal k;
+    const unsigned char *q = scan_string(p, e, 1, &k);
+    if (q == NULL || k.escaped)
+        return NULL;
+    *name = p + 1;
+    *len = q - p - 2;
+    q = skip_ws(q, e);
+    if (q >= e || *q != ':')
+        return NULL;
+    return skip_ws(q + 1, e);
+}
+
+/* After a member: the next member's first byte (*more = 1), or past the closing brace (0). */
+static inline const unsigned char *
+next_member(const unsigned char *p, const unsigned char *e, unsigned char close, int *more)
+{
+    p = skip_ws(p, e);
+    if (p >= e)
+        return NULL;
+    if (*p == ',') {
+        *more = 1;
+        return skip_ws(p + 1, e);
+    }
+    *more = 0;
+    return *p == close ? p + 1 : NULL;
+}
+
+#define NAME_IS(name, len, literal) ((len) == (Py_ssize_t)sizeof(literal) - 1 && memcmp((name), (literal), (len)) == 0)
+
+/* A string value equal to the ASCII literal, without an escape */
+#define STR_IS(v, literal) ((v).kind == J_STR && !(v).escaped && (v).e - (v).p - 2 == (Py_ssize_t)sizeof(literal) - 1 \
+                            && memcmp((v).p + 1, (literal), sizeof(literal) - 1) == 0)
+
+#endif
