@@ -42,7 +42,8 @@ typedef struct {
 static inline const unsigned char *
 skip_ws(const unsigned char *p, const unsigned char *e)
 {
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+    /* one compare for the common case: compact JSON, a token next */
+    while (p < e && *p <= ' ' && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
         p++;
     return p;
 }
@@ -260,17 +261,18 @@ scan_number(const unsigned char *p, const unsigned char *e, JVal *v)
         negative = 1;
         s++;
     }
-    if (s >= e)
+    if (s >= e || !is_digit(*s))
         return NULL;
     const unsigned char *digits = s;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (s < e && is_digit(*s))
+    long long value = *s++ - '0';
+    if (value != 0) /* no leading zero: "0" stands alone */
+        while (s < e && is_digit(*s)) {
+            if (s - digits < 18)
+                value = value * 10 + (*s - '0');
             s++;
-    else
-        return NULL;
-    Py_ssize_t n_digits = s - digits;
+        }
+    if (s - digits > 18)
+        other = 1;
     if (s < e && *s == '.') {
         s++;
         if (s >= e || !is_digit(*s))
@@ -289,15 +291,8 @@ scan_number(const unsigned char *p, const unsigned char *e, JVal *v)
             s++;
         other = 1;
     }
-    long long value = 0;
-    if (!other && n_digits <= 18) {
-        for (const unsigned char *d = digits; d < digits + n_digits; d++)
-            value = value * 10 + (*d - '0');
-        if (negative && value == 0)
-            other = 1; /* "-0": msgspec reads 0, orjson would write it shorter */
-    } else {
-        other = 1;
-    }
+    if (negative && value == 0)
+        other = 1; /* "-0": msgspec reads 0, orjson would write it shorter */
     v->kind = other ? J_NUM : J_INT;
     v->i = negative ? -value : value;
     v->p = p;
@@ -479,13 +474,12 @@ scan_key(const unsigned char *p, const unsigned char *e, const unsigned char **n
 {
     if (p >= e || *p != '"')
         return NULL;
-    JVal k;
-    const unsigned char *q = scan_string(p, e, 0, &k);
-    if (q == NULL || k.escaped)
+    const unsigned char *q = string_stop(p + 1, e, 0);
+    if (q >= e || *q != '"') /* an escape (left to Python), a control, or no end */
         return NULL;
     *name = p + 1;
-    *len = q - p - 2;
-    q = skip_ws(q, e);
+    *len = q - p - 1;
+    q = skip_ws(q + 1, e);
     if (q >= e || *q != ':')
         return NULL;
     return skip_ws(q + 1, e);

@@ -942,12 +942,42 @@ utc_datetime_of(const unsigned char *c, Py_ssize_t n)
 
 /* ---- the second pass: the line applied to the parser --------------------------------------- */
 
+/* The parser's scalars this pass reads and writes, held here while a block is read: the dicts
+ * get them back before a line goes to the Python parser, and at the block's end. */
+enum { D_PARSER, D_STATE, D_STATS };
+enum { H_LINES, H_DUPLICATE_USAGE, H_ZEROED_USAGE, H_OVERSIZED, H_MALFORMED, H_TURN_INDEX, H_TOOL_INDEX,
+       H_DIGEST_DROPPED, H_OFFSET, H_COMPACTIONS, H_LEDGER_PROMPTS, N_HELD_INTS };
+static const int held_int_dict[N_HELD_INTS] = {D_STATS, D_STATS, D_STATS, D_STATS, D_STATS, D_STATE, D_STATE,
+                                               D_STATE, D_PARSER, D_PARSER, D_PARSER};
+static const int held_int_name[N_HELD_INTS] = {N_lines, N_duplicate_usage, N_zeroed_usage, N_oversized, N_malformed,
+                                               N_turn_index, N_tool_index, N_digest_dropped, N_offset, N_compactions,
+                                               N__ledger_prompts};
+enum { O_SESSION_ID, O_AGENT_ID, O_CWD, O_VERSION, O_LAST_STOP_REASON, O_LAST_TURN_TOOLS, O_LAST_TURN_TEXT,
+       O_INTERRUPTED, N_HELD_OBJECTS }; /* of the state */
+static const int held_object_name[N_HELD_OBJECTS] = {N_session_id, N_agent_id, N_cwd, N_version, N_last_stop_reason,
+                                                     N_last_turn_tools, N_last_turn_text, N_interrupted};
+/* the state's counters, a key each only once counted (as the parser's counters.get(k, 0) + 1) */
+enum { K_TOOL_CALLS, K_READS, K_REREADS, K_EDITS, K_GREPS, K_FAILED, N_COUNTERS };
+static const int counter_name[N_COUNTERS] = {N_tool_calls, N_reads, N_rereads, N_edits, N_greps, N_failed};
+
+/* An instant (the state's first_ts, last_ts): a str, or Claude Code's form held as its 24 ASCII
+ * bytes until the dicts get it back (one a line: no str made for each). */
+typedef struct {
+    PyObject *text; /* owned; NULL while raw holds it */
+    unsigned char raw[24];
+} Instant;
+
 typedef struct {
     int ledger; /* a ledger-only parse (parser._ledger_only): no tool calls, prompts or texts built */
     PyObject *parser, *pd, *sd, *td; /* the parser's, its state's and its stats' __dict__ (borrowed) */
     PyObject *turns, *turn_by_key, *raw_usage, *calls, *call_by_id, *prompts;
-    PyObject *counters, *reads, *edit_gen, *digest, *awaiting, *task_types, *models;
-    long long lines, offset; /* held here between fallbacks */
+    PyObject *reads, *edit_gen, *digest, *awaiting, *task_types, *models, *counters;
+    long long held[N_HELD_INTS];
+    PyObject *object[N_HELD_OBJECTS]; /* owned */
+    long long counter[N_COUNTERS];
+    int counted[N_COUNTERS];          /* the key is in the dict (or will be) */
+    int new_counters[N_COUNTERS], n_new_counters; /* keys first counted here, in order */
+    Instant first, last;
 } Ctx;
 
 /* d[name] (borrowed), NULL with KeyError when missing */
@@ -971,36 +1001,60 @@ put(PyObject *d, int name, PyObject *value)
     return rc;
 }
 
-static int
-put_long(PyObject *d, int name, long long value)
+/* counters[name] = counters.get(name, 0) + 1 */
+static inline void
+count(Ctx *c, int k)
 {
-    return put(d, name, PyLong_FromLongLong(value));
+    if (!c->counted[k]) {
+        c->counted[k] = 1;
+        c->new_counters[c->n_new_counters++] = k;
+    }
+    c->counter[k]++;
 }
 
-/* d[name] as a long long (an exact int is checked by state_clean) */
-static int
-get_long(PyObject *d, int name, long long *out)
+/* A held object replaced (the new reference stolen; NULL: -1) */
+static inline int
+hold(Ctx *c, int o, PyObject *value)
 {
-    PyObject *v = item(d, name);
+    if (value == NULL)
+        return -1;
+    Py_XSETREF(c->object[o], value);
+    return 0;
+}
+
+static inline int
+hold_bool(Ctx *c, int o, int value)
+{
+    return hold(c, o, Py_NewRef(value ? Py_True : Py_False));
+}
+
+static PyObject *
+dict_of(Ctx *c, int which)
+{
+    return which == D_PARSER ? c->pd : which == D_STATE ? c->sd : c->td;
+}
+
+static void
+release(Ctx *c)
+{
+    for (int o = 0; o < N_HELD_OBJECTS; o++)
+        Py_CLEAR(c->object[o]);
+    Py_CLEAR(c->first.text);
+    Py_CLEAR(c->last.text);
+}
+
+static int
+load_instant(Ctx *c, int name, Instant *at)
+{
+    PyObject *v = item(c->sd, name);
     if (v == NULL)
         return -1;
-    *out = PyLong_AsLongLong(v);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    at->text = Py_NewRef(v);
+    return 0;
 }
 
-/* counters[name] = counters.get(name, 0) + 1 */
-static int
-count(Ctx *c, int name)
-{
-    PyObject *v = PyDict_GetItemWithError(c->counters, NAME[name]);
-    if (v == NULL && PyErr_Occurred())
-        return -1;
-    long long n = v == NULL ? 0 : PyLong_AsLongLong(v);
-    if (n == -1 && PyErr_Occurred())
-        return -1;
-    return put_long(c->counters, name, n + 1);
-}
-
+/* The parser's dicts and containers, and the scalars held here (state_clean has checked what
+ * they hold, or the caller reads no line itself). */
 static int
 load(Ctx *c, PyObject *parser)
 {
@@ -1028,21 +1082,67 @@ load(Ctx *c, PyObject *parser)
     TAKE(digest, sd, N_digest) TAKE(awaiting, sd, N_awaiting) TAKE(task_types, sd, N_task_types)
     TAKE(models, sd, N_models)
 #undef TAKE
-    if (get_long(c->td, N_lines, &c->lines) < 0 || get_long(c->pd, N_offset, &c->offset) < 0)
-        return -1;
     PyObject *ledger = item(c->pd, N__ledger_only);
     if (ledger == NULL)
         return -1;
     c->ledger = ledger == Py_True;
+    for (int h = 0; h < N_HELD_INTS; h++) {
+        PyObject *v = item(dict_of(c, held_int_dict[h]), held_int_name[h]);
+        if (v == NULL)
+            return -1;
+        c->held[h] = PyLong_CheckExact(v) ? PyLong_AsLongLong(v) : 0;
+        if (c->held[h] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    for (int o = 0; o < N_HELD_OBJECTS; o++) {
+        PyObject *v = item(c->sd, held_object_name[o]);
+        if (v == NULL)
+            return -1;
+        c->object[o] = Py_NewRef(v);
+    }
+    c->n_new_counters = 0;
+    for (int k = 0; k < N_COUNTERS; k++) {
+        PyObject *v = PyDict_CheckExact(c->counters) ? PyDict_GetItemWithError(c->counters, NAME[counter_name[k]]) : NULL;
+        if (v == NULL && PyErr_Occurred())
+            return -1;
+        c->counted[k] = v != NULL;
+        c->counter[k] = v != NULL && PyLong_CheckExact(v) ? PyLong_AsLongLong(v) : 0;
+        if (c->counter[k] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    if (load_instant(c, N_first_ts, &c->first) < 0 || load_instant(c, N_last_ts, &c->last) < 0)
+        return -1;
     return 0;
 }
 
+static PyObject *
+instant_text(const Instant *at)
+{
+    return at->text != NULL ? Py_NewRef(at->text) : PyUnicode_DecodeASCII((const char *)at->raw, 24, NULL);
+}
+
+/* The held scalars back into the parser's dicts (then released: load takes them again). */
 static int
 flush(Ctx *c)
 {
-    if (put_long(c->td, N_lines, c->lines) < 0 || put_long(c->pd, N_offset, c->offset) < 0)
-        return -1;
-    return 0;
+    int rc = 0;
+    for (int h = 0; h < N_HELD_INTS && rc == 0; h++)
+        rc = put(dict_of(c, held_int_dict[h]), held_int_name[h], PyLong_FromLongLong(c->held[h]));
+    for (int o = 0; o < N_HELD_OBJECTS && rc == 0; o++)
+        rc = PyDict_SetItem(c->sd, NAME[held_object_name[o]], c->object[o]);
+    for (int k = 0; k < N_COUNTERS && rc == 0; k++) /* the keys there before keep their place */
+        if (c->counted[k] && PyDict_Contains(c->counters, NAME[counter_name[k]]) == 1)
+            rc = put(c->counters, counter_name[k], PyLong_FromLongLong(c->counter[k]));
+    for (int i = 0; i < c->n_new_counters && rc == 0; i++) { /* new ones in the order first counted */
+        int k = c->new_counters[i];
+        rc = put(c->counters, counter_name[k], PyLong_FromLongLong(c->counter[k]));
+    }
+    if (rc == 0)
+        rc = put(c->sd, N_first_ts, instant_text(&c->first));
+    if (rc == 0)
+        rc = put(c->sd, N_last_ts, instant_text(&c->last));
+    release(c);
+    return rc;
 }
 
 static inline int
@@ -1131,93 +1231,144 @@ when(Reader *r, const JVal *ts)
     return value;
 }
 
+/* An instant is None (no instant yet) */
+static inline int
+instant_none(const Instant *at)
+{
+    return at->text == Py_None;
+}
+
+/* -1, 0, 1 as the held instant compares with the ASCII text t[0:n] (str order: code points) */
+static int
+instant_cmp(const Instant *at, const unsigned char *t, Py_ssize_t n)
+{
+    const unsigned char *h = at->raw;
+    Py_ssize_t hn = 24;
+    if (at->text != NULL) {
+        if (!PyUnicode_IS_ASCII(at->text)) { /* rare: compared as strs */
+            PyObject *other = PyUnicode_DecodeASCII((const char *)t, n, NULL);
+            if (other == NULL)
+                return -2;
+            int order = PyUnicode_Compare(at->text, other);
+            Py_DECREF(other);
+            return order == -1 && PyErr_Occurred() ? -2 : order;
+        }
+        h = PyUnicode_1BYTE_DATA(at->text);
+        hn = PyUnicode_GET_LENGTH(at->text);
+    }
+    int order = memcmp(h, t, (size_t)(hn < n ? hn : n));
+    if (order == 0)
+        return hn < n ? -1 : hn > n;
+    return order < 0 ? -1 : 1;
+}
+
+/* The held instant set to the instant ``text`` (a str), or to ``raw`` (24 ASCII bytes) */
+static void
+instant_set(Instant *at, PyObject *text, const unsigned char *raw)
+{
+    if (raw != NULL) {
+        memcpy(at->raw, raw, 24);
+        Py_CLEAR(at->text);
+    } else {
+        Py_XSETREF(at->text, Py_NewRef(text));
+    }
+}
+
+/* A valid session or agent id (valid_id), held where there is none yet */
+static int
+take_id(Reader *r, Ctx *c, int o, const JVal *v)
+{
+    PyObject *id = value_str(r, v);
+    PyObject *ok = id ? PyObject_CallOneArg(r->valid_id, id) : NULL;
+    int valid = ok != NULL ? PyObject_IsTrue(ok) : -1;
+    Py_XDECREF(ok);
+    if (valid > 0)
+        return hold(c, o, id);
+    Py_XDECREF(id);
+    return valid < 0 ? -1 : 0;
+}
+
 /* The common fields of _record: session, agent, project, version, first and last instants. */
 static int
 apply_common(Reader *r, Ctx *c, const Line *line)
 {
-    if (PyDict_GetItem(c->sd, NAME[N_session_id]) == Py_None && line->session_id.kind == J_STR) {
-        PyObject *sid = value_str(r, &line->session_id);
-        PyObject *ok = sid ? PyObject_CallOneArg(r->valid_id, sid) : NULL;
-        int valid = ok != NULL ? PyObject_IsTrue(ok) : -1;
-        Py_XDECREF(ok);
-        if (valid < 0 || (valid && PyDict_SetItem(c->sd, NAME[N_session_id], sid) < 0)) {
-            Py_XDECREF(sid);
-            return -1;
-        }
-        Py_DECREF(sid);
-    }
-    if (PyDict_GetItem(c->sd, NAME[N_agent_id]) == Py_None && line->agent_id.kind == J_STR
-        && line->is_sidechain.kind != J_FALSE) {
-        PyObject *aid = value_str(r, &line->agent_id);
-        PyObject *ok = aid ? PyObject_CallOneArg(r->valid_id, aid) : NULL;
-        int valid = ok != NULL ? PyObject_IsTrue(ok) : -1;
-        Py_XDECREF(ok);
-        if (valid < 0 || (valid && PyDict_SetItem(c->sd, NAME[N_agent_id], aid) < 0)) {
-            Py_XDECREF(aid);
-            return -1;
-        }
-        Py_DECREF(aid);
-    }
-    if (PyDict_GetItem(c->sd, NAME[N_cwd]) == Py_None && nonempty_str(&line->cwd)) {
+    if (c->object[O_SESSION_ID] == Py_None && line->session_id.kind == J_STR
+        && take_id(r, c, O_SESSION_ID, &line->session_id) < 0)
+        return -1;
+    if (c->object[O_AGENT_ID] == Py_None && line->agent_id.kind == J_STR && line->is_sidechain.kind != J_FALSE
+        && take_id(r, c, O_AGENT_ID, &line->agent_id) < 0)
+        return -1;
+    if (c->object[O_CWD] == Py_None && nonempty_str(&line->cwd)) {
         PyObject *cwd = value_str(r, &line->cwd);
-        if (cwd == NULL || put(c->sd, N_cwd, PyObject_CallOneArg(r->stored_project, cwd)) < 0) {
-            Py_XDECREF(cwd);
+        int rc = cwd != NULL ? hold(c, O_CWD, PyObject_CallOneArg(r->stored_project, cwd)) : -1;
+        Py_XDECREF(cwd);
+        if (rc < 0)
             return -1;
-        }
-        Py_DECREF(cwd);
     }
     if (nonempty_str(&line->version)) {
-        PyObject *current = PyDict_GetItem(c->sd, NAME[N_version]);
+        PyObject *current = c->object[O_VERSION];
         int same = 0;
-        if (current != NULL && PyUnicode_CheckExact(current) && PyUnicode_IS_ASCII(current) && !line->version.escaped
-            && line->version.ascii) {
+        if (PyUnicode_CheckExact(current) && PyUnicode_IS_ASCII(current) && !line->version.escaped && line->version.ascii) {
             Py_ssize_t n = line->version.e - line->version.p - 2;
             same = PyUnicode_GET_LENGTH(current) == n && memcmp(PyUnicode_1BYTE_DATA(current), line->version.p + 1, (size_t)n) == 0;
         }
         if (!same) {
             PyObject *version = value_str(r, &line->version);
-            if (version == NULL)
+            int differs = version != NULL ? PyObject_RichCompareBool(version, current, Py_NE) : -1;
+            if (differs > 0)
+                hold(c, O_VERSION, version);
+            else
+                Py_XDECREF(version);
+            if (differs < 0)
                 return -1;
-            int differs = current == NULL ? 1 : PyObject_RichCompareBool(version, current, Py_NE);
-            if (differs < 0 || (differs && PyDict_SetItem(c->sd, NAME[N_version], version) < 0)) {
-                Py_DECREF(version);
-                return -1;
-            }
-            Py_DECREF(version);
         }
     }
     if (nonempty_str(&line->timestamp)) {
         /* compared as text: one form ("…T…Z", 24 characters), whose text order is time order */
         const JVal *ts = &line->timestamp;
-        PyObject *instant;
         if (!ts->escaped && ts->ascii && ts->chars == 24 && ts->p[11] == 'T' && ts->p[24] == 'Z') {
-            instant = PyUnicode_DecodeASCII((const char *)ts->p + 1, 24, NULL);
-        } else {
-            PyObject *text = text_str(r, ts, -1);
-            if (text == NULL)
+            const unsigned char *raw = ts->p + 1;
+            int order = instant_none(&c->last) ? -1 : instant_cmp(&c->last, raw, 24); /* the last vs this */
+            if (order == -2)
                 return -1;
-            if (PyUnicode_GET_LENGTH(text) == 24 && PyUnicode_READ_CHAR(text, 23) == 'Z'
-                && PyUnicode_READ_CHAR(text, 10) == 'T')
-                instant = text;
-            else {
-                instant = PyObject_CallOneArg(r->utc_text, text);
-                Py_DECREF(text);
+            if (order < 0) {
+                instant_set(&c->last, NULL, raw);
+                if (instant_none(&c->first))
+                    instant_set(&c->first, NULL, raw);
+            } else {
+                order = instant_cmp(&c->first, raw, 24); /* the first vs this */
+                if (order == -2)
+                    return -1;
+                if (order > 0)
+                    instant_set(&c->first, NULL, raw);
             }
+            return 0;
+        }
+        PyObject *instant, *text = text_str(r, ts, -1);
+        if (text == NULL)
+            return -1;
+        if (PyUnicode_GET_LENGTH(text) == 24 && PyUnicode_READ_CHAR(text, 23) == 'Z'
+            && PyUnicode_READ_CHAR(text, 10) == 'T') {
+            instant = text;
+        } else {
+            instant = PyObject_CallOneArg(r->utc_text, text);
+            Py_DECREF(text);
         }
         if (instant == NULL)
             return -1;
-        if (instant != Py_None) {
-            PyObject *last = PyDict_GetItem(c->sd, NAME[N_last_ts]);
-            int later = last == Py_None ? 1 : PyUnicode_Compare(instant, last) > 0;
-            if (later) {
-                if (PyDict_SetItem(c->sd, NAME[N_last_ts], instant) < 0
-                    || (PyDict_GetItem(c->sd, NAME[N_first_ts]) == Py_None
-                        && PyDict_SetItem(c->sd, NAME[N_first_ts], instant) < 0)) {
-                    Py_DECREF(instant);
-                    return -1;
-                }
-            } else if (PyUnicode_Compare(instant, PyDict_GetItem(c->sd, NAME[N_first_ts])) < 0
-                       && PyDict_SetItem(c->sd, NAME[N_first_ts], instant) < 0) {
+        if (instant != Py_None) { /* compared as strs */
+            PyObject *last = instant_text(&c->last), *first = last ? instant_text(&c->first) : NULL;
+            int later = first == NULL ? -1 : last == Py_None ? 1 : PyUnicode_Compare(instant, last) > 0;
+            if (later > 0) {
+                instant_set(&c->last, instant, NULL);
+                if (first == Py_None)
+                    instant_set(&c->first, instant, NULL);
+            } else if (later == 0 && PyUnicode_Compare(instant, first) < 0) {
+                instant_set(&c->first, instant, NULL);
+            }
+            Py_XDECREF(last);
+            Py_XDECREF(first);
+            if (later < 0 || PyErr_Occurred()) {
                 Py_DECREF(instant);
                 return -1;
             }
@@ -1252,7 +1403,7 @@ ranks_higher(Reader *r, PyObject *a, PyObject *b)
 static int
 apply_turn_text(Reader *r, Ctx *c, PyObject *turn, const JVal *text)
 {
-    if (text->chars > 0 && has_nonspace(text) && PyDict_SetItem(c->sd, NAME[N_last_turn_text], Py_True) < 0)
+    if (text->chars > 0 && has_nonspace(text) && hold_bool(c, O_LAST_TURN_TEXT, 1) < 0)
         return -1;
     PyObject *bytes = SLOT(turn, r->t_off[T_CONTENT_BYTES]);
     long long n = PyLong_AsLongLong(bytes);
@@ -1411,10 +1562,8 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
     long long input_bytes = b->input_bytes;
     if (add_content_bytes(r, turn, input_bytes) < 0)
         goto done_kind;
-    long long index;
-    if (get_long(c->sd, N_tool_index, &index) < 0 || put_long(c->sd, N_tool_index, index + 1) < 0
-        || count(c, N_tool_calls) < 0)
-        goto done_kind;
+    long long index = c->held[H_TOOL_INDEX]++;
+    count(c, K_TOOL_CALLS);
     /* file_path, else path, else notebook_path: present with any value */
     const JVal *p = b->file_path.kind != J_ABSENT ? &b->file_path : b->path.kind != J_ABSENT ? &b->path : &b->notebook_path;
     if (nonempty_str(p) && (path = text_str(r, p, -1)) == NULL)
@@ -1432,7 +1581,8 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
         } else {
             snprintf(range_text, sizeof(range_text), "None");
         }
-        if (count(c, N_reads) < 0 || (key = memo_call(r->path_keys, r->path_key, path)) == NULL)
+        count(c, K_READS);
+        if ((key = memo_call(r->path_keys, r->path_key, path)) == NULL)
             goto done_kind;
         PyObject *reg_key = PyUnicode_FromFormat("%U%c%s", key, 0, range_text);
         if (reg_key == NULL)
@@ -1450,7 +1600,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
         int fail = generation == NULL || same < 0 || PyErr_Occurred();
         if (!fail && same) {
             is_reread = 1;
-            fail = count(c, N_rereads) < 0;
+            count(c, K_REREADS);
         } else if (!fail && (PyDict_GET_SIZE(c->reads) < r->max_read_registry || stored != NULL)) {
             fail = PyDict_SetItem(c->reads, reg_key, generation) < 0;
         }
@@ -1459,8 +1609,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
         if (fail)
             goto done_kind;
     } else if (is_kind(kind, N_edit) || is_kind(kind, N_write)) {
-        if (count(c, N_edits) < 0)
-            goto done_kind;
+        count(c, K_EDITS);
         if (path != NULL) {
             if ((key = memo_call(r->path_keys, r->path_key, path)) == NULL)
                 goto done_kind;
@@ -1475,8 +1624,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
                 goto done_kind;
         }
     } else if (is_kind(kind, N_grep)) {
-        if (count(c, N_greps) < 0)
-            goto done_kind;
+        count(c, K_GREPS);
     }
     if (is_kind(kind, N_grep) || is_kind(kind, N_glob)) {
         if (b->pattern.kind == J_STR && (command = text_str(r, &b->pattern, -1)) == NULL)
@@ -1524,7 +1672,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
                 goto done_kind;
         }
     }
-    if (PyDict_SetItem(c->sd, NAME[N_last_turn_tools], Py_True) < 0)
+    if (hold_bool(c, O_LAST_TURN_TOOLS, 1) < 0)
         goto done_kind;
     if (PyList_GET_SIZE(c->digest) < r->max_digest_steps) {
         PyObject *target_text = path ? Py_NewRef(path) : command && PyUnicode_GET_LENGTH(command) ? Py_NewRef(command)
@@ -1556,9 +1704,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
                 goto done_kind;
         }
     } else {
-        long long dropped;
-        if (get_long(c->sd, N_digest_dropped, &dropped) < 0 || put_long(c->sd, N_digest_dropped, dropped + 1) < 0)
-            goto done_kind;
+        c->held[H_DIGEST_DROPPED]++;
     }
     rc = 0;
 done_kind:
@@ -1629,12 +1775,6 @@ same_usage(Reader *r, PyObject *kept, const JVal *usage)
     return same;
 }
 
-static int
-bump_stat(Ctx *c, int name)
-{
-    long long n;
-    return get_long(c->td, name, &n) < 0 ? -1 : put_long(c->td, name, n + 1);
-}
 
 /* _assistant */
 static int
@@ -1670,8 +1810,7 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
         duplicate = same;
     }
     if (duplicate) { /* the same counts streamed again on the response's next line */
-        if (bump_stat(c, N_duplicate_usage) < 0)
-            goto done;
+        c->held[H_DUPLICATE_USAGE]++;
     } else {
         if (line->usage.kind == J_OBJ) {
             PyObject *values[5];
@@ -1694,13 +1833,12 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
         goto done;
     if (zeroed) {
         int free_model = PySequence_Contains(r->free_models, model);
-        if (free_model < 0 || (!free_model && bump_stat(c, N_zeroed_usage) < 0))
+        if (free_model < 0)
             goto done;
+        c->held[H_ZEROED_USAGE] += !free_model;
     }
     if (at == NULL) {
-        long long index;
-        if (get_long(c->sd, N_turn_index, &index) < 0 || put_long(c->sd, N_turn_index, index + 1) < 0)
-            goto done;
+        long long index = c->held[H_TURN_INDEX]++;
         /* every field in order: index, message_key, model, usage, timestamp, text, tool_call_indexes, content_bytes */
         PyObject *values[8] = {PyLong_FromLongLong(index), Py_NewRef(key), Py_NewRef(model),
                                Py_NewRef(usage ? usage : r->no_usage), when(r, &line->timestamp), Py_NewRef(EMPTY),
@@ -1716,9 +1854,8 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
         int synthetic = PyUnicode_Compare(model, SYNTHETIC) == 0;
         if (known < 0 || (!known && !synthetic && PyList_Append(c->models, model) < 0))
             goto done;
-        if (PyDict_SetItem(c->sd, NAME[N_last_turn_tools], Py_False) < 0
-            || PyDict_SetItem(c->sd, NAME[N_last_turn_text], Py_False) < 0
-            || PyDict_SetItem(c->sd, NAME[N_interrupted], Py_False) < 0)
+        if (hold_bool(c, O_LAST_TURN_TOOLS, 0) < 0 || hold_bool(c, O_LAST_TURN_TEXT, 0) < 0
+            || hold_bool(c, O_INTERRUPTED, 0) < 0)
             goto done;
     } else {
         Py_ssize_t position = PyLong_AsSsize_t(at);
@@ -1726,8 +1863,7 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
             goto done;
         turn = Py_NewRef(PyList_GET_ITEM(c->turns, position));
         if (usage != NULL) {
-            if (bump_stat(c, N_duplicate_usage) < 0)
-                goto done;
+            c->held[H_DUPLICATE_USAGE]++;
             int higher = ranks_higher(r, usage, SLOT(turn, r->t_off[T_USAGE]));
             if (higher < 0)
                 goto done;
@@ -1737,7 +1873,7 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
     }
     if (line->stop_reason.kind == J_STR) {
         PyObject *stop = text_str(r, &line->stop_reason, -1);
-        if (put(c->sd, N_last_stop_reason, stop) < 0)
+        if (hold(c, O_LAST_STOP_REASON, stop) < 0)
             goto done;
     }
     if (line->content == J_ARR) {
@@ -1774,15 +1910,15 @@ static int
 apply_prompt(Reader *r, Ctx *c, const Line *line, const JVal *text)
 {
     if (starts_with(text, INTERRUPT_MARK))
-        return PyDict_SetItem(c->sd, NAME[N_interrupted], Py_True);
+        return hold_bool(c, O_INTERRUPTED, 1);
     if (line->is_meta.kind == J_TRUE || starts_with(text, "<command-") || starts_with(text, "<local-command")
         || starts_with(text, "Caveat:"))
         return 0;
     if (!has_nonspace(text))
         return 0;
     if (c->ledger) { /* no prompt built: only that there was one (the run's activity) */
-        long long n;
-        return get_long(c->pd, N__ledger_prompts, &n) < 0 ? -1 : put_long(c->pd, N__ledger_prompts, n + 1);
+        c->held[H_LEDGER_PROMPTS]++;
+        return 0;
     }
     PyObject *values[2] = {text_str(r, text, r->max_prompt_text), when(r, &line->timestamp)};
     PyObject *prompt = new_record(r->prompt_cls, r->p_off, 2, values);
@@ -1846,13 +1982,13 @@ apply_tool_result(Reader *r, Ctx *c, const Block *b)
     int rc = -1;
     if (tool_id == NULL)
         goto done;
-    if (is_error && count(c, N_failed) < 0)
-        goto done;
+    if (is_error)
+        count(c, K_FAILED);
     if (PyUnicode_GET_LENGTH(head) >= (Py_ssize_t)strlen(INTERRUPT_MARK)) {
         PyObject *mark = PyUnicode_FromString(INTERRUPT_MARK);
         int starts = mark ? PyUnicode_Tailmatch(head, mark, 0, PyUnicode_GET_LENGTH(mark), -1) : -1;
         Py_XDECREF(mark);
-        if (starts < 0 || (starts && PyDict_SetItem(c->sd, NAME[N_interrupted], Py_True) < 0))
+        if (starts < 0 || (starts && hold_bool(c, O_INTERRUPTED, 1) < 0))
             goto done;
     }
     PyObject *pos = PyDict_GetItemWithError(c->awaiting, tool_id);
@@ -1903,8 +2039,8 @@ apply_user(Reader *r, Ctx *c, const Line *line)
     if (line->message != J_OBJ)
         return 0;
     if (line->is_compact_summary.kind == J_TRUE) {
-        long long n;
-        return get_long(c->pd, N_compactions, &n) < 0 ? -1 : put_long(c->pd, N_compactions, n + 1);
+        c->held[H_COMPACTIONS]++;
+        return 0;
     }
     if (line->content == J_STR)
         return apply_prompt(r, c, line, &line->content_text);
@@ -2003,10 +2139,7 @@ apply_line(Reader *r, Ctx *c, const Line *line, int kind)
     case L_USER:
         return apply_user(r, c, line);
     case L_SYSTEM:
-        if (STR_IS(line->subtype, "compact_boundary")) {
-            long long n;
-            return get_long(c->pd, N_compactions, &n) < 0 ? -1 : put_long(c->pd, N_compactions, n + 1);
-        }
+        c->held[H_COMPACTIONS] += STR_IS(line->subtype, "compact_boundary");
         return 0;
     default:
         return 0;
@@ -2047,7 +2180,7 @@ skipped_type(const unsigned char *s, Py_ssize_t n)
     return 0;
 }
 
-/* A line the parser's feed_line reads (flushed before, reloaded after). */
+/* A line the parser's feed_line reads (flushed before, loaded again after) */
 static int
 fall_back(Ctx *c, const unsigned char *s, Py_ssize_t n, long long end)
 {
@@ -2066,6 +2199,36 @@ fall_back(Ctx *c, const unsigned char *s, Py_ssize_t n, long long end)
     return load(c, c->parser);
 }
 
+/* Every line of a block read by the Python parser (a state this pass does not take for granted). */
+static int
+feed_all_to_python(PyObject *parser, const unsigned char *base, Py_ssize_t upto, long long offset, Py_ssize_t max_line)
+{
+    Py_ssize_t pos = 0;
+    for (;;) {
+        const unsigned char *nl = pos < upto ? memchr(base + pos, '\n', (size_t)(upto - pos)) : NULL;
+        Py_ssize_t stop = nl ? nl - base : upto;
+        PyObject *end = PyLong_FromLongLong(offset + stop + 1), *got;
+        if (end == NULL)
+            return -1;
+        if (stop - pos > max_line) {
+            got = PyObject_CallMethod(parser, "feed_oversized", "O", end);
+        } else {
+            PyObject *line = PyBytes_FromStringAndSize((const char *)base + pos, stop - pos);
+            PyObject *args[3] = {parser, line, end};
+            got = line ? PyObject_VectorcallMethod(NAME[N__feed_fallback], args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                       : NULL;
+            Py_XDECREF(line);
+        }
+        Py_DECREF(end);
+        if (got == NULL)
+            return -1;
+        Py_DECREF(got);
+        if (nl == NULL)
+            return 0;
+        pos = stop + 1;
+    }
+}
+
 static PyObject *
 Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2079,22 +2242,23 @@ Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t upto = PyLong_AsSsize_t(args[2]);
     long long offset = PyLong_AsLongLong(args[3]);
     Py_ssize_t max_line = PyLong_AsSsize_t(args[4]);
+    if (!PyErr_Occurred() && (upto < 0 || upto > view.len))
+        PyErr_SetString(PyExc_ValueError, "upto is outside the data");
     if (PyErr_Occurred()) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    if (upto < 0 || upto > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "upto is outside the data");
-        return NULL;
-    }
-    Ctx c;
-    if (load(&c, args[0]) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    int fast = state_clean(&c);
     const unsigned char *base = (const unsigned char *)view.buf;
+    Ctx c;
+    memset(&c, 0, sizeof(c));
+    if (load(&c, args[0]) < 0)
+        goto fail;
+    if (!state_clean(&c)) {
+        release(&c);
+        int rc = feed_all_to_python(args[0], base, upto, offset, max_line);
+        PyBuffer_Release(&view);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    }
     Py_ssize_t pos = 0;
     Line line;
     for (;;) {
@@ -2104,34 +2268,25 @@ Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t n = stop - pos;
         long long end = offset + stop + 1;
         if (n > max_line) { /* skipped unread (feed_oversized) */
-            c.lines++;
-            c.offset = end;
-            if (bump_stat(&c, N_oversized) < 0)
+            c.held[H_LINES]++;
+            c.held[H_OVERSIZED]++;
+            c.held[H_OFFSET] = end;
+        } else if (n >= 2 && s[0] == '{' && s[n - 1] == '}' && skipped_type(s, n)) {
+            c.held[H_LINES]++;
+            c.held[H_OFFSET] = end;
+        } else if (n >= 2 && s[0] == '{' && s[n - 1] == '}' && read_line(r, s, s + n, &line)) {
+            int kind = line_kind(&line);
+            int leave = left_to_python(r, &c, &line, kind);
+            if (leave < 0 || (leave && fall_back(&c, s, n, end) < 0))
                 goto fail;
-        } else if (fast && n >= 2 && s[0] == '{' && s[n - 1] == '}') {
-            if (skipped_type(s, n)) {
-                c.lines++;
-                c.offset = end;
-            } else {
-                int kind = 0, leave = 1;
-                if (read_line(r, s, s + n, &line)) {
-                    kind = line_kind(&line);
-                    leave = left_to_python(r, &c, &line, kind);
-                    if (leave < 0)
-                        goto fail;
-                }
-                if (leave) {
-                    if (fall_back(&c, s, n, end) < 0)
-                        goto fail;
-                } else {
-                    c.lines++;
-                    c.offset = end;
-                    if (apply_line(r, &c, &line, kind) < 0) {
-                        /* as feed_lines: a line whose reading raised is counted malformed */
-                        PyErr_Clear();
-                        if (bump_stat(&c, N_malformed) < 0)
-                            goto fail;
-                    }
+            if (!leave) {
+                c.held[H_LINES]++; /* counted and consumed before it is read (_take) */
+                c.held[H_OFFSET] = end;
+                if (apply_line(r, &c, &line, kind) < 0) {
+                    if (!PyErr_ExceptionMatches(PyExc_Exception))
+                        goto fail; /* KeyboardInterrupt and its kind: as the Python parser, not swallowed */
+                    PyErr_Clear(); /* as feed_lines: a line whose reading raised is counted malformed */
+                    c.held[H_MALFORMED]++;
                 }
             }
         } else if (fall_back(&c, s, n, end) < 0) {
@@ -2146,6 +2301,7 @@ Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 fail:
+    release(&c);
     PyBuffer_Release(&view);
     return NULL;
 }
