@@ -28,14 +28,15 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path / "claude" / "projects" / "-proj"
 
 
-def test_a_response_repeated_in_another_file_counts_once_with_its_largest_counts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])  # 2: one batch of parser processes' files that repeat a response
+def test_a_response_repeated_in_another_file_counts_once_with_its_largest_counts(tmp_path: Path, jobs: int) -> None:
     proj = _project(tmp_path)
     write(proj / f"{SESSION}.jsonl", [assistant("m1", "r1", usage(10, 1, 100, 0)), assistant("m2", "r2", usage(1, 1))])
     resumed = "99999999-2222-3333-4444-555555555555"
     # A resumed session replays m1 (with its final, larger output count) and adds m3.
     write(proj / f"{resumed}.jsonl", [assistant("m1", "r1", usage(10, 50, 100, 0), session=resumed),
                                       assistant("m3", "r3", usage(2, 2), session=resumed)])
-    collect_paths(load_settings(), [proj])
+    collect_paths(load_settings(), [proj], jobs=jobs)
     runs = _runs()
     first, second = runs[f"{SESSION}:main"], runs[f"{resumed}:main"]
     assert (first.input_tokens, first.output_tokens, first.cache_write_5m_tokens) == (11, 51, 100)
@@ -109,7 +110,8 @@ def test_subagent_file_first_then_parent_progress_still_counts_once(tmp_path: Pa
     assert_runs_own_their_usage(store)
 
 
-def test_agent_type_from_meta_sidecar_and_from_the_parents_task_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])  # 2: the parent's row new in the same batch (its digest sent as text)
+def test_agent_type_from_meta_sidecar_and_from_the_parents_task_call(tmp_path: Path, jobs: int) -> None:
     proj = _project(tmp_path)
     sub_dir = proj / SESSION / "subagents"
     write(sub_dir / "agent-b1.jsonl", [assistant("s1", "sr1", usage(), agent_id="b1")])
@@ -119,7 +121,7 @@ def test_agent_type_from_meta_sidecar_and_from_the_parents_task_call(tmp_path: P
         assistant("m1", "r1", usage(), [tool_use("toolu_9", "Task", subagent_type="Plan", prompt="p")]),
         tool_result("toolu_9", "plan ready", tool_use_result={"status": "completed", "agentId": "c2"}),
     ])
-    collect_paths(load_settings(), [proj])
+    collect_paths(load_settings(), [proj], jobs=jobs)
     runs = _runs()
     assert runs[f"{SESSION}:b1"].agent == "code-reviewer"
     assert runs[f"{SESSION}:c2"].agent == "Plan"

@@ -302,6 +302,13 @@ def _timestamp_converter(drivername: str) -> Callable[[Any], Any] | None:
     return _dialect_timestamp_converter(URL.create(drivername).get_dialect()())
 
 
+@functools.cache
+def _json_as_text(drivername: str) -> bool:
+    """Whether an engine of ``drivername`` takes a JSON column's value as the text a parser process
+    encodes (SQLite keeps that text; another engine's driver encodes the values itself)."""
+    return URL.create(drivername).get_backend_name() == "sqlite"
+
+
 def _dialect_timestamp_converter(dialect: Dialect) -> Callable[[Any], Any] | None:
     return bind_converter(UsageMessage.__table__.c.timestamp, dialect)
 
@@ -444,13 +451,33 @@ def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Us
     return result
 
 
-def _inserted_totals(rows: Iterable[UsageRow], run_keys: set[str]) -> dict[str, dict[str, Usage]]:
+UsageSums = dict[tuple[str, str], list[int]]  # (owner run key, model) -> the five counts summed
+
+
+def _usage_sums(rows: Iterable[UsageRow]) -> UsageSums:
+    """The counts of usage rows summed per (owner, model) (a parser process sums its file's)."""
+    sums: UsageSums = {}
+    for _, owner, model, _, input_tokens, output_tokens, write_5m, write_1h, read in rows:
+        total = sums.get((owner, model))
+        if total is None:
+            sums[(owner, model)] = [input_tokens, output_tokens, write_5m, write_1h, read]
+        else:
+            total[0] += input_tokens
+            total[1] += output_tokens
+            total[2] += write_5m
+            total[3] += write_1h
+            total[4] += read
+    return sums
+
+
+def _inserted_totals(sums: Iterable[UsageSums], run_keys: set[str]) -> dict[str, dict[str, Usage]]:
     """:func:`_totals` for runs that had no session_runs row before this transaction and whose
-    usage rows ``rows`` all inserted: the ledger stores a usage row only with a row for its owner
+    usage rows all inserted, from the :func:`_usage_sums` of those rows (of the batch, or of each
+    of its files): the ledger stores a usage row only with a row for its owner
     (:meth:`Collector._store_runs`), so these rows are all such a run owns (tests hold the rule)."""
     totals: dict[str, dict[str, Usage]] = {}
-    for (run_key, model), usage in usage_by_key(((row[1], row[2]), *row[4:9]) for row in rows
-                                                if row[1] in run_keys).items():
+    for (run_key, model), usage in usage_by_key((key, *counts) for part in sums for key, counts in part.items()
+                                                if key[0] in run_keys).items():
         totals.setdefault(run_key, {})[model] = usage
     return totals
 
@@ -752,8 +779,7 @@ class Collector:
             else:
                 runs.append(None)
         with session.no_autoflush:
-            rows_by_key = self._store_runs(session, [(*r[:3], r[3].usage_rows if r[3] else None)
-                                                     for r in runs if r is not None], summary)
+            rows_by_key = self._store_runs(session, [r for r in runs if r is not None], summary)
         keys: list[str | None] = []
         new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
         for (path, st, offset_row, start, (parsed, parser_state, end), from_parser), run in zip(items, runs):
@@ -793,19 +819,26 @@ class Collector:
             trim_to_keep(session, self.settings)
         return keys
 
-    def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str, dict[str, UsageRow] | None]],
+    def _store_runs(self, session: Session, runs: list[tuple[str, ParsedRun, str, _FromParser | None]],
                     summary: CollectSummary) -> dict[str, RunRow]:
-        """``runs``: (path, parsed, run key, its usage rows if a parser process built them)."""
+        """``runs``: (path, parsed, run key, what its parser process built or None)."""
         if not runs:
             return {}
         usage_rows: dict[str, UsageRow] = {}
+        # the files' own sums of their rows, while the batch's rows are their disjoint union (else None)
+        file_sums: list[UsageSums] | None = []
         embedded_owners: dict[str, tuple[str, str | None, str, ParsedRun]] = {}  # key -> (session, agent, path, parent)
         convert = _dialect_timestamp_converter(session.get_bind().dialect)
-        for path, parsed, run_key, prebuilt in runs:
-            file_rows = prebuilt if prebuilt is not None else _usage_rows(parsed, run_key, convert)
+        for path, parsed, run_key, from_parser in runs:
+            file_rows = from_parser.usage_rows if from_parser is not None else _usage_rows(parsed, run_key, convert)
             if usage_rows.keys().isdisjoint(file_rows):  # the common case: no response seen twice
                 usage_rows.update(file_rows)
+                if file_sums is not None and from_parser is not None:
+                    file_sums.append(from_parser.usage_sums)
+                else:
+                    file_sums = None
             else:  # per file then across files keeps what offering them all in order would
+                file_sums = None
                 for row in file_rows.values():
                     _offer(usage_rows, row)
             session_id = run_key.rsplit(":", 1)[0]
@@ -835,12 +868,12 @@ class Collector:
         # rows, is summed by the database.
         counted = affected - rows_by_key.keys() - mixed
         totals = _totals(session, affected - counted)
-        totals.update(_inserted_totals(rows, counted))
+        totals.update(_inserted_totals([_usage_sums(rows)] if file_sums is None else file_sums, counted))
 
         # New rows are filled like stored ones but never added to the session: they are inserted
         # in one statement at the end (a flush costs more per row).
         new_rows: list[_NewRun] = []
-        for path, parsed, run_key, _ in runs:
+        for path, parsed, run_key, from_parser in runs:
             row = rows_by_key.get(run_key)
             if row is None:
                 row = _NewRun(run_key=run_key, session_id=run_key.rsplit(":", 1)[0][:200], agent_id=parsed.agent_id,
@@ -849,7 +882,7 @@ class Collector:
                 new_rows.append(row)
                 rows_by_key[run_key] = row
             if not _a_fuller_copy_holds(row, parsed, path):
-                self._fill_run(row, parsed, path, rows_by_key)
+                self._fill_run(row, parsed, path, rows_by_key, from_parser.digest if from_parser else None)
             if parsed.agent_id is None:
                 for agent_id, agent_type in parsed.subagent_types.items():
                     # A parent's Task calls name its subagents' types: fill rows that did not know theirs.
@@ -884,13 +917,17 @@ class Collector:
             rows_by_key.update(_load_runs(session, [row.run_key for row in new_rows]))
         return rows_by_key
 
-    def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, rows_by_key: dict[str, RunRow]) -> None:
+    def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, rows_by_key: dict[str, RunRow],
+                  digest: _EncodedJSON | None = None) -> None:
+        """``digest``: the run's :func:`_run_digest` as its parser process encoded it (or None)."""
         if parsed.agent_id is not None:
             agent = parsed.agent_type
             if not agent:
                 parent = rows_by_key.get(run_key_for(row.session_id, None))
-                names = (parent.trace_digest or {}).get("subagents", {}) if parent else {}
-                agent = names.get(parsed.agent_id)
+                parent_digest = parent.trace_digest if parent else None
+                if parent_digest.__class__ is _EncodedJSON:  # a parent new in this batch
+                    parent_digest = json_loads(parent_digest)
+                agent = (parent_digest or {}).get("subagents", {}).get(parsed.agent_id)
             if agent:
                 row.agent = agent[:200]
             elif not row.agent:
@@ -903,15 +940,20 @@ class Collector:
             setattr(row, name, int(parsed.counters.get(name, 0)))
         row.completed = parsed.completed
         row.placeholder_output = parsed.placeholder_output
-        digest = dict(parsed.trace_digest)
-        if parsed.subagent_types:
-            digest["subagents"] = dict(sorted(parsed.subagent_types.items()))
-        digest["compactions"] = parsed.compactions
-        row.trace_digest = digest
+        row.trace_digest = digest if digest is not None else _run_digest(parsed)
         row.line_stats = dict(parsed.stats.__dict__)
         row.source_path = path
         row.source_offset = parsed.bytes_consumed
         row.parser_version = PARSER_VERSION
+
+
+def _run_digest(parsed: ParsedRun) -> dict[str, Any]:
+    """A run row's trace_digest: the parser's, with the subagent types its Task calls name."""
+    digest = dict(parsed.trace_digest)
+    if parsed.subagent_types:
+        digest["subagents"] = dict(sorted(parsed.subagent_types.items()))
+    digest["compactions"] = parsed.compactions
+    return digest
 
 
 def _a_fuller_copy_holds(row: RunRow, parsed: ParsedRun, path: str) -> bool:
@@ -1047,15 +1089,19 @@ def _stop_pool(pool: Any) -> None:
 @dataclass(slots=True)
 class _FromParser:
     """What a parser process hands the writer beside a parse, done there so the (serial) writer
-    does less: the checkpoints it captured (or None), the run's usage rows ready for the driver,
-    the hashes of the parsed bytes' head and tail (:func:`_consumed_hashes`), and for a parse
-    from the start on SQLite the offset row's parser_state as JSON text (the parse result's
-    parser state is None then: sent once, as text)."""
+    does less: the checkpoints it captured (or None), the run's usage rows ready for the driver
+    and their sums per (owner, model), the hashes of the parsed bytes' head and tail
+    (:func:`_consumed_hashes`), and on SQLite JSON columns' text: for a parse from the start
+    the offset row's parser_state (the parse result's parser state is None then: sent once, as
+    text), and where the writer is sent the ledger view, the run row's trace digest (the view's
+    is left empty)."""
 
     precaptured: Any
     usage_rows: dict[str, UsageRow]
+    usage_sums: UsageSums
     hashes: tuple[int, str, str]
     offset_state: str | None = None
+    digest: _EncodedJSON | None = None  # the run row's _run_digest
 
 
 def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
@@ -1074,14 +1120,18 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
 
         precaptured = capture_fresh(parsed)
     usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
+    from_parser = _FromParser(precaptured, usage_rows, _usage_sums(usage_rows.values()), hashes)
+    json_as_text = _json_as_text(drivername)
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
         parsed = parsed.ledger_view()
-    # A new file's offset row (most, in a bulk collect) takes the text as it is; on another
-    # engine the driver encodes JSON values itself.
-    if start == 0 and URL.create(drivername).get_backend_name() == "sqlite":
-        return (parsed, None, end), _FromParser(precaptured, usage_rows, hashes,
-                                                _ledger_json(_offset_state(hashes, parser_state)))
-    return (parsed, parser_state, end), _FromParser(precaptured, usage_rows, hashes)
+        parsed.usage_by_model = {}  # the writer sums the usage rows instead
+        if json_as_text:  # sent as the row's text: one string, not the many objects it holds
+            from_parser.digest = _EncodedJSON(_ledger_json(_run_digest(parsed)))
+            parsed.trace_digest = {}
+    if start == 0 and json_as_text:  # a new file's offset row (most, in a bulk collect)
+        from_parser.offset_state = _ledger_json(_offset_state(hashes, parser_state))
+        return (parsed, None, end), from_parser
+    return (parsed, parser_state, end), from_parser
 
 
 def _parse_files_in_worker(task: list[tuple[str, int, dict[str, Any] | None]], agent_type: str | None, max_line: int,
