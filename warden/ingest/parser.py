@@ -1080,6 +1080,7 @@ class TranscriptParser:
         what a resumed parse adds to it (:meth:`_open_turn`), as a whole read would judge it."""
         s = self._s
         carried = _carried_turn(s.open_turn)
+        responses = placeholders = 0  # summed here, then counted in the state (one turn a call)
         for turn in self.turns[self._checked_turns:len(self.turns) - 1]:
             if carried is not None:
                 if turn.message_key == carried[0]:  # the rest of the response left open
@@ -1088,7 +1089,11 @@ class TranscriptParser:
                     continue
                 self._judge(carried[1], carried[2], carried[3])
                 carried = s.open_turn = None
-            self._judge(turn.model, turn.usage.output_tokens, turn.content_bytes)
+            response, placeholder = _placeholder_verdict(turn.model, turn.usage.output_tokens, turn.content_bytes)
+            responses += response
+            placeholders += placeholder
+        s.usage_turns += responses
+        s.placeholder_turns += placeholders
         self._checked_turns = max(self._checked_turns, len(self.turns) - 1)
 
     def _open_turn(self) -> list[Any] | None:
