@@ -43,16 +43,13 @@ def collect(
     """Ingest Claude Code transcripts into the session ledger (incremental, idempotent)."""
     from warden.ingest.collector import collect_paths
 
-    s = settings()
-    st = store(s)
-    try:
-        with progress_bar("collect", not as_json) as bar:
-            task = bar.add_task("files", total=None)
-            summary = collect_paths(s, paths or None, store=st, jobs=jobs,
-                                    progress=(lambda n, total: bar.update(task, completed=n, total=total))
-                                    if not bar.disable else None)
-    finally:
-        st.engine.dispose()
+    with progress_bar("collect", not as_json) as bar:
+        task = bar.add_task("files", total=None)
+        # collect_paths opens (and migrates) the store itself: into a new database, its parser
+        # processes start first
+        summary = collect_paths(settings(), paths or None, jobs=jobs,
+                                progress=(lambda n, total: bar.update(task, completed=n, total=total))
+                                if not bar.disable else None)
     if as_json:
         print_json(summary.to_json())
         return

@@ -25,7 +25,7 @@ import os
 import stat
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -527,8 +527,10 @@ RunRow = SessionRun | _NewRun  # a row the writer fills: stored (ORM) or new
 class Collector:
     """Ingests transcript files into one store. Thin wrapper so a batch shares prices and caches."""
 
-    def __init__(self, store: Store, settings: Settings | None = None, *,
+    def __init__(self, store: Store | None, settings: Settings | None = None, *,
                  max_line: int = MAX_LINE_BYTES, post_ingest: bool = True) -> None:
+        """``store`` None: the database of ``settings``, opened when the collect first needs it
+        (a bulk collect into a new one starts its parsers first: :meth:`_collect_parallel`)."""
         self.store = store
         self.settings = settings
         self.prices = PriceTable(settings.pricing) if settings and settings.pricing else DEFAULT_TABLE
@@ -555,6 +557,17 @@ class Collector:
             self._index_missing_checkpoints()
         return summary
 
+    def _opened_store(self) -> Store:
+        if self.store is None:
+            assert self.settings is not None, "a Collector without a store needs the settings of one"
+            self.store = open_store(self.settings)
+        return self.store
+
+    def _database_is_new(self) -> bool:
+        """True while the store is not open and its settings name a SQLite file not made yet."""
+        database = self.settings.sqlite_path if self.store is None and self.settings is not None else None
+        return database is not None and not database.exists()
+
     def _index_missing_checkpoints(self, attempts: int = 3) -> None:
         """The recall index of the checkpoints a bulk collect stored without it (this one's, or
         one's that was interrupted before its end): written once, for those retention kept.
@@ -565,7 +578,7 @@ class Collector:
 
         for attempt in range(attempts):
             try:
-                with self.store.session() as session:
+                with self._opened_store().session() as session:
                     index_missing(session)
                 return
             except IntegrityError:
@@ -576,14 +589,16 @@ class Collector:
                           progress: Callable[[int, int], None] | None, jobs: int) -> None:
         import multiprocessing
         from collections import deque
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import Future, ProcessPoolExecutor
 
-        window: deque[tuple[str, os.stat_result, int, Any]] = deque()
+        window: deque[tuple[list[tuple[str, os.stat_result, int]], Future[list[Any]]]] = deque()  # tasks in flight
+        in_flight = 4 * jobs  # tasks parsing or parsed: workers never wait on a batch write
         done = 0
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        drivername = (self.store.engine.url if self.store is not None else make_url(self.settings.database_url)).drivername
         with _fewer_gc_passes(), ProcessPoolExecutor(max_workers=jobs, mp_context=context,
                                                      initializer=_parser_process_init, initargs=(os.getpid(),)) as pool, \
-                self.store.session() as session:
+                ExitStack() as open_session:
             try:
                 # (path, stat, start, parse result, what its parser process handed over)
                 batch: list[tuple[str, os.stat_result, int, Any, _FromParser]] = []
@@ -595,7 +610,7 @@ class Collector:
                 pending = CollectSummary()  # the counts of the stores not committed yet
                 last_commit = time.monotonic()
 
-                def store_batch(final: bool = False) -> None:
+                def store_batch(session: Session, final: bool = False) -> None:
                     nonlocal batch_bytes, pending, last_commit
                     offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
                     fresh, stale = [], []
@@ -628,7 +643,7 @@ class Collector:
                     for path in stale:
                         self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
-                def drain_one() -> None:
+                def drain_one(session: Session) -> None:
                     nonlocal done, batch_bytes
                     planned, future = window.popleft()
                     for (path, st, start), outcome in zip(planned, future.result()):
@@ -640,7 +655,7 @@ class Collector:
                             batch.append((path, st, start, result, from_parser))
                             batch_bytes += result[2] - start
                             if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
-                                store_batch()
+                                store_batch(session)
                         done += 1
                         if progress:
                             progress(done, len(files))
@@ -654,29 +669,45 @@ class Collector:
                 def submit() -> None:
                     nonlocal task, planned, task_bytes
                     window.append((planned, pool.submit(_parse_files_in_worker, task, agent_type_hint, self.max_line,
-                                                        self.post_ingest, self.store.engine.url.drivername)))
+                                                        self.post_ingest, drivername)))
                     task, planned, task_bytes = [], [], 0
-                    while len(window) >= 4 * jobs:  # parses in flight: workers never wait on a batch write
-                        drain_one()
 
-                known = _load_offsets(session, [f for f in files if not _unstorable_path(f)])  # one query
-                for path in files:
-                    summary.files_seen += 1
-                    plan = self._plan(session, path, summary, agent_type_hint, known)
-                    if plan is None:
+                def plan(path: str, found: tuple[os.stat_result, int, dict[str, Any] | None] | None) -> None:
+                    """Add a file :meth:`_plan` planned (None: skipped or unchanged) to the next task."""
+                    nonlocal done, task_bytes
+                    if found is None:
                         done += 1
-                        continue
-                    st, start, state = plan
+                        return
+                    st, start, state = found
                     task.append((path, start, state))
                     planned.append((path, st, start))
                     task_bytes += st.st_size - start
                     if len(task) >= TASK_FILES or task_bytes >= TASK_BYTES:
                         submit()
+
+                ahead = 0
+                if self._database_is_new():
+                    # Opening it makes and migrates it (imports and DDL: ~0.2 s): the parsers take
+                    # the first files meanwhile, planned from the start (nothing is stored; a file
+                    # a hook stores meanwhile is caught when the parse is stored, as any other).
+                    while ahead < len(files) and len(window) < in_flight:
+                        summary.files_seen += 1
+                        st = _stat_to_ingest(files[ahead], summary)
+                        plan(files[ahead], None if st is None else (st, 0, None))
+                        ahead += 1
+                session = open_session.enter_context(self._opened_store().session())
+                rest = files[ahead:]
+                known = _load_offsets(session, [f for f in rest if not _unstorable_path(f)])  # one query
+                for path in rest:
+                    summary.files_seen += 1
+                    plan(path, self._plan(session, path, summary, agent_type_hint, known))
+                    while len(window) >= in_flight:
+                        drain_one(session)
                 if task:
                     submit()
                 while window:
-                    drain_one()
-                store_batch(final=True)
+                    drain_one(session)
+                store_batch(session, final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
                 _stop_pool(pool)
                 raise
@@ -686,20 +717,8 @@ class Collector:
         """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged).
         ``known``: the offset rows of a bulk collect, loaded at its start (a row a hook writes
         later is caught when the parse is stored, which re-reads the row)."""
-        why = _unstorable_path(path)
-        if why:
-            summary.files_skipped += 1
-            summary.skipped.append(why)
-            return None
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            summary.files_skipped += 1
-            summary.skipped.append(f"{path}: {exc.strerror or exc}")
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            summary.files_skipped += 1
-            summary.skipped.append(f"{path}: not a regular file")
+        st = _stat_to_ingest(path, summary)
+        if st is None:
             return None
         offset_row = known.get(path) if known is not None else session.get(IngestOffset, path)
         if (offset_row is not None and offset_row.size == st.st_size and offset_row.mtime_ns == st.st_mtime_ns
@@ -739,7 +758,7 @@ class Collector:
             return self._ingest_file_once(path, summary, agent_type_hint)
 
     def _ingest_file_once(self, path: str, summary: CollectSummary, agent_type_hint: str | None) -> str | None:
-        with self.store.session() as session:
+        with self._opened_store().session() as session:
             plan = self._plan(session, path, summary, agent_type_hint)
             if plan is None:
                 return None
@@ -963,6 +982,27 @@ def _a_fuller_copy_holds(row: RunRow, parsed: ParsedRun, path: str) -> bool:
     other = row.source_path
     return bool(other and other != path and parsed.bytes_consumed < (row.source_offset or 0)
                 and os.path.isfile(other))
+
+
+def _stat_to_ingest(path: str, summary: CollectSummary) -> os.stat_result | None:
+    """The stat of ``path`` if it is a regular file whose path the store can keep, else None
+    (the file counted as skipped, and why)."""
+    why = _unstorable_path(path)
+    if why:
+        summary.files_skipped += 1
+        summary.skipped.append(why)
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        summary.files_skipped += 1
+        summary.skipped.append(f"{path}: {exc.strerror or exc}")
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        summary.files_skipped += 1
+        summary.skipped.append(f"{path}: not a regular file")
+        return None
+    return st
 
 
 def _unstorable_path(path: str) -> str | None:
@@ -1226,14 +1266,12 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     if not given:
         given = default_paths(settings)
     files = discover_transcripts(given)
-    own_store = store is None
-    store = store or open_store(settings)
+    collector = Collector(store, settings, post_ingest=post_ingest)  # no store: it opens the settings' one
     try:
-        return Collector(store, settings, post_ingest=post_ingest).collect(
-            files, agent_type_hint=agent_type_hint, progress=progress, jobs=jobs)
+        return collector.collect(files, agent_type_hint=agent_type_hint, progress=progress, jobs=jobs)
     finally:
-        if own_store:
-            store.engine.dispose()
+        if store is None and collector.store is not None:
+            collector.store.engine.dispose()
 
 
 # ---------------------------------------------------------------------------- reading the ledger

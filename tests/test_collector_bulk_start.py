@@ -1,0 +1,124 @@
+"""A bulk collect's start: into a database not made yet, its parser processes take the first
+files before the database is made and migrated; into a made one, they are planned from the
+offsets it stores."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from collect_support import append, assert_runs_own_their_usage, assistant, usage, write
+from warden.config import load_settings
+from warden.ingest import collector
+from warden.ingest.collector import collect_paths
+from warden.store.db import open_store
+from warden.store.models import SessionRun, UsageMessage
+
+
+def _ledger() -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """The runs' and usage rows' values (no ids or wall-clock times)."""
+    store = open_store(load_settings())
+    try:
+        with store.session() as db:
+            runs = {r.run_key: (r.input_tokens, r.output_tokens, r.cache_write_5m_tokens, r.cache_read_tokens,
+                                r.cost_usd, r.tool_calls, r.agent, r.models, r.trace_digest, r.line_stats)
+                    for r in db.scalars(select(SessionRun))}
+            rows = {u.message_key: (u.run_key, u.model, u.input_tokens, u.output_tokens)
+                    for u in db.scalars(select(UsageMessage))}
+        return runs, rows
+    finally:
+        store.engine.dispose()
+
+
+def _in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    home = tmp_path / name
+    home.mkdir()
+    monkeypatch.setenv("WARDEN_HOME", str(home))
+
+
+def test_a_bulk_collect_into_a_new_database_parses_while_it_is_made(
+        tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsers are handed the files that fill their window before the database is opened
+    (made and migrated), the rest after; the ledger is what a collect into a made one stores."""
+    events: list[str] = []
+    plain_submit = concurrent.futures.ProcessPoolExecutor.submit
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit",
+                        lambda self, *args, **kw: events.append("parse") or plain_submit(self, *args, **kw))
+    plain_open = collector.open_store
+    monkeypatch.setattr(collector, "open_store", lambda settings: events.append("open") or plain_open(settings))
+    monkeypatch.setattr(collector, "TASK_FILES", 1)  # a task per file: some planned before, some after
+    settings = load_settings()
+    assert settings.sqlite_path is not None and not settings.sqlite_path.exists()
+    summary = collect_paths(settings, [corpus], jobs=2, post_ingest=False)
+    assert events.index("open") == 4 * 2  # a full window of tasks first
+    assert events.count("parse") == summary.files_ingested == summary.files_seen == 22
+    ahead = _ledger()
+
+    monkeypatch.undo()
+    _in_home(tmp_path, monkeypatch, "made-first")
+    made = open_store(load_settings())  # made and migrated before the collect
+    try:
+        made_summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False, store=made)
+        assert_runs_own_their_usage(made)
+    finally:
+        made.engine.dispose()
+    assert (summary.bytes_read, summary.lines, summary.run_keys) == \
+           (made_summary.bytes_read, made_summary.lines, made_summary.run_keys)
+    assert ahead == _ledger()
+
+
+def test_a_file_a_hook_stores_while_a_new_database_is_made_is_redone_not_doubled(
+        tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files planned before the database is opened are parsed from their start (nothing is
+    stored yet); one a hook stored meanwhile (making the database) is found stale when its parse
+    is stored, and taken again from what the hook stored: counted once."""
+    files = collector.discover_transcripts([corpus])
+    plain_open, plain_ingest = collector.open_store, collector.Collector.ingest_file
+
+    def open_after_a_hook(settings):  # type: ignore[no-untyped-def]
+        hook = plain_open(settings)
+        plain_ingest(collector.Collector(hook, settings), str(files[0]))
+        hook.engine.dispose()
+        return plain_open(settings)
+
+    redone: list[str] = []  # files the writing process ingested again by itself
+    monkeypatch.setattr(collector, "open_store", open_after_a_hook)
+    monkeypatch.setattr(collector.Collector, "ingest_file",
+                        lambda self, path, **kw: redone.append(path) or plain_ingest(self, path, **kw))
+    summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False)
+    assert redone == [str(files[0])]
+    assert (summary.files_unchanged, summary.files_ingested, summary.files_seen) == (1, 21, 22)
+    raced = _ledger()
+
+    monkeypatch.undo()
+    _in_home(tmp_path, monkeypatch, "clean")
+    collect_paths(load_settings(), [corpus], jobs=1, post_ingest=False)
+    assert raced == _ledger()
+
+
+def test_a_bulk_collect_into_a_made_database_parses_from_its_stored_offsets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No file is parsed ahead from its start: an appended transcript is read from where the last
+    collect stopped, the others are skipped unchanged, and no parse is found stale and redone."""
+    proj = tmp_path / "claude" / "projects" / "-proj"
+    sessions = [f"{n}1111111-2222-3333-4444-555555555555" for n in range(1, 4)]
+    for n, session in enumerate(sessions):
+        write(proj / f"{session}.jsonl", [assistant(f"m{n}", f"r{n}", usage(10 + n, 1), session=session)])
+    collect_paths(load_settings(), [proj], jobs=2)
+    grown = proj / f"{sessions[1]}.jsonl"
+    size = grown.stat().st_size
+    append(grown, [assistant("m9", "r9", usage(5, 7), session=sessions[1])])
+    redone: list[str] = []
+    plain_ingest = collector.Collector.ingest_file
+    monkeypatch.setattr(collector.Collector, "ingest_file",
+                        lambda self, path, **kw: redone.append(path) or plain_ingest(self, path, **kw))
+    summary = collect_paths(load_settings(), [proj], jobs=2)
+    assert redone == []
+    assert (summary.files_ingested, summary.files_unchanged) == (1, 2)
+    assert summary.bytes_read == grown.stat().st_size - size
+    runs, _ = _ledger()
+    assert runs[f"{sessions[1]}:main"][:2] == (16, 8)
+    assert_runs_own_their_usage(open_store(load_settings()))
