@@ -41,19 +41,21 @@ def _in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None
 
 def test_a_bulk_collect_into_a_new_database_parses_while_it_is_made(
         tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parsers are handed the files that fill their window before the database is opened
-    (made and migrated), the rest after; the ledger is what a collect into a made one stores."""
+    """The parsers are handed the first AHEAD_BYTES of files before the database is opened (made
+    and migrated), the rest after; the ledger is what a collect into a made one stores."""
     events: list[str] = []
     plain_submit = concurrent.futures.ProcessPoolExecutor.submit
     monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit",
                         lambda self, *args, **kw: events.append("parse") or plain_submit(self, *args, **kw))
     plain_open = collector.open_store
     monkeypatch.setattr(collector, "open_store", lambda settings: events.append("open") or plain_open(settings))
-    monkeypatch.setattr(collector, "TASK_FILES", 1)  # a task per file: some planned before, some after
+    monkeypatch.setattr(collector, "TASK_FILES", 1)  # a task per file
+    files = collector.discover_transcripts([corpus])
+    monkeypatch.setattr(collector, "AHEAD_BYTES", sum(f.stat().st_size for f in files[:5]))
     settings = load_settings()
     assert settings.sqlite_path is not None and not settings.sqlite_path.exists()
     summary = collect_paths(settings, [corpus], jobs=2, post_ingest=False)
-    assert events.index("open") == 4 * 2  # a full window of tasks first
+    assert events.index("open") == 5  # the first five files' tasks first
     assert events.count("parse") == summary.files_ingested == summary.files_seen == 22
     ahead = _ledger()
 

@@ -685,15 +685,16 @@ class Collector:
                     if len(task) >= TASK_FILES or task_bytes >= TASK_BYTES:
                         submit()
 
-                ahead = 0
+                ahead = ahead_bytes = 0
                 if self._database_is_new():
                     # Opening it makes and migrates it (imports and DDL: ~0.2 s): the parsers take
-                    # the first files meanwhile, planned from the start (nothing is stored; a file
-                    # a hook stores meanwhile is caught when the parse is stored, as any other).
-                    while ahead < len(files) and len(window) < in_flight:
+                    # the first AHEAD_BYTES meanwhile, planned from the start (nothing is stored; a
+                    # file a hook stores meanwhile is caught when the parse is stored, as any other).
+                    while ahead < len(files) and ahead_bytes < AHEAD_BYTES:
                         summary.files_seen += 1
                         st = _stat_to_ingest(files[ahead], summary)
                         plan(files[ahead], None if st is None else (st, 0, None))
+                        ahead_bytes += st.st_size if st is not None else 0
                         ahead += 1
                 session = open_session.enter_context(self._opened_store().session())
                 rest = files[ahead:]
@@ -1210,6 +1211,9 @@ BATCH_FILES = 100
 TASK_FILES = 16  # files per parser-process task in a bulk collect, and at most this many bytes:
 TASK_BYTES = 8 << 20
 COMMIT_SECONDS = 2.0  # a bulk collect commits its batches together for this long
+# transcript bytes a bulk collect hands its parsers before it makes a new database: what two read
+# while it is made and migrated (a smaller window left them idle ~0.1 s; results held: ~10 MB)
+AHEAD_BYTES = 256 << 20
 
 
 def _total_size(files: list[str]) -> int:
