@@ -55,6 +55,35 @@ static PyObject *EMPTY, *QUESTION, *NONE_TEXT, *SYNTHETIC;
 
 /* ---- the reader and its hooks --------------------------------------------------------------- */
 
+/* fn(text) remembered by the raw JSON of ``text`` (fn is pure, and equal raw JSON is equal
+ * text): a session reads, edits and runs the same few paths and commands over and over, and a
+ * repeated one then needs no str. Open addressing; emptied when half full. */
+#define MEMO_SLOTS 8192
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    unsigned char *raw; /* PyMem_Malloc'd */
+    PyObject *value;    /* NULL: a free slot */
+} MemoSlot;
+
+typedef struct {
+    MemoSlot *slots;
+    Py_ssize_t used;
+} RawMemo;
+
+static void
+memo_clear(RawMemo *m)
+{
+    for (Py_ssize_t i = 0; m->slots != NULL && i < MEMO_SLOTS; i++) {
+        if (m->slots[i].value != NULL) {
+            PyMem_Free(m->slots[i].raw);
+            Py_CLEAR(m->slots[i].value);
+        }
+    }
+    m->used = 0;
+}
+
 typedef struct {
     PyObject_HEAD
     /* the parser's records and helpers (parser.py hands them over: one definition of each) */
@@ -78,12 +107,11 @@ typedef struct {
     /* one-entry caches: a response's lines share a timestamp and a model */
     PyObject *ts_bytes, *ts_value;
     PyObject *model_bytes, *model_value;
-    /* path_key's and digest_target's results by their text (pure functions: a session reads,
-     * edits and runs the same few paths and commands over and over) */
-    PyObject *path_keys, *targets;
+    RawMemo path_keys, targets; /* path_key's and digest_target's results */
+    PyObject *empty_target;     /* digest_target("") */
     /* tool names (raw JSON text, no escape) and their kind */
     PyObject *kind_names[64], *kind_values[64];
-    int n_kinds;
+    int kind_codes[64], n_kinds;
 } Reader;
 
 enum { T_INDEX, T_KEY, T_MODEL, T_USAGE, T_TIMESTAMP, T_TEXT, T_CALLS, T_CONTENT_BYTES };
@@ -1465,39 +1493,76 @@ as_int(const JVal *v, int *none)
     return 0;
 }
 
-#define MAX_MEMO 4096
-
-/* fn(text), remembered in memo (fn is pure); a new reference */
-static PyObject *
-memo_call(PyObject *memo, PyObject *fn, PyObject *text)
+static uint64_t
+raw_hash(const unsigned char *s, Py_ssize_t n)
 {
-    PyObject *found = PyDict_GetItemWithError(memo, text);
-    if (found != NULL)
-        return Py_NewRef(found);
-    if (PyErr_Occurred())
-        return NULL;
-    PyObject *value = PyObject_CallOneArg(fn, text);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* fn(the text of the read string v), remembered in m; a new reference */
+static PyObject *
+memo_call(Reader *r, RawMemo *m, PyObject *fn, const JVal *v)
+{
+    const unsigned char *raw = v->p + 1;
+    Py_ssize_t n = v->e - v->p - 2;
+    uint64_t h = raw_hash(raw, n);
+    if (m->slots == NULL && (m->slots = PyMem_Calloc(MEMO_SLOTS, sizeof(MemoSlot))) == NULL)
+        return PyErr_NoMemory();
+    size_t i = (size_t)h & (MEMO_SLOTS - 1);
+    for (; m->slots[i].value != NULL; i = (i + 1) & (MEMO_SLOTS - 1)) {
+        MemoSlot *slot = &m->slots[i];
+        if (slot->hash == h && slot->len == n && memcmp(slot->raw, raw, (size_t)n) == 0)
+            return Py_NewRef(slot->value);
+    }
+    PyObject *text = text_str(r, v, -1);
+    PyObject *value = text != NULL ? PyObject_CallOneArg(fn, text) : NULL;
+    Py_XDECREF(text);
     if (value == NULL)
         return NULL;
-    if (PyDict_GET_SIZE(memo) >= MAX_MEMO)
-        PyDict_Clear(memo);
-    if (PyDict_SetItem(memo, text, value) < 0) {
-        Py_DECREF(value);
-        return NULL;
+    if (m->used >= MEMO_SLOTS / 2) {
+        memo_clear(m);
+        i = (size_t)h & (MEMO_SLOTS - 1);
     }
+    unsigned char *copy = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+    if (copy == NULL) {
+        Py_DECREF(value);
+        return PyErr_NoMemory();
+    }
+    memcpy(copy, raw, (size_t)n);
+    m->slots[i] = (MemoSlot){h, n, copy, Py_NewRef(value)};
+    m->used++;
     return value;
 }
 
-/* TOOL_KIND_BY_NAME.get(name, "other") of a block's name (a str; "?" when not one); a new
- * reference. The str is built only for a name not seen yet or one written with an escape. */
+/* The kinds the parser branches on (values of TOOL_KIND_BY_NAME) */
+enum { KIND_OTHER, KIND_READ, KIND_EDIT, KIND_WRITE, KIND_GREP, KIND_GLOB, KIND_BASH, KIND_TASK };
+
+static int
+kind_code(PyObject *kind)
+{
+    static const int names[] = {N_read, N_edit, N_write, N_grep, N_glob, N_bash, N_task};
+    for (int i = 0; i < 7; i++)
+        if (PyUnicode_Compare(kind, NAME[names[i]]) == 0)
+            return i + 1;
+    return KIND_OTHER;
+}
+
+/* TOOL_KIND_BY_NAME.get(name, "other") of a block's name (a str; "?" when not one), a new
+ * reference, and its code in *code. A name's str is built only the first time it is seen (or
+ * when it holds an escape). */
 static PyObject *
-kind_of(Reader *r, const JVal *name)
+kind_of(Reader *r, const JVal *name, int *code)
 {
     Py_ssize_t n = name->kind == J_STR && !name->escaped ? name->e - name->p : -1;
     for (int i = 0; n >= 0 && i < r->n_kinds; i++) {
         PyObject *known = r->kind_names[i];
-        if (PyBytes_GET_SIZE(known) == n && memcmp(PyBytes_AS_STRING(known), name->p, (size_t)n) == 0)
+        if (PyBytes_GET_SIZE(known) == n && memcmp(PyBytes_AS_STRING(known), name->p, (size_t)n) == 0) {
+            *code = r->kind_codes[i];
             return Py_NewRef(r->kind_values[i]);
+        }
     }
     PyObject *text = name->kind == J_STR ? text_str(r, name, -1) : Py_NewRef(QUESTION);
     if (text == NULL)
@@ -1507,21 +1572,16 @@ kind_of(Reader *r, const JVal *name)
     if (kind == NULL && PyErr_Occurred())
         return NULL;
     kind = kind != NULL ? kind : NAME[N_other];
+    *code = kind_code(kind);
     if (n >= 0 && r->n_kinds < 64) {
         PyObject *raw = PyBytes_FromStringAndSize((const char *)name->p, n);
         if (raw == NULL)
             return NULL;
         r->kind_names[r->n_kinds] = raw;
+        r->kind_codes[r->n_kinds] = *code;
         r->kind_values[r->n_kinds++] = Py_NewRef(kind);
     }
     return Py_NewRef(kind);
-}
-
-/* kind (a value of TOOL_KIND_BY_NAME, or "other") is the kind ``name`` */
-static inline int
-is_kind(PyObject *kind, int name)
-{
-    return kind == NAME[name] || PyUnicode_Compare(kind, NAME[name]) == 0;
 }
 
 /* _tool_use */
@@ -1542,7 +1602,8 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
     PyObject *name = NULL, *tool_input = NULL, *path = NULL, *line_range = NULL, *command = NULL, *key = NULL;
     PyObject *call = NULL;
     int rc = -1;
-    PyObject *kind = kind_of(r, &b->name);
+    int code;
+    PyObject *kind = kind_of(r, &b->name, &code);
     if (kind == NULL)
         goto done;
     if (!c->ledger) { /* the call's own fields: a ledger-only parse builds no call */
@@ -1564,12 +1625,13 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
         goto done_kind;
     long long index = c->held[H_TOOL_INDEX]++;
     count(c, K_TOOL_CALLS);
-    /* file_path, else path, else notebook_path: present with any value */
+    /* file_path, else path, else notebook_path: present with any value; a path if a non-empty str */
     const JVal *p = b->file_path.kind != J_ABSENT ? &b->file_path : b->path.kind != J_ABSENT ? &b->path : &b->notebook_path;
-    if (nonempty_str(p) && (path = text_str(r, p, -1)) == NULL)
+    const JVal *path_v = nonempty_str(p) ? p : NULL;
+    if (path_v != NULL && !c->ledger && (path = text_str(r, path_v, -1)) == NULL)
         goto done_kind;
     int is_reread = 0;
-    if (is_kind(kind, N_read) && path != NULL) {
+    if (code == KIND_READ && path_v != NULL) {
         int no_offset, no_limit;
         long long off = as_int(&b->offset, &no_offset), lim = as_int(&b->limit, &no_limit);
         char range_text[64];
@@ -1582,7 +1644,7 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
             snprintf(range_text, sizeof(range_text), "None");
         }
         count(c, K_READS);
-        if ((key = memo_call(r->path_keys, r->path_key, path)) == NULL)
+        if ((key = memo_call(r, &r->path_keys, r->path_key, path_v)) == NULL)
             goto done_kind;
         PyObject *reg_key = PyUnicode_FromFormat("%U%c%s", key, 0, range_text);
         if (reg_key == NULL)
@@ -1608,10 +1670,10 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
         Py_DECREF(reg_key);
         if (fail)
             goto done_kind;
-    } else if (is_kind(kind, N_edit) || is_kind(kind, N_write)) {
+    } else if (code == KIND_EDIT || code == KIND_WRITE) {
         count(c, K_EDITS);
-        if (path != NULL) {
-            if ((key = memo_call(r->path_keys, r->path_key, path)) == NULL)
+        if (path_v != NULL) {
+            if ((key = memo_call(r, &r->path_keys, r->path_key, path_v)) == NULL)
                 goto done_kind;
             PyObject *gen = PyDict_GetItemWithError(c->edit_gen, key);
             if (gen == NULL && PyErr_Occurred())
@@ -1623,16 +1685,14 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
             if (fail)
                 goto done_kind;
         }
-    } else if (is_kind(kind, N_grep)) {
+    } else if (code == KIND_GREP) {
         count(c, K_GREPS);
     }
-    if (is_kind(kind, N_grep) || is_kind(kind, N_glob)) {
-        if (b->pattern.kind == J_STR && (command = text_str(r, &b->pattern, -1)) == NULL)
-            goto done_kind;
-    } else if (is_kind(kind, N_bash)) {
-        if (b->command.kind == J_STR && (command = text_str(r, &b->command, -1)) == NULL)
-            goto done_kind;
-    } else if (is_kind(kind, N_task)) {
+    const JVal *command_v = (code == KIND_GREP || code == KIND_GLOB) && b->pattern.kind == J_STR ? &b->pattern
+                            : code == KIND_BASH && b->command.kind == J_STR ? &b->command : NULL;
+    if (command_v != NULL && !c->ledger && (command = text_str(r, command_v, -1)) == NULL)
+        goto done_kind;
+    if (code == KIND_TASK) {
         PyObject *value = value_of(r, &b->subagent_type);
         PyObject *label = value != NULL ? PyObject_CallOneArg(r->clean_label, value) : NULL;
         Py_XDECREF(value);
@@ -1675,13 +1735,24 @@ apply_tool_use(Reader *r, Ctx *c, PyObject *turn, const Block *b, const JVal *ts
     if (hold_bool(c, O_LAST_TURN_TOOLS, 1) < 0)
         goto done_kind;
     if (PyList_GET_SIZE(c->digest) < r->max_digest_steps) {
-        PyObject *target_text = path ? Py_NewRef(path) : command && PyUnicode_GET_LENGTH(command) ? Py_NewRef(command)
-                                                                                                  : Py_NewRef(EMPTY);
-        PyObject *target = memo_call(r->targets, r->digest_target, target_text);
-        Py_DECREF(target_text);
-        PyObject *step = target ? Py_BuildValue("[OOLii]", kind, target, input_bytes, 0, 0) : NULL;
+        /* the target of path or command or "" */
+        const JVal *target_v = path_v != NULL ? path_v : command_v != NULL && command_v->chars > 0 ? command_v : NULL;
+        if (target_v == NULL && r->empty_target == NULL)
+            r->empty_target = PyObject_CallOneArg(r->digest_target, EMPTY);
+        PyObject *target = target_v != NULL ? memo_call(r, &r->targets, r->digest_target, target_v)
+                                            : Py_XNewRef(r->empty_target);
+        /* [kind, target, input_bytes, result_bytes, error] */
+        PyObject *step = target ? PyList_New(5) : NULL;
+        PyObject *size = step ? PyLong_FromLongLong(input_bytes) : NULL;
+        if (size != NULL) {
+            PyList_SET_ITEM(step, 0, Py_NewRef(kind));
+            PyList_SET_ITEM(step, 1, Py_NewRef(target));
+            PyList_SET_ITEM(step, 2, size);
+            PyList_SET_ITEM(step, 3, PyLong_FromLong(0)); /* small ints: cached, never NULL */
+            PyList_SET_ITEM(step, 4, PyLong_FromLong(0));
+        }
         Py_XDECREF(target);
-        int fail = step == NULL || PyList_Append(c->digest, step) < 0;
+        int fail = size == NULL || PyList_Append(c->digest, step) < 0;
         Py_XDECREF(step);
         if (fail)
             goto done_kind;
@@ -2351,8 +2422,11 @@ Reader_dealloc(Reader *r)
     Py_XDECREF(r->ts_value);
     Py_XDECREF(r->model_bytes);
     Py_XDECREF(r->model_value);
-    Py_XDECREF(r->path_keys);
-    Py_XDECREF(r->targets);
+    memo_clear(&r->path_keys);
+    memo_clear(&r->targets);
+    PyMem_Free(r->path_keys.slots);
+    PyMem_Free(r->targets.slots);
+    Py_XDECREF(r->empty_target);
     for (int i = 0; i < r->n_kinds; i++) {
         Py_DECREF(r->kind_names[i]);
         Py_DECREF(r->kind_values[i]);
@@ -2410,10 +2484,6 @@ Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     r->max_digest_steps = limits[3];
     r->max_awaiting = limits[4];
     r->max_read_registry = limits[5];
-    if ((r->path_keys = PyDict_New()) == NULL || (r->targets = PyDict_New()) == NULL) {
-        Py_DECREF(r);
-        return NULL;
-    }
     return (PyObject *)r;
 }
 
