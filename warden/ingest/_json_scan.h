@@ -300,12 +300,61 @@ scan_number(const unsigned char *p, const unsigned char *e, JVal *v)
     return s;
 }
 
+/* The length of the escape at s (a backslash), as msgspec reads it: 2, 6 or 12 (a surrogate
+ * pair), 0 for a bad one. */
+static inline int
+escape_len(const unsigned char *s, const unsigned char *e)
+{
+    if (e - s < 2)
+        return 0;
+    unsigned char x = s[1];
+    if (x == 'u') {
+        int u = e - s >= 6 ? hex4_at(s + 2) : -1;
+        if (u < 0)
+            return 0;
+        if (u < 0xD800 || u > 0xDFFF)
+            return 6;
+        int lo = u < 0xDC00 && e - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4_at(s + 8) : -1;
+        return lo >= 0xDC00 && lo <= 0xDFFF ? 12 : 0;
+    }
+    return x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' || x == 'r' || x == 't' ? 2 : 0;
+}
+
 /* A string at p (its opening quote) checked as scan_string checks it, measuring nothing: the
- * byte after it, or NULL. */
+ * byte after it, or NULL. Escapes are stepped over within a vector's 16 bytes (file contents
+ * hold one every few dozen bytes), not by starting the scan again after each. */
 static inline const unsigned char *
 skip_string(const unsigned char *p, const unsigned char *e, int read)
 {
     const unsigned char *s = p + 1;
+#ifdef __SSE2__
+    if (!read) {
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
+        while (e - s >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)s);
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v)));
+            const unsigned char *next = s + 16;
+            while (mask) {
+                const unsigned char *at = s + __builtin_ctz(mask);
+                if (*at == '"')
+                    return at + 1;
+                if (*at != '\\')
+                    return NULL; /* a raw control */
+                int n = escape_len(at, e);
+                if (n == 0)
+                    return NULL;
+                if (at + n >= next) { /* the escape runs to (or past) the vector's end */
+                    next = at + n;
+                    break;
+                }
+                mask &= ~0u << (at + n - s); /* the bytes it covers are its own */
+            }
+            s = next;
+        }
+    }
+#endif
     for (;;) {
         s = string_stop(s, e, read);
         if (s >= e)
@@ -314,26 +363,10 @@ skip_string(const unsigned char *p, const unsigned char *e, int read)
         if (c == '"')
             return s + 1;
         if (c == '\\') {
-            if (e - s < 2)
+            int n = escape_len(s, e);
+            if (n == 0)
                 return NULL;
-            unsigned char x = s[1];
-            if (x == 'u') {
-                int u = e - s >= 6 ? hex4_at(s + 2) : -1;
-                if (u < 0)
-                    return NULL;
-                if (u >= 0xD800 && u <= 0xDFFF) {
-                    int lo = u < 0xDC00 && e - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4_at(s + 8) : -1;
-                    if (lo < 0xDC00 || lo > 0xDFFF)
-                        return NULL;
-                    s += 12;
-                } else {
-                    s += 6;
-                }
-            } else if (x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' || x == 'r' || x == 't') {
-                s += 2;
-            } else {
-                return NULL;
-            }
+            s += n;
             continue;
         }
         if (c < 0x20)
@@ -346,9 +379,15 @@ skip_string(const unsigned char *p, const unsigned char *e, int read)
     }
 }
 
-/* Any value at p (no leading whitespace) checked as scan_value checks it, measuring nothing and
- * without recursion (the scan of what the parser does not read, most of a transcript's bytes):
- * the byte after it, or NULL. */
+static inline int
+is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Any value at p checked as scan_value checks it, measuring nothing and without recursion (the
+ * scan of what the parser does not read, most of a transcript's bytes): the byte after it, or
+ * NULL. Whitespace is looked for only where a token was not found (compact JSON has none). */
 static const unsigned char *
 skip_value(const unsigned char *p, const unsigned char *e, int read)
 {
@@ -391,6 +430,12 @@ skip_value(const unsigned char *p, const unsigned char *e, int read)
                 return NULL;
             p += 4;
             break;
+        case ' ':
+        case '\t':
+        case '\r':
+        case '\n':
+            p = skip_ws(p, e);
+            continue;
         default: {
             JVal number;
             if ((p = scan_number(p, e, &number)) == NULL || (read && number.kind == J_NUM))
@@ -401,28 +446,33 @@ skip_value(const unsigned char *p, const unsigned char *e, int read)
         for (;;) {
             if (depth == 0)
                 return p;
-            p = skip_ws(p, e);
             if (p >= e)
                 return NULL;
-            if (*p == close[depth - 1]) {
+            unsigned char c = *p;
+            if (c == close[depth - 1]) {
                 p++;
                 depth--;
-                continue;
-            }
-            if (*p != ',')
+            } else if (c == ',') {
+                p++;
+                break;
+            } else if (is_ws(c)) {
+                p = skip_ws(p, e);
+            } else {
                 return NULL;
-            p = skip_ws(p + 1, e);
-            break;
+            }
         }
         if (close[depth - 1] == ']')
             continue;
     key:
+        if (p < e && *p != '"')
+            p = skip_ws(p, e);
         if (p >= e || *p != '"' || (p = skip_string(p, e, read)) == NULL)
             return NULL;
-        p = skip_ws(p, e);
+        if (p < e && *p != ':')
+            p = skip_ws(p, e);
         if (p >= e || *p != ':')
             return NULL;
-        p = skip_ws(p + 1, e);
+        p++;
     }
 }
 
@@ -434,6 +484,7 @@ scan_value(const unsigned char *p, const unsigned char *e, int read, int depth, 
         return NULL;
     const unsigned char *q;
     v->p = p;
+    v->i = 0;
     switch (*p) {
     case '"':
         return scan_string(p, e, read, v);
@@ -479,7 +530,9 @@ scan_key(const unsigned char *p, const unsigned char *e, const unsigned char **n
         return NULL;
     *name = p + 1;
     *len = q - p - 1;
-    q = skip_ws(q + 1, e);
+    q++;
+    if (q < e && *q != ':')
+        q = skip_ws(q, e);
     if (q >= e || *q != ':')
         return NULL;
     return skip_ws(q + 1, e);
@@ -508,12 +561,14 @@ scan_read_key(const unsigned char *p, const unsigned char *e, const unsigned cha
 static inline const unsigned char *
 next_member(const unsigned char *p, const unsigned char *e, unsigned char close, int *more)
 {
-    p = skip_ws(p, e);
+    if (p < e && *p != ',' && *p != close)
+        p = skip_ws(p, e);
     if (p >= e)
         return NULL;
     if (*p == ',') {
         *more = 1;
-        return skip_ws(p + 1, e);
+        p++;
+        return p < e && *p != '"' ? skip_ws(p, e) : p; /* most members are a struct's, keyed */
     }
     *more = 0;
     return *p == close ? p + 1 : NULL;
