@@ -267,6 +267,10 @@ def test_a_session_of_every_shape_parses_the_same_on_both_paths(tmp_path: Path, 
     fast, pure = _parse(path, ledger_only=ledger_only), _parse(path, ledger_only=ledger_only, pure=True)
     assert fast == pure
     run = fast[0]
+    if ledger_only:  # what the ledger reads of a whole parse: all but its per-model sums, kept per turn
+        whole, _state, _end = parse_file(str(path), pure=True)
+        view = dataclasses.replace(whole.ledger_view(), usage_by_model={}, turn_usage=whole.usage_of_turns())
+        assert run == dataclasses.asdict(view)
     assert run["counters"] == {"tool_calls": 8, "file_reads": 4, "rereads": 1, "greps": 1, "edits": 1,
                                "failed_tool_results": 1}
     assert run["compactions"] == 2 and run["subagent_types"] == {"a7": "explorer"}

@@ -2487,7 +2487,44 @@ Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)r;
 }
 
+/* turn_usage(turns) -> [(message key, model, input, output, cache write 5m, 1h, cache read,
+ * timestamp), ...]: ParsedRun.usage_of_turns of the parser's turns (a ledger-only parse keeps it
+ * instead of its turns), read from their slots. */
+static PyObject *
+Reader_turn_usage(Reader *r, PyObject *turns)
+{
+    if (!PyList_CheckExact(turns)) {
+        PyErr_SetString(PyExc_TypeError, "turn_usage takes the parser's list of turns");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(turns);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *turn = PyList_GET_ITEM(turns, i);
+        if (Py_TYPE(turn) != r->turn_cls || Py_TYPE(SLOT(turn, r->t_off[T_USAGE])) != r->usage_cls) {
+            PyErr_SetString(PyExc_TypeError, "turn_usage takes Turns holding a Usage");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *usage = SLOT(turn, r->t_off[T_USAGE]);
+        PyObject *row = PyTuple_New(8);
+        if (row == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(row, 0, Py_NewRef(SLOT(turn, r->t_off[T_KEY])));
+        PyTuple_SET_ITEM(row, 1, Py_NewRef(SLOT(turn, r->t_off[T_MODEL])));
+        for (int k = 0; k < 5; k++)
+            PyTuple_SET_ITEM(row, 2 + k, Py_NewRef(SLOT(usage, r->u_off[k])));
+        PyTuple_SET_ITEM(row, 7, Py_NewRef(SLOT(turn, r->t_off[T_TIMESTAMP])));
+        PyList_SET_ITEM(out, i, row);
+    }
+    return out;
+}
+
 static PyMethodDef Reader_methods[] = {
+    {"turn_usage", (PyCFunction)Reader_turn_usage, METH_O,
+     "turn_usage(turns) -> the turns' (key, model, five counts, timestamp) tuples."},
     {"feed_block", (PyCFunction)(void (*)(void))Reader_feed_block, METH_FASTCALL,
      "feed_block(parser, data, upto, offset, max_line): the complete lines of data[:upto] read into the parser."},
     {NULL, NULL, 0, NULL},

@@ -563,8 +563,9 @@ class TranscriptParser:
                  agent_type: str | None = None, source_path: str = "", start_offset: int = 0,
                  state: dict[str, Any] | None = None, pure: bool = False, ledger_only: bool = False) -> None:
         """``pure``: without the C fast path (the reference it is tested against). ``ledger_only``:
-        a parse for the ledger alone, whose :meth:`result` holds no turns, tool calls or prompts but
-        its turns' usage (:attr:`ParsedRun.turn_usage`): the C reader then builds none of them."""
+        a parse for the ledger alone, whose :meth:`result` holds no turns, tool calls or prompts
+        and no per-model sums, but its turns' usage (:attr:`ParsedRun.turn_usage`): the C reader
+        then builds none of them."""
         self._s = _State.from_json(state)
         if self._s.cwd is not None:  # a state kept before the cwd was redacted; a redacted one stays
             self._s.cwd = stored_project(self._s.cwd)
@@ -1128,8 +1129,10 @@ class TranscriptParser:
             usage_turns, placeholder_turns = usage_turns + usage_turn, placeholder_turns + placeholder
         session_id = s.session_id or self._hint_session or ""
         agent_id = s.agent_id or self._hint_agent
-        usage_by_model = usage_by_key((t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m,
-                                       t.usage.cache_write_1h, t.usage.cache_read) for t in self.turns)
+        # a ledger-only parse keeps its turns' usage, not its sums (its reader sums the rows)
+        usage_by_model = {} if self.ledger_only else usage_by_key(
+            (t.model, t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_write_5m, t.usage.cache_write_1h,
+             t.usage.cache_read) for t in self.turns)
         counters = s.counters
         placeholder = placeholder_turns > 0 and placeholder_turns * 10 >= usage_turns
         completed = (s.last_turn_text and not s.last_turn_tools and not s.interrupted
@@ -1152,7 +1155,7 @@ class TranscriptParser:
                         "edits": counters.get("edits", 0), "failed_tool_results": counters.get("failed", 0)}
         if self.ledger_only:
             run.had_activity = run.has_activity or self._ledger_prompts > 0
-            run.turn_usage = run.usage_of_turns()
+            run.turn_usage = self._reader.turn_usage(self.turns) if self._reader is not None else run.usage_of_turns()
             run.turns, run.tool_calls, run.user_prompts = [], [], []
         return run
 

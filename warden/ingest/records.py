@@ -130,7 +130,7 @@ class ParsedRun:
     # Set by ledger_view, which drops the lists that would show whether the run did anything.
     had_activity: bool | None = None
     # A ledger-only parse's turns' usage (parser.TranscriptParser(ledger_only=True)): it keeps
-    # no turns, tool calls or prompts, only what the ledger reads.
+    # no turns, tool calls or prompts, nor usage_by_model, only what the ledger reads.
     turn_usage: list[TurnUsage] | None = None
 
     def ledger_view(self) -> "ParsedRun":
