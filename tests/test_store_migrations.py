@@ -90,11 +90,61 @@ def test_a_command_that_loses_the_race_to_migrate_a_new_database_goes_on(tmp_pat
         raise OperationalError("CREATE TABLE alembic_version", {}, Exception("table alembic_version already exists"))
 
     monkeypatch.setattr(db, "upgrade", lost)
+    monkeypatch.setattr(db, "_made_at_head", lambda _engine: False)  # as Alembic migrates a new database
     monkeypatch.setattr(db.time, "sleep", lambda _s: None)
     db.upgrade_unless_raced(won)  # at head after all: fine
     fresh = db.make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     with pytest.raises(OperationalError):
         db.upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands
+
+
+def _sqlite_schema(engine: Engine) -> list[tuple[str, str, str, str | None]]:
+    """(type, name, table, SQL) of every table and index, the SQL's constraint lines sorted:
+    Alembic rebuilds a table with its constraints in an order that varies from run to run."""
+    def normal(sql: str | None) -> str | None:
+        if sql is None:
+            return None
+        lines = [line.strip().rstrip(",").strip() for line in sql.splitlines()]
+        return "\n".join([line for line in lines if not line.startswith("CONSTRAINT")]
+                         + sorted(line for line in lines if line.startswith("CONSTRAINT")))
+
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master").all()
+    return sorted((kind, name, table, normal(sql)) for kind, name, table, sql in rows)
+
+
+def test_a_new_sqlite_database_is_made_with_the_schema_the_migrations_make(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """head_schema's statements (a new SQLite database is made from them, not by Alembic) are what
+    migrating one makes: the same tables, columns, indexes and constraints, at the same revision."""
+    from warden.store import head_schema
+
+    migrated, made = (db.make_engine(f"sqlite:///{tmp_path / name}") for name in ("migrated.db", "made.db"))
+    try:
+        db.upgrade(migrated)
+        monkeypatch.setattr(db, "upgrade", lambda *args: pytest.fail("Alembic ran for a new SQLite database"))
+        assert db.upgrade_unless_raced(made) is None
+        assert head_schema.REVISION == db.current_revision(made) == db.current_revision(migrated) == db.HEAD_REVISION
+        assert _sqlite_schema(made) == _sqlite_schema(migrated)
+        assert db.schema_problem(made, str(made.url), head_schema.REVISION) == ""
+    finally:
+        migrated.dispose()
+        made.dispose()
+
+
+def test_a_sqlite_database_holding_anything_is_migrated_not_made_at_head(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Made at head only when empty: a database holding another program's table (or one a
+    command racing this one has just made) is left to Alembic, which keeps what is there."""
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'shared.db'}")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE other_program (x INTEGER)")
+        assert not db._made_at_head(engine)
+        db.upgrade_unless_raced(engine)
+        assert db.current_revision(engine) == db.HEAD_REVISION
+        assert _tables(engine) == set(Base.metadata.tables) | {"other_program"}
+        assert not db._made_at_head(engine)  # made by now: nothing is done twice
+    finally:
+        engine.dispose()
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]

@@ -349,13 +349,33 @@ def backup_before_upgrade(engine: Engine) -> Path | None:
         staging.unlink(missing_ok=True)
 
 
+def _made_at_head(engine: Engine) -> bool:
+    """Make an empty SQLite database at head from :mod:`warden.store.head_schema`'s statements
+    (what the migrations make), in one transaction; False, doing nothing, for one that holds
+    anything, or another engine's (Alembic migrates those)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    from warden.store import head_schema
+
+    with engine.begin() as conn:
+        _ddl_transaction(conn)  # held until the commit: a command migrating it too waits, then finds it made
+        if conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar():
+            return False
+        for statement in head_schema.STATEMENTS:
+            conn.exec_driver_sql(statement)
+        conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES (?)", (head_schema.REVISION,))
+    return True
+
+
 def upgrade_unless_raced(engine: Engine) -> Path | None:
     """Migrate to head, keeping a copy of the database first (:func:`backup_before_upgrade`, whose
-    path it returns). Two commands that start together on a new database both try: the loser's
-    migration fails (its tables exist) once the winner's has committed, which is fine."""
+    path it returns); a new SQLite database is made at head without Alembic (:func:`_made_at_head`).
+    Two commands that start together on a new database both try: the loser's migration fails (its
+    tables exist) once the winner's has committed, which is fine."""
     kept = backup_before_upgrade(engine)
     try:
-        upgrade(engine)
+        if not _made_at_head(engine):
+            upgrade(engine)
     except (OperationalError, DatabaseError):
         for _ in range(20):
             if current_revision(engine) == HEAD_REVISION:
