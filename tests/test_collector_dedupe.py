@@ -433,6 +433,21 @@ def test_symlinked_project_directories_are_followed_once_and_loops_end(tmp_path:
     assert summary.files_ingested == 1 and _runs()[f"{SESSION}:main"].input_tokens == 1
 
 
+def test_transcripts_are_named_and_ordered_as_their_paths_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named as Path joins them (a relative directory's without "./") and ordered main sessions
+    first, then by name: which file's copy of a response counts depends on that order."""
+    from warden.ingest.collector import discover_transcripts
+
+    for name in ("b/s2.jsonl", "b/agent-a1.jsonl", "a/s3.jsonl", "s1.jsonl"):
+        write(tmp_path / "here" / name, [assistant("m1", "r1", usage(1, 1))])
+    write(tmp_path / "there" / "s0.jsonl", [assistant("m1", "r1", usage(1, 1))])
+    monkeypatch.chdir(tmp_path / "here")
+    there = tmp_path / "there"
+    assert discover_transcripts([Path("."), there, Path("a")]) == [
+        *sorted([there / "s0.jsonl", Path("a/s3.jsonl"), Path("b/s2.jsonl"), Path("s1.jsonl")], key=str),
+        Path("b/agent-a1.jsonl")]
+
+
 def test_a_shorter_stale_copy_of_a_transcript_never_overwrites_the_fuller_ones_counters(tmp_path: Path) -> None:
     """Two files of one session (a backup copy in another folder): whichever sorts last, the row
     keeps the fuller file's counters beside the tokens both files' responses add up to."""

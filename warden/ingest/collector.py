@@ -106,7 +106,13 @@ class CollectSummary:
 def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
     """The ``*.jsonl`` files under the given files/directories, main sessions before subagents
     (so a response repeated in both is owned by the session that wrote it first)."""
-    found: set[Path] = set()
+    return [Path(file) for file in _transcript_names(paths)]
+
+
+def _transcript_names(paths: Iterable[Path]) -> list[str]:
+    """:func:`discover_transcripts` as the strings of those paths (a bulk collect has thousands:
+    a Path each cost more than the walk)."""
+    found: set[str] = set()
     for path in paths:
         try:
             mode = path.stat().st_mode
@@ -125,27 +131,27 @@ def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
                     dirs[:] = []
                     continue
                 walked.add(real)
-                for name in files:
-                    if name.endswith(".jsonl"):
-                        found.add(Path(root) / name)
+                base = str(Path(root))  # a file's name as Path(root) / name gives it (no "./")
+                prefix = "" if base == "." else os.path.join(base, "")
+                found.update(prefix + name for name in files if name.endswith(".jsonl"))
         else:
             if not os.access(path, os.R_OK):
                 raise UsageError(f"cannot read {path}: permission denied")
-            found.add(path)
+            found.add(str(path))
     # One file reached under two names (a symlink beside its target) is one transcript.
-    unique: dict[tuple[int, int] | Path, Path] = {}
+    unique: dict[tuple[int, int] | str, str] = {}
     for file in sorted(found, key=_ingest_order):
         try:
-            st = file.stat()
-            identity: tuple[int, int] | Path = (st.st_dev, st.st_ino)
+            st = os.stat(file)
+            identity: tuple[int, int] | str = (st.st_dev, st.st_ino)
         except OSError:
             identity = file  # gone or unreadable: the collector says so for this name
         unique.setdefault(identity, file)
     return list(unique.values())
 
 
-def _ingest_order(path: Path) -> tuple[int, str]:
-    return (1 if path.name.startswith("agent-") else 0, str(path))
+def _ingest_order(path: str) -> tuple[int, str]:
+    return (1 if path.rpartition("/")[2].startswith("agent-") else 0, path)
 
 
 Block = tuple[bytes, int, int]  # (data, upto, offset): the complete lines of data[:upto], data[0] at offset
@@ -537,12 +543,11 @@ class Collector:
         self.max_line = max_line
         self.post_ingest = post_ingest  # False: the ledger alone (the throughput benchmark's baseline)
 
-    def collect(self, files: Iterable[Path], *, agent_type_hint: str | None = None,
+    def collect(self, files: list[str], *, agent_type_hint: str | None = None,
                 progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
-        """Ingest files in order. With ``jobs`` > 1, files are parsed in that many worker
-        processes while this one writes the rows (a bounded window, so memory stays flat)."""
+        """Ingest files (absolute paths) in order. With ``jobs`` > 1, files are parsed in that many
+        worker processes while this one writes the rows (a bounded window, so memory stays flat)."""
         summary = CollectSummary()
-        files = [os.path.abspath(str(f)) for f in files]
         if jobs is None:  # worker processes pay off on a large backlog only
             jobs = default_jobs() if _total_size(files) >= PARALLEL_MIN_BYTES else 1
         if jobs > 1 and len(files) > 1:
@@ -1269,7 +1274,7 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     given = [Path(p).expanduser() for p in (paths or [])]
     if not given:
         given = default_paths(settings)
-    files = discover_transcripts(given)
+    files = [os.path.abspath(file) for file in _transcript_names(given)]
     collector = Collector(store, settings, post_ingest=post_ingest)  # no store: it opens the settings' one
     try:
         return collector.collect(files, agent_type_hint=agent_type_hint, progress=progress, jobs=jobs)
