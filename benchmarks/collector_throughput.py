@@ -183,7 +183,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
     # With post-ingest steps: the `warden collect --json --jobs N` command itself, through the
     # console script's entry point as `warden collect` runs it. The ledger alone is not a command
     # of its own: the same start-up (the CLI's imports), then the collector with the post-ingest
-    # steps off.
+    # steps off. Both leave opening the database to collect_paths, as the command does: into a new
+    # one, the parsers are handed their first files before it is made, as a user's are.
     code = """if True:
         import json, resource, sys
         root, jobs, post = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
