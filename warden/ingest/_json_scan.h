@@ -24,7 +24,9 @@ enum {
     J_STR, J_OBJ, J_ARR
 };
 
-#define MAX_DEPTH 64 /* deeper values are left to Python (msgspec's own limit is higher) */
+#define MAX_DEPTH 64
+
+#define ALWAYS_INLINE inline __attribute__((always_inline)) /* deeper values are left to Python (msgspec's own limit is higher) */
 
 typedef struct {
     const unsigned char *p, *e; /* the value's bytes: [p, e), a string's quotes included */
@@ -118,7 +120,7 @@ utf8_len_of(Py_UCS4 cp)
 
 /* The first byte at or after s that a string's scan must look at — a quote, a backslash, a
  * control, and in read mode a byte of a multi-byte character — or e. */
-static inline const unsigned char *
+static ALWAYS_INLINE const unsigned char *
 string_stop(const unsigned char *s, const unsigned char *e, int read)
 {
 #ifdef __SSE2__
@@ -153,10 +155,44 @@ orjson_char_len(Py_UCS4 cp)
     return cp < 0x20 ? 6 : utf8_len_of(cp);
 }
 
+static const unsigned char *scan_string_slow(const unsigned char *p, const unsigned char *e, int read, JVal *v);
+
 /* A string at p (its opening quote). NULL unless msgspec reads it so: a raw control, a bad escape,
- * a surrogate escape that is not a pair, or (read mode) text that is not UTF-8. */
-static const unsigned char *
+ * a surrogate escape that is not a pair, or (read mode) text that is not UTF-8. Most strings are
+ * plain (no escape, ASCII) and shorter than 16 bytes past their quote, as ids, keys and times
+ * are: those are measured from one vector compare. */
+static ALWAYS_INLINE const unsigned char *
 scan_string(const unsigned char *p, const unsigned char *e, int read, JVal *v)
+{
+#ifdef __SSE2__
+    if (e - p >= 17) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(p + 1));
+        __m128i low = read ? _mm_cmplt_epi8(b, _mm_set1_epi8(0x20))
+                           : _mm_cmpeq_epi8(_mm_min_epu8(b, _mm_set1_epi8(0x1f)), b);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(
+            _mm_cmpeq_epi8(b, _mm_set1_epi8('"')), _mm_cmpeq_epi8(b, _mm_set1_epi8('\\'))), low));
+        if (mask != 0) {
+            int n = __builtin_ctz(mask);
+            if (p[1 + n] == '"') { /* a plain string of n bytes */
+                if (v != NULL) {
+                    v->kind = J_STR;
+                    v->p = p;
+                    v->e = p + n + 2;
+                    v->escaped = v->nul = 0;
+                    v->ascii = 1;
+                    v->chars = v->size = n;
+                    v->jsize = n + 2;
+                }
+                return p + n + 2;
+            }
+        }
+    }
+#endif
+    return scan_string_slow(p, e, read, v);
+}
+
+static const unsigned char *
+scan_string_slow(const unsigned char *p, const unsigned char *e, int read, JVal *v)
 {
     const unsigned char *s = p + 1;
     unsigned char escaped = 0, ascii = 1, nul = 0;

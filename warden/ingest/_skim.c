@@ -107,6 +107,7 @@ typedef struct {
     /* one-entry caches: a response's lines share a timestamp and a model */
     PyObject *ts_bytes, *ts_value;
     PyObject *model_bytes, *model_value;
+    PyObject *stop_bytes, *stop_value;
     RawMemo path_keys, targets; /* path_key's and digest_target's results */
     PyObject *empty_target;     /* digest_target("") */
     /* tool names (raw JSON text, no escape) and their kind */
@@ -1824,6 +1825,25 @@ model_of(Reader *r, const JVal *m)
     return model;
 }
 
+/* A stop reason's str (a new reference): the last one's again where its raw JSON is the same (a
+ * few values, repeated line after line). */
+static PyObject *
+stop_reason_of(Reader *r, const JVal *v)
+{
+    Py_ssize_t n = v->e - v->p;
+    if (r->stop_bytes != NULL && PyBytes_GET_SIZE(r->stop_bytes) == n && memcmp(PyBytes_AS_STRING(r->stop_bytes), v->p, (size_t)n) == 0)
+        return Py_NewRef(r->stop_value);
+    PyObject *text = text_str(r, v, -1);
+    PyObject *raw = text != NULL ? PyBytes_FromStringAndSize((const char *)v->p, n) : NULL;
+    if (raw == NULL) {
+        Py_XDECREF(text);
+        return NULL;
+    }
+    Py_XSETREF(r->stop_bytes, raw);
+    Py_XSETREF(r->stop_value, Py_NewRef(text));
+    return text;
+}
+
 /* Whether the raw usage of this line equals the one kept for its response (raw_usage == kept). */
 static int
 same_usage(Reader *r, PyObject *kept, const JVal *usage)
@@ -1855,13 +1875,23 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
         return 0;
     /* the response's key: "<message id>|<request id>", or the message id alone */
     PyObject *key;
-    if (nonempty_str(&line->request_id)) {
-        PyObject *mid = text_str(r, &line->id, -1), *rid = mid ? text_str(r, &line->request_id, -1) : NULL;
-        key = rid ? PyUnicode_FromFormat("%U|%U", mid, rid) : NULL;
-        Py_XDECREF(mid);
-        Py_XDECREF(rid);
+    const JVal *mid = &line->id, *rid = &line->request_id;
+    if (!nonempty_str(rid)) {
+        key = text_str(r, mid, -1);
+    } else if (!mid->escaped && !rid->escaped && mid->ascii && rid->ascii) { /* the common key: one str */
+        Py_ssize_t n1 = mid->e - mid->p - 2, n2 = rid->e - rid->p - 2;
+        key = PyUnicode_New(n1 + 1 + n2, 127);
+        if (key != NULL) {
+            Py_UCS1 *k = PyUnicode_1BYTE_DATA(key);
+            memcpy(k, mid->p + 1, (size_t)n1);
+            k[n1] = '|';
+            memcpy(k + n1 + 1, rid->p + 1, (size_t)n2);
+        }
     } else {
-        key = text_str(r, &line->id, -1);
+        PyObject *m = text_str(r, mid, -1), *q = m ? text_str(r, rid, -1) : NULL;
+        key = q ? PyUnicode_FromFormat("%U|%U", m, q) : NULL;
+        Py_XDECREF(m);
+        Py_XDECREF(q);
     }
     if (key == NULL)
         return -1;
@@ -1942,11 +1972,8 @@ apply_assistant(Reader *r, Ctx *c, const Line *line)
                 set_slot(turn, r->t_off[T_USAGE], Py_NewRef(usage));
         }
     }
-    if (line->stop_reason.kind == J_STR) {
-        PyObject *stop = text_str(r, &line->stop_reason, -1);
-        if (hold(c, O_LAST_STOP_REASON, stop) < 0)
-            goto done;
-    }
+    if (line->stop_reason.kind == J_STR && hold(c, O_LAST_STOP_REASON, stop_reason_of(r, &line->stop_reason)) < 0)
+        goto done;
     if (line->content == J_ARR) {
         for (Py_ssize_t i = 0; i < r->n_blocks; i++) {
             const Block *b = &r->blocks[i];
@@ -2422,6 +2449,8 @@ Reader_dealloc(Reader *r)
     Py_XDECREF(r->ts_value);
     Py_XDECREF(r->model_bytes);
     Py_XDECREF(r->model_value);
+    Py_XDECREF(r->stop_bytes);
+    Py_XDECREF(r->stop_value);
     memo_clear(&r->path_keys);
     memo_clear(&r->targets);
     PyMem_Free(r->path_keys.slots);
