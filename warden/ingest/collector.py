@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
 
 import orjson
 from sqlalchemy import bindparam, func, select
@@ -199,13 +199,39 @@ def _read_blocks(fd: int, start: int, max_line: int) -> Iterator[tuple[str, Any]
         yield "tail", (carry, offset + len(carry))
 
 
+ConsumedHashes = tuple[int, str, str]  # (length, sha256 of the head, of the tail): see _hashes_of_consumed
+
+
+class _ReadEnds:
+    """The bytes at both ends of what a parse read, kept as it reads (the file's first
+    HEAD_BYTES, and the HEAD_BYTES before the end of its last block of lines), so the hashes of
+    what it consumed need not read the file again."""
+
+    __slots__ = ("head", "tail", "tail_end", "hashes")
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.tail = b""
+        self.tail_end = -1  # the file offset just past ``tail``
+        self.hashes: ConsumedHashes | None = None  # set once the parse has read the file
+
+    def saw(self, data: bytes, offset: int, end: int) -> None:
+        """A block ``data`` read at ``offset``, whose complete lines end at ``end``."""
+        if offset == 0:
+            self.head = data[:HEAD_BYTES]
+        self.tail = data[max(0, end - offset - HEAD_BYTES):end - offset]
+        self.tail_end = end
+
+
 def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None,
                agent_type: str | None = None, max_line: int = MAX_LINE_BYTES,
-               pure: bool = False, ledger_only: bool = False) -> tuple[ParsedRun, dict[str, Any], int]:
+               pure: bool = False, ledger_only: bool = False,
+               ends: _ReadEnds | None = None) -> tuple[ParsedRun, dict[str, Any], int]:
     """Read ``path`` from ``start`` into a ParsedRun; returns (run, resumable state, bytes scanned
     up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang.
     ``pure``: without the C fast path (the reference it is tested against); ``ledger_only``: the
-    run as the ledger reads it (TranscriptParser's ``ledger_only``)."""
+    run as the ledger reads it (TranscriptParser's ``ledger_only``); ``ends``: given its
+    ``hashes`` of the bytes the run consumed (:func:`_hashes_of_consumed`), from those it read."""
     session_hint, agent_hint = ids_from_path(path)
     parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
                               source_path=path, start_offset=start, state=state, pure=pure,
@@ -220,30 +246,40 @@ def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None
                 data, upto, offset = value
                 parser.feed_block(data, upto, offset, max_line)
                 end = offset + upto + 1
+                if ends is not None:
+                    ends.saw(data, offset, end)
             elif what == "oversized":
                 parser.feed_oversized(value)
                 end = value
             else:
                 parser.feed_lines([value[0]], [value[1]], complete=False)
                 end = value[1]
+        result = parser.result()
+        if ends is not None:
+            ends.hashes = _hashes_of_consumed(fd, result.bytes_consumed, ends)
     finally:
         os.close(fd)
-    return parser.result(), parser.state(), end
+    return result, parser.state(), end
 
 
-def _offset_state(hashes: tuple[int, str, str], parser_state: dict[str, Any]) -> dict[str, Any]:
-    """An offset row's parser_state: the head/tail hashed (:func:`_consumed_hashes`) and the
+def _offset_state(hashes: ConsumedHashes, parser_state: dict[str, Any]) -> dict[str, Any]:
+    """An offset row's parser_state: the head/tail hashed (:func:`_hashes_of_consumed`) and the
     parser's state to resume from."""
     length, _, tail_sha256 = hashes
     return {"head_len": length, "tail_len": length, "tail_sha256": tail_sha256, "parser": parser_state}
 
 
-def _consumed_hashes(path: str, consumed: int) -> tuple[int, str, str]:
-    """(length, sha256 of the head, of the tail) of the first ``consumed`` bytes of ``path``,
-    which an offset row keeps to resume only a file that still holds them."""
+def _hashes_of_consumed(fd: int, consumed: int, ends: _ReadEnds) -> ConsumedHashes:
+    """(length, sha256 of the head, of the tail) of the first ``consumed`` bytes of the file open
+    as ``fd``, which an offset row keeps to resume only a file that still holds them: hashed from
+    the bytes a parse kept in ``ends`` where those are the ones, else read."""
     length = min(consumed, HEAD_BYTES)
-    head, tail = _span_hashes(path, (0, length), (consumed - length, length))
-    return length, head, tail
+    if length <= 0:
+        return 0, "", ""
+    head = ends.head[:length] if len(ends.head) >= length else os.pread(fd, length, 0)
+    tail = ends.tail[-length:] if ends.tail_end == consumed and len(ends.tail) >= length \
+        else os.pread(fd, length, consumed - length)
+    return length, hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
 def _span_hashes(path: str, *spans: tuple[int, int]) -> list[str]:
@@ -322,10 +358,19 @@ def _dialect_timestamp_converter(dialect: Dialect) -> Callable[[Any], Any] | Non
 def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] | None) -> dict[str, UsageRow]:
     """The run's usage rows by message key, its turns' then the responses its progress lines
     embed (owned by their subagent's run), each key once as :func:`_offer` keeps it."""
-    rows: dict[str, UsageRow] = {}
+    turns = parsed.usage_of_turns()
+    stamps = list(map(itemgetter(7), turns))
+    if convert is not None:
+        stamps = list(map(convert, stamps))
+    # A parse's turns are distinct responses: each key once, unless cutting it to the column's
+    # length made two equal (then the copies are offered in order).
+    rows = {(key := message_key[:400]): (key, run_key, model[:120], stamp, i_t, o_t, w5, w1, r)
+            for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps)}
+    if len(rows) < len(turns):
+        rows = {}
+        for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps):
+            _offer(rows, (message_key[:400], run_key, model[:120], stamp, i_t, o_t, w5, w1, r))
     session_id = run_key.rsplit(":", 1)[0]
-    for key, model, i_t, o_t, w5, w1, r, ts in parsed.usage_of_turns():
-        _offer(rows, (key[:400], run_key, model[:120], ts if convert is None else convert(ts), i_t, o_t, w5, w1, r))
     for emb in parsed.embedded_usage:
         owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
         u, ts = emb.usage, emb.timestamp
@@ -460,8 +505,12 @@ def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Us
 UsageSums = dict[tuple[str, str], list[int]]  # (owner run key, model) -> the five counts summed
 
 
-def _usage_sums(rows: Iterable[UsageRow]) -> UsageSums:
+def _usage_sums(rows: Collection[UsageRow]) -> UsageSums:
     """The counts of usage rows summed per (owner, model) (a parser process sums its file's)."""
+    if rows:
+        columns = list(zip(*rows))
+        if len(set(columns[1])) == 1 and len(set(columns[2])) == 1:  # most files: one run, one model
+            return {(columns[1][0], columns[2][0]): [sum(counts) for counts in columns[4:]]}
     sums: UsageSums = {}
     for _, owner, model, _, input_tokens, output_tokens, write_5m, write_1h, read in rows:
         total = sums.get((owner, model))
@@ -622,7 +671,7 @@ class Collector:
                     for path, st, start, result, from_parser in batch:
                         offset_row = offsets.get(path)
                         if (offset_row.offset if offset_row else 0) == start:
-                            fresh.append((path, st, offset_row, start, result, from_parser))
+                            fresh.append((path, st, offset_row, start, result, from_parser.hashes, from_parser))
                         else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                             stale.append(path)
                     try:
@@ -769,30 +818,29 @@ class Collector:
             if plan is None:
                 return None
             st, start, state = plan
+            ends = _ReadEnds()
             try:
                 result = parse_file(path, start=start, state=state, agent_type=agent_type_hint,
-                                    max_line=self.max_line)
+                                    max_line=self.max_line, ends=ends)
             except OSError as exc:
                 summary.files_skipped += 1
                 summary.skipped.append(f"{path}: {exc.strerror or exc}")
                 return None
-            return self._store_file(session, path, st, session.get(IngestOffset, path), start, result, summary)
-
-    def _store_file(self, session: Session, path: str, st: os.stat_result, offset_row: IngestOffset | None,
-                    start: int, result: tuple[ParsedRun, dict[str, Any], int], summary: CollectSummary) -> str | None:
-        return self._store_files(session, [(path, st, offset_row, start, result, None)], summary)[0]
+            assert ends.hashes is not None
+            item = (path, st, session.get(IngestOffset, path), start, result, ends.hashes, None)
+            return self._store_files(session, [item], summary)[0]
 
     def _store_files(self, session: Session, items: list[tuple[str, os.stat_result, IngestOffset | None, int,
                                                               tuple[ParsedRun, dict[str, Any] | None, int],
-                                                              _FromParser | None]],
+                                                              ConsumedHashes, _FromParser | None]],
                      summary: CollectSummary, *, index_checkpoints: bool = True) -> list[str | None]:
         """Write the rows of parsed files, in order, with one statement per kind for the batch.
-        An item is (path, stat, offset row, start, parse result, what its parser process handed
-        over or None). A batch of one is the hook's and the sequential path; a larger one, the
-        bulk path's, which leaves the recall index of its checkpoints to the collect's end
-        (``index_checkpoints`` False: see capture.index_missing)."""
+        An item is (path, stat, offset row, start, parse result, the hashes of what it consumed,
+        what its parser process handed over or None). A batch of one is the hook's and the
+        sequential path; a larger one, the bulk path's, which leaves the recall index of its
+        checkpoints to the collect's end (``index_checkpoints`` False: see capture.index_missing)."""
         runs: list[tuple[str, ParsedRun, str, _FromParser | None] | None] = []  # (path, parsed, run_key, from parser)
-        for path, st, offset_row, start, (parsed, parser_state, end), from_parser in items:
+        for path, st, offset_row, start, (parsed, parser_state, end), _, from_parser in items:
             prior_state = offset_row.parser_state.get("parser") if offset_row is not None and start else None
             summary.files_ingested += 1
             summary.bytes_read += end - start
@@ -807,8 +855,7 @@ class Collector:
             rows_by_key = self._store_runs(session, [r for r in runs if r is not None], summary)
         keys: list[str | None] = []
         new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
-        for (path, st, offset_row, start, (parsed, parser_state, end), from_parser), run in zip(items, runs):
-            hashes = from_parser.hashes if from_parser else _consumed_hashes(path, parsed.bytes_consumed)
+        for (path, st, offset_row, start, (parsed, parser_state, end), hashes, from_parser), run in zip(items, runs):
             kept: Any
             if from_parser is None or from_parser.offset_state is None:
                 kept = _offset_state(hashes, parser_state)
@@ -1137,7 +1184,7 @@ class _FromParser:
     """What a parser process hands the writer beside a parse, done there so the (serial) writer
     does less: the checkpoints it captured (or None), the run's usage rows ready for the driver
     and their sums per (owner, model), the hashes of the parsed bytes' head and tail
-    (:func:`_consumed_hashes`), and on SQLite JSON columns' text: for a parse from the start
+    (:func:`_hashes_of_consumed`), and on SQLite JSON columns' text: for a parse from the start
     the offset row's parser_state (the parse result's parser state is None then: sent once, as
     text), and where the writer is sent the ledger view, the run row's trace digest (the view's
     is left empty)."""
@@ -1145,7 +1192,7 @@ class _FromParser:
     precaptured: Any
     usage_rows: dict[str, UsageRow]
     usage_sums: UsageSums
-    hashes: tuple[int, str, str]
+    hashes: ConsumedHashes
     offset_state: str | None = None
     digest: _EncodedJSON | None = None  # the run row's _run_digest
 
@@ -1157,9 +1204,11 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     nothing from the store) also the pure checkpoint capture, so the writing process does less.
     ``drivername``: the store's engine, whose driver the usage rows are built for."""
     # without the later stages' steps the writer reads only the ledger: nothing else is built
+    ends = _ReadEnds()
     parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line,
-                                           ledger_only=not post_ingest)
-    hashes = _consumed_hashes(path, parsed.bytes_consumed)  # while the bytes hashed are the bytes parsed
+                                           ledger_only=not post_ingest, ends=ends)
+    hashes = ends.hashes
+    assert hashes is not None
     precaptured = None
     if post_ingest and start == 0 and parsed.has_activity:
         from warden.continuity.capture import capture_fresh
@@ -1169,7 +1218,7 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
     from_parser = _FromParser(precaptured, usage_rows, _usage_sums(usage_rows.values()), hashes)
     json_as_text = _json_as_text(drivername)
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
-        parsed = parsed.ledger_view()
+        parsed = _ledger_view(parsed)
         parsed.usage_by_model = {}  # the writer sums the usage rows instead
         if json_as_text:  # sent as the row's text: one string, not the many objects it holds
             from_parser.digest = _EncodedJSON(_ledger_json(_run_digest(parsed)))
@@ -1178,6 +1227,15 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
         from_parser.offset_state = _ledger_json(_offset_state(hashes, parser_state))
         return (parsed, None, end), from_parser
     return (parsed, parser_state, end), from_parser
+
+
+def _ledger_view(parsed: ParsedRun) -> ParsedRun:
+    """``parsed.ledger_view()``; a ledger-only parse is one already but for its turns' usage (sent
+    as usage rows), which is dropped in place instead of copying the run."""
+    if parsed.had_activity is None or parsed.turns or parsed.tool_calls or parsed.user_prompts:
+        return parsed.ledger_view()
+    parsed.turn_usage = None
+    return parsed
 
 
 def _parse_files_in_worker(task: list[tuple[str, int, dict[str, Any] | None]], agent_type: str | None, max_line: int,

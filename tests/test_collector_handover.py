@@ -1,0 +1,67 @@
+"""What a bulk collect's parser processes hand the writer: the hashes of what a parse consumed,
+taken from the bytes it read, and the usage rows of its turns, each key once as the dedupe keeps
+it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from collect_support import SESSION, assistant, jsonl, usage, write
+from warden.config import load_settings
+from warden.ingest import collector
+from warden.ingest.collector import HEAD_BYTES, READ_CHUNK, _ReadEnds, parse_file
+
+
+def _expected_hashes(data: bytes, consumed: int) -> tuple[int, str, str]:
+    length = min(consumed, HEAD_BYTES)
+    if not length:
+        return 0, "", ""
+    return (length, hashlib.sha256(data[:length]).hexdigest(),
+            hashlib.sha256(data[consumed - length:consumed]).hexdigest())
+
+
+_LINE = jsonl([assistant("m1", "r1", usage(1, 2))])
+
+
+@pytest.mark.parametrize("data", [
+    b"",
+    _LINE,  # shorter than the hashed length
+    _LINE * 200,  # one block
+    _LINE * (2 * READ_CHUNK // len(_LINE) + 7),  # blocks whose lines end past a block's start
+    _LINE * 200 + _LINE[:-9],  # a half-written last line, not consumed
+    _LINE * 200 + b'{"type":"summary"}',  # a whole last line without its newline, consumed
+    _LINE * 3 + b"x" * 5000 + b"\n",  # an oversized last line (the limit below), skipped unread
+], ids=["empty", "short", "one-block", "blocks", "half-line", "unterminated", "oversized"])
+def test_a_parse_hashes_what_it_consumed_from_the_bytes_it_read(tmp_path: Path, data: bytes,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    opened: list[str] = []
+    plain_open = os.open
+    monkeypatch.setattr(os, "open", lambda name, *args, **kw: opened.append(name) or plain_open(name, *args, **kw))
+    for start in (0, len(_LINE)):  # from the start, and resumed (the head read then)
+        if start > len(data):
+            continue
+        ends = _ReadEnds()
+        run, _state, _end = parse_file(str(path), start=start, max_line=4000, ends=ends)
+        assert ends.hashes == _expected_hashes(data, run.bytes_consumed)
+        assert run.stats.oversized == (b"x" * 5000 in data)
+    assert opened == [str(path)] * len(opened)  # the file is opened once a parse, never again to hash
+
+
+def test_keys_made_equal_by_the_columns_length_keep_the_larger_copy(tmp_path: Path) -> None:
+    """Two responses of one file whose keys differ past the column's 400 characters are one usage
+    row, as when they are offered one by one: the larger counts, in the order they came."""
+    long_id = "m" * 400
+    write(tmp_path / "projects" / "-p" / f"{SESSION}.jsonl",
+          [assistant(long_id + "a", None, usage(10, 20)), assistant(long_id + "b", None, usage(1, 2))])
+    run, _state, _end = parse_file(str(next(tmp_path.rglob("*.jsonl"))), ledger_only=True)
+    convert = collector._timestamp_converter("sqlite")
+    rows = collector._usage_rows(run, f"{SESSION}:main", convert)
+    assert [row[:2] + row[4:6] for row in rows.values()] == [(long_id, f"{SESSION}:main", 10, 20)]
+    summary = collector.collect_paths(load_settings(), [tmp_path / "projects"], post_ingest=False)
+    assert summary.usage_messages == 1
