@@ -335,3 +335,21 @@ def test_odd_transcripts_parse_the_same_on_both_paths(tmp_path_factory: pytest.T
     finally:
         collector.READ_CHUNK = plain_chunk
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_placeholder_verdicts_read_as_the_reference() -> None:
+    """The reader's verdicts over a finished parse's turns are the Python ones, on a grid that
+    crosses each threshold (8 content tokens, output a quarter of them) and a synthetic reply."""
+    from warden.ingest.parser import _fast_reader, _placeholder_verdicts
+    from warden.ingest.pricing import Usage
+    from warden.ingest.records import Turn
+
+    turns = [Turn(0, f"m{i}", model, Usage(output_tokens=output), None, "", [], content)
+             for i, (model, output, content) in enumerate(
+                 (model, output, content) for model in ("claude-sonnet-4-6", "<synthetic>")
+                 for output in range(0, 12) for content in (-5, 0, 1, 28, 29, 32, 33, 36, 37, 40, 41, 4000))]
+    reader = _fast_reader(skim)
+    for first, last in ((0, len(turns)), (3, 40), (17, 17), (len(turns) - 1, len(turns))):
+        assert reader.placeholder_verdicts(turns, first, last) == _placeholder_verdicts(turns[first:last])
+    with pytest.raises(ValueError):
+        reader.placeholder_verdicts(turns, 5, 2)

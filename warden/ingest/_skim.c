@@ -92,6 +92,7 @@ typedef struct {
     PyObject *valid_id, *stored_project, *clean_label, *model_name, *path_key, *digest_target;
     PyObject *parse_timestamp, *utc_text, *decode;
     Py_ssize_t max_result_text, max_prompt_text, max_turn_text, max_digest_steps, max_awaiting, max_read_registry;
+    long long bytes_per_token; /* warden.tokens.BYTES_PER_TOKEN */
     /* slot offsets */
     Py_ssize_t u_off[5];
     Py_ssize_t t_off[8];
@@ -2472,15 +2473,16 @@ Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"usage", "turn", "tool_call", "user_prompt", "no_usage", "tool_kinds", "free_models",
                              "valid_id", "stored_project", "clean_label", "model_name", "path_key", "digest_target",
                              "parse_timestamp", "utc_text", "decode", "max_result_text", "max_prompt_text",
-                             "max_turn_text", "max_digest_steps", "max_awaiting", "max_read_registry", NULL};
+                             "max_turn_text", "max_digest_steps", "max_awaiting", "max_read_registry",
+                             "bytes_per_token", NULL};
     PyTypeObject *usage, *turn, *call, *prompt;
     PyObject *hooks[12];
-    Py_ssize_t limits[6];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$O!O!O!O!OO!OOOOOOOOOOnnnnnn", kwlist, &PyType_Type, &usage,
+    Py_ssize_t limits[7];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$O!O!O!O!OO!OOOOOOOOOOnnnnnnn", kwlist, &PyType_Type, &usage,
                                      &PyType_Type, &turn, &PyType_Type, &call, &PyType_Type, &prompt, &hooks[0],
                                      &PyDict_Type, &hooks[1], &hooks[2], &hooks[3], &hooks[4], &hooks[5], &hooks[6],
                                      &hooks[7], &hooks[8], &hooks[9], &hooks[10], &hooks[11], &limits[0], &limits[1],
-                                     &limits[2], &limits[3], &limits[4], &limits[5]))
+                                     &limits[2], &limits[3], &limits[4], &limits[5], &limits[6]))
         return NULL;
     static const char *const usage_slots[] = {"input_tokens", "output_tokens", "cache_write_5m", "cache_write_1h",
                                               "cache_read"};
@@ -2513,6 +2515,7 @@ Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     r->max_digest_steps = limits[3];
     r->max_awaiting = limits[4];
     r->max_read_registry = limits[5];
+    r->bytes_per_token = limits[6] > 0 ? limits[6] : 1;
     return (PyObject *)r;
 }
 
@@ -2551,7 +2554,44 @@ Reader_turn_usage(Reader *r, PyObject *turns)
     return out;
 }
 
+/* placeholder_verdicts(turns, first, last) -> (responses, placeholders): parser._placeholder_verdicts
+ * of turns[first:last], read from their slots (parser._placeholder_verdict: a synthetic reply is no
+ * response; a placeholder is an output count far below the content the response produced). */
+static PyObject *
+Reader_placeholder_verdicts(Reader *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t first, last;
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || (first = PyLong_AsSsize_t(args[1])) < 0
+        || (last = PyLong_AsSsize_t(args[2])) < first || last > PyList_GET_SIZE(args[0])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "placeholder_verdicts takes (turns, first, last) within the list");
+        return NULL;
+    }
+    long long responses = 0, placeholders = 0;
+    for (Py_ssize_t i = first; i < last; i++) {
+        PyObject *turn = PyList_GET_ITEM(args[0], i);
+        if (Py_TYPE(turn) != r->turn_cls || Py_TYPE(SLOT(turn, r->t_off[T_USAGE])) != r->usage_cls) {
+            PyErr_SetString(PyExc_TypeError, "placeholder_verdicts takes Turns holding a Usage");
+            return NULL;
+        }
+        PyObject *model = SLOT(turn, r->t_off[T_MODEL]);
+        int synthetic = PyUnicode_Check(model) ? PyUnicode_Compare(model, SYNTHETIC) == 0 : 0;
+        if (synthetic)
+            continue;
+        long long content = PyLong_AsLongLong(SLOT(turn, r->t_off[T_CONTENT_BYTES]));
+        long long output = usage_field(r, SLOT(turn, r->t_off[T_USAGE]), 1);
+        if (PyErr_Occurred())
+            return NULL;
+        long long tokens = ((content > 0 ? content : 0) + r->bytes_per_token - 1) / r->bytes_per_token;
+        responses++;
+        placeholders += tokens >= 8 && output * 4 < tokens;
+    }
+    return Py_BuildValue("(LL)", responses, placeholders);
+}
+
 static PyMethodDef Reader_methods[] = {
+    {"placeholder_verdicts", (PyCFunction)(void (*)(void))Reader_placeholder_verdicts, METH_FASTCALL,
+     "placeholder_verdicts(turns, first, last) -> (responses, placeholders) of turns[first:last]."},
     {"turn_usage", (PyCFunction)Reader_turn_usage, METH_O,
      "turn_usage(turns) -> the turns' (key, model, five counts, timestamp) tuples."},
     {"feed_block", (PyCFunction)(void (*)(void))Reader_feed_block, METH_FASTCALL,

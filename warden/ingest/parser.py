@@ -45,7 +45,7 @@ from warden.ingest.pricing import FREE_MODELS, Usage, usage_by_key
 from warden.ingest.records import EmbeddedUsage, LineStats, ParsedRun, ToolCall, Turn, UserPrompt, path_key
 from warden.names import clean_label, plain_int, storable_text, stored_project, valid_id
 from warden.sanitize import one_line, redacted_prefix
-from warden.tokens import tokens_of_bytes
+from warden.tokens import BYTES_PER_TOKEN, tokens_of_bytes
 
 PARSER_VERSION = "9"  # 3: secrets in the trace digest's commands are redacted; 4: before the cut;
 # 5: a run's start and end are its earliest and latest instants, whatever their ISO form;
@@ -422,7 +422,8 @@ def _fast_reader(skim: Any) -> Any:
             clean_label=clean_label, model_name=_model_name, path_key=_path_key, digest_target=_digest_target,
             parse_timestamp=parse_timestamp, utc_text=_utc_text, decode=msgspec.json.decode,
             max_result_text=MAX_RESULT_TEXT, max_prompt_text=MAX_PROMPT_TEXT, max_turn_text=MAX_TURN_TEXT,
-            max_digest_steps=MAX_DIGEST_STEPS, max_awaiting=MAX_AWAITING, max_read_registry=MAX_READ_REGISTRY)
+            max_digest_steps=MAX_DIGEST_STEPS, max_awaiting=MAX_AWAITING, max_read_registry=MAX_READ_REGISTRY,
+            bytes_per_token=BYTES_PER_TOKEN)
     return _READER
 
 
@@ -550,6 +551,17 @@ def _placeholder_verdict(model: str, output_tokens: int, content_bytes: int) -> 
         return 0, 0
     content_tokens = tokens_of_bytes(content_bytes)
     return 1, int(content_tokens >= 8 and output_tokens * 4 < content_tokens)
+
+
+def _placeholder_verdicts(turns: list[Turn]) -> tuple[int, int]:
+    """:func:`_placeholder_verdict` of each turn, summed: (responses, placeholders). The C
+    reader's ``placeholder_verdicts`` reads the same from the turns' slots."""
+    responses = placeholders = 0
+    for turn in turns:
+        response, placeholder = _placeholder_verdict(turn.model, turn.usage.output_tokens, turn.content_bytes)
+        responses += response
+        placeholders += placeholder
+    return responses, placeholders
 
 
 def _turn_summary(turn: Turn) -> list[Any]:
@@ -1081,21 +1093,21 @@ class TranscriptParser:
         what a resumed parse adds to it (:meth:`_open_turn`), as a whole read would judge it."""
         s = self._s
         carried = _carried_turn(s.open_turn)
-        responses = placeholders = 0  # summed here, then counted in the state (one turn a call)
-        for turn in self.turns[self._checked_turns:len(self.turns) - 1]:
-            if carried is not None:
-                if turn.message_key == carried[0]:  # the rest of the response left open
-                    self._judge(*_joined(carried, turn)[1:4])
-                    carried = s.open_turn = None
-                    continue
+        first, last = self._checked_turns, len(self.turns) - 1
+        if carried is not None and first < last:
+            turn = self.turns[first]
+            if turn.message_key == carried[0]:  # the rest of the response left open
+                self._judge(*_joined(carried, turn)[1:4])
+                first += 1
+            else:
                 self._judge(carried[1], carried[2], carried[3])
-                carried = s.open_turn = None
-            response, placeholder = _placeholder_verdict(turn.model, turn.usage.output_tokens, turn.content_bytes)
-            responses += response
-            placeholders += placeholder
-        s.usage_turns += responses
-        s.placeholder_turns += placeholders
-        self._checked_turns = max(self._checked_turns, len(self.turns) - 1)
+            s.open_turn = None
+        if first < last:
+            responses, placeholders = (_placeholder_verdicts(self.turns[first:last]) if self._reader is None
+                                       else self._reader.placeholder_verdicts(self.turns, first, last))
+            s.usage_turns += responses
+            s.placeholder_turns += placeholders
+        self._checked_turns = max(self._checked_turns, last)
 
     def _open_turn(self) -> list[Any] | None:
         """The response still open after :meth:`_finish_turns`: the last one (with the part a
