@@ -98,6 +98,24 @@ def test_a_command_that_loses_the_race_to_migrate_a_new_database_goes_on(tmp_pat
         db.upgrade_unless_raced(fresh)  # nobody migrated it: the failure stands
 
 
+def test_a_command_that_finds_a_new_database_made_while_it_looked_goes_on(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A command that read no revision just before another one made the database (its tables and
+    revision committed together) sees warden's tables, not another program's: it opens it."""
+    settings = load_settings(env={"WARDEN_HOME": str(tmp_path)})
+    db.open_store(settings).engine.dispose()  # the other command made it
+    plain_revision = db.current_revision
+    looks: list[str | None] = []
+
+    def read_before_it_was_made(engine: Engine) -> str | None:
+        looks.append(None if not looks else plain_revision(engine))
+        return looks[-1]
+
+    monkeypatch.setattr(db, "current_revision", read_before_it_was_made)
+    store = db.open_store(settings)
+    store.engine.dispose()
+    assert looks[0] is None and db.HEAD_REVISION in looks
+
+
 def _sqlite_schema(engine: Engine) -> list[tuple[str, str, str, str | None]]:
     """(type, name, table, SQL) of every table and index, the SQL's constraint lines sorted:
     Alembic rebuilds a table with its constraints in an order that varies from run to run."""

@@ -422,9 +422,11 @@ def clashing_tables(engine: Engine) -> list[str]:
 
 
 def refuse_foreign_tables(engine: Engine, url: str) -> None:
-    """:class:`StoreError` when a database warden never migrated holds tables named like its own."""
+    """:class:`StoreError` when a database warden never migrated holds tables named like its own.
+    The caller found no revision; tables found since may be another command's, which made the
+    database meanwhile (tables and revision in one transaction): its revision is looked at again."""
     tables = clashing_tables(engine)
-    if tables:
+    if tables and current_revision(engine) is None:
         raise _clash(url, tables)
 
 
