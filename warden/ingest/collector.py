@@ -666,14 +666,16 @@ class Collector:
 
                 def store_batch(session: Session, final: bool = False) -> None:
                     nonlocal batch_bytes, pending, last_commit
-                    offsets = _load_offsets(session, [item[0] for item in batch])  # one query per batch
+                    stored = dict(_rows_in(session, _STORED_OFFSETS, [item[0] for item in batch]))  # one query
                     fresh, stale = [], []
                     for path, st, start, result, from_parser in batch:
-                        offset_row = offsets.get(path)
-                        if (offset_row.offset if offset_row else 0) == start:
-                            fresh.append((path, st, offset_row, start, result, from_parser.hashes, from_parser))
+                        if stored.get(path, 0) == start:
+                            fresh.append((path, st, None, start, result, from_parser.hashes, from_parser))
                         else:  # someone (a hook) ingested it meanwhile: redo from the new offset
                             stale.append(path)
+                    if stored:  # the rows to update, as ORM objects
+                        offset_rows = _load_offsets(session, [item[0] for item in fresh if item[0] in stored])
+                        fresh = [(path, st, offset_rows.get(path), *rest) for path, st, _, *rest in fresh]
                     try:
                         uncommitted.extend(item[0] for item in fresh)
                         if fresh:  # the checkpoints' recall index is written at the collect's end
@@ -752,7 +754,8 @@ class Collector:
                         ahead += 1
                 session = open_session.enter_context(self._opened_store().session())
                 rest = files[ahead:]
-                known = _load_offsets(session, [f for f in rest if not _unstorable_path(f)])  # one query
+                known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
+                                                              [f for f in rest if not _unstorable_path(f)])}
                 for path in rest:
                     summary.files_seen += 1
                     plan(path, self._plan(session, path, summary, agent_type_hint, known))
@@ -768,10 +771,10 @@ class Collector:
                 raise
 
     def _plan(self, session: Session, path: str, summary: CollectSummary, agent_type_hint: str | None,
-              known: dict[str, IngestOffset] | None = None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
+              known: dict[str, Any] | None = None) -> tuple[os.stat_result, int, dict[str, Any] | None] | None:
         """(stat, start offset, parser state) to ingest ``path`` from, or None (skipped/unchanged).
-        ``known``: the offset rows of a bulk collect, loaded at its start (a row a hook writes
-        later is caught when the parse is stored, which re-reads the row)."""
+        ``known``: the offset rows of a bulk collect (plain rows), read at its start (a row a hook
+        writes later is caught when the parse is stored, which reads the stored offsets again)."""
         st = _stat_to_ingest(path, summary)
         if st is None:
             return None
@@ -928,13 +931,12 @@ class Collector:
         named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
                            for _, parsed, run_key, _ in runs if parsed.agent_id is None
                            for agent_id in parsed.subagent_types}
-        # Whole rows only where a subagent of unknown type reads its parent's digest (_fill_run).
-        digests_read = {run_key_for(run_key.rsplit(":", 1)[0], None)
-                        for _, parsed, run_key, _ in runs if parsed.agent_id is not None and not parsed.agent_type}
-        rows_by_key: dict[str, RunRow] = {**_load_runs(session, digests_read)}
-        rows_by_key.update(_load_runs(session, (affected | named_subagents
-                                                | {run_key_for(k.rsplit(":", 1)[0], None) for k in affected})
-                                      - digests_read, _RUNS_TO_UPDATE))
+        rows_by_key: dict[str, RunRow] = {**_load_runs(session, affected | named_subagents, _runs_to_update())}
+        # A subagent of unknown type takes the type its parent's Task call names (_fill_run): from
+        # the parent's digest as stored, until this batch fills the parent.
+        subagent_types = {key: (digest or {}).get("subagents", {}) for key, digest in _rows_in(
+            session, _RUN_DIGESTS, sorted({run_key_for(run_key.rsplit(":", 1)[0], None) for _, parsed, run_key, _ in runs
+                                           if parsed.agent_id is not None and not parsed.agent_type}))}
         # A run new here owns only the rows this batch inserted: summed from them, not looked up
         # (most runs of a bulk collect are new); a stored run, or one sharing a chunk with stored
         # rows, is summed by the database.
@@ -954,7 +956,7 @@ class Collector:
                 new_rows.append(row)
                 rows_by_key[run_key] = row
             if not _a_fuller_copy_holds(row, parsed, path):
-                self._fill_run(row, parsed, path, rows_by_key, from_parser.digest if from_parser else None)
+                self._fill_run(row, parsed, path, subagent_types, from_parser.digest if from_parser else None)
             if parsed.agent_id is None:
                 for agent_id, agent_type in parsed.subagent_types.items():
                     # A parent's Task calls name its subagents' types: fill rows that did not know theirs.
@@ -989,21 +991,19 @@ class Collector:
             rows_by_key.update(_load_runs(session, [row.run_key for row in new_rows]))
         return rows_by_key
 
-    def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, rows_by_key: dict[str, RunRow],
+    def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, subagent_types: dict[str, dict[str, str]],
                   digest: _EncodedJSON | None = None) -> None:
-        """``digest``: the run's :func:`_run_digest` as its parser process encoded it (or None)."""
+        """``subagent_types``: per parent run key, the subagents its digest names (a main run's
+        entry is replaced as it is filled); ``digest``: the run's :func:`_run_digest` as its
+        parser process encoded it (or None)."""
         if parsed.agent_id is not None:
-            agent = parsed.agent_type
-            if not agent:
-                parent = rows_by_key.get(run_key_for(row.session_id, None))
-                parent_digest = parent.trace_digest if parent else None
-                if parent_digest.__class__ is _EncodedJSON:  # a parent new in this batch
-                    parent_digest = json_loads(parent_digest)
-                agent = (parent_digest or {}).get("subagents", {}).get(parsed.agent_id)
+            agent = parsed.agent_type or subagent_types.get(run_key_for(row.session_id, None), {}).get(parsed.agent_id)
             if agent:
                 row.agent = agent[:200]
             elif not row.agent:
                 row.agent = UNKNOWN_SUBAGENT
+        else:  # what its digest's "subagents" holds (_run_digest)
+            subagent_types[row.run_key] = parsed.subagent_types
         row.project = parsed.cwd or row.project
         row.models = list(parsed.models)  # cumulative over the file (the parser state carries it)
         row.started_at = parsed.started_at or row.started_at
@@ -1071,27 +1071,41 @@ def _unstorable_path(path: str) -> str | None:
 
 
 # Each compiled once (an expanding parameter is only spliced in; a list is coerced key by key).
+# The ORM's are for rows the writer updates; what it only reads, it reads as plain rows.
+_R, _O = SessionRun.__table__.c, IngestOffset.__table__.c
 _RUNS_BY_KEY = select(SessionRun).where(SessionRun.run_key.in_(bindparam("keys", expanding=True)))
-# The rows the writer updates: their trace digest and line counters are replaced, not read.
-_RUNS_TO_UPDATE = _RUNS_BY_KEY.options(defer(SessionRun.trace_digest), defer(SessionRun.line_stats))
-_OFFSETS_BY_PATH = select(IngestOffset).where(IngestOffset.path.in_(bindparam("paths", expanding=True)))
+_STORED_RUN_KEYS = select(_R.run_key).where(_R.run_key.in_(bindparam("keys", expanding=True)))
+_RUN_DIGESTS = select(_R.run_key, _R.trace_digest).where(_R.run_key.in_(bindparam("keys", expanding=True)))
+_OFFSETS_BY_PATH = select(IngestOffset).where(IngestOffset.path.in_(bindparam("keys", expanding=True)))
+_OFFSET_ROWS = select(IngestOffset.__table__).where(_O.path.in_(bindparam("keys", expanding=True)))
+_STORED_OFFSETS = select(_O.path, _O.offset).where(_O.path.in_(bindparam("keys", expanding=True)))
+
+
+@functools.cache
+def _runs_to_update() -> Any:
+    """The rows the writer updates, without their trace digest and line counters (replaced, not
+    read). Built when first used: deferring a column configures the ORM's mappers (~20 ms),
+    which a bulk collect into a new database never needs."""
+    return _RUNS_BY_KEY.options(defer(SessionRun.trace_digest), defer(SessionRun.line_stats))
+
+
+def _rows_in(session: Session, stmt: Any, keys: Iterable[str]) -> Iterator[Any]:
+    """The rows ``stmt`` selects for ``keys`` (its expanding parameter), IN_CHUNK keys a query."""
+    keys = list(keys)
+    for i in range(0, len(keys), IN_CHUNK):
+        yield from session.execute(stmt, {"keys": keys[i:i + IN_CHUNK]})
 
 
 def _load_runs(session: Session, run_keys: Iterable[str], stmt: Any = _RUNS_BY_KEY) -> dict[str, SessionRun]:
-    keys = sorted(set(run_keys))
-    found: dict[str, SessionRun] = {}
-    for i in range(0, len(keys), IN_CHUNK):
-        for row in session.scalars(stmt, {"keys": keys[i:i + IN_CHUNK]}):
-            found[row.run_key] = row
-    return found
+    """The stored rows of ``run_keys``, as ORM objects: looked up plainly first, so a key not
+    stored (in a bulk collect into a new database, any) costs no ORM query."""
+    stored = [key for key, in _rows_in(session, _STORED_RUN_KEYS, sorted(set(run_keys)))]
+    return {row.run_key: row for row, in _rows_in(session, stmt, stored)}
 
 
-def _load_offsets(session: Session, paths: list[str]) -> dict[str, IngestOffset]:
-    found: dict[str, IngestOffset] = {}
-    for i in range(0, len(paths), IN_CHUNK):
-        for row in session.scalars(_OFFSETS_BY_PATH, {"paths": paths[i:i + IN_CHUNK]}):
-            found[row.path] = row
-    return found
+def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOffset]:
+    """The offset rows of ``paths``, as ORM objects (to update)."""
+    return {row.path: row for row, in _rows_in(session, _OFFSETS_BY_PATH, paths)}
 
 
 def _offer(rows: dict[str, UsageRow], row: UsageRow) -> None:
