@@ -2328,6 +2328,18 @@ feed_all_to_python(PyObject *parser, const unsigned char *base, Py_ssize_t upto,
     }
 }
 
+/* The scratch text buffer given back once a block is read, if one huge text (a command of
+ * megabytes) grew it: a process parses for long and keeps what it holds. */
+static void
+keep_small(Reader *r)
+{
+    if (r->text_cap > (1 << 20)) {
+        PyMem_Free(r->text_buf);
+        r->text_buf = NULL;
+        r->text_cap = 0;
+    }
+}
+
 static PyObject *
 Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2396,12 +2408,14 @@ Reader_feed_block(Reader *r, PyObject *const *args, Py_ssize_t nargs)
         pos = stop + 1;
     }
     PyBuffer_Release(&view);
+    keep_small(r);
     if (flush(&c) < 0)
         return NULL;
     Py_RETURN_NONE;
 fail:
     release(&c);
     PyBuffer_Release(&view);
+    keep_small(r);
     return NULL;
 }
 
