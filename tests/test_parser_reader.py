@@ -353,3 +353,25 @@ def test_placeholder_verdicts_read_as_the_reference() -> None:
         assert reader.placeholder_verdicts(turns, first, last) == _placeholder_verdicts(turns[first:last])
     with pytest.raises(ValueError):
         reader.placeholder_verdicts(turns, 5, 2)
+
+
+@pytest.mark.parametrize("ledger_only", [True, False])
+def test_texts_of_megabytes_parse_the_same_on_both_paths(tmp_path: Path, ledger_only: bool) -> None:
+    """A command, a prompt and a tool result of megabytes (escapes and multi-byte characters
+    throughout): read whole where the parser keeps them whole, cut where it cuts them."""
+    big = "line \"é\" \\ 😀\t" * 150_000
+    lines = [
+        {"type": "user", "message": {"content": big}},
+        {"type": "assistant", "requestId": "r1", "message": {"id": "m1", "model": "claude-sonnet-4-6", "usage": {
+            "input_tokens": 1, "output_tokens": 2}, "content": [
+            {"type": "text", "text": big},
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": big}}]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": big}]}},
+    ]
+    path = tmp_path / "s1.jsonl"
+    path.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    fast = _parse(path, ledger_only=ledger_only)
+    assert fast == _parse(path, ledger_only=ledger_only, pure=True)
+    if not ledger_only:
+        assert fast[0]["tool_calls"][0]["command"] == big and fast[0]["tool_calls"][0]["result_bytes"] == len(
+            big.encode())
