@@ -65,3 +65,53 @@ def test_keys_made_equal_by_the_columns_length_keep_the_larger_copy(tmp_path: Pa
     assert [row[:2] + row[4:6] for row in rows.values()] == [(long_id, f"{SESSION}:main", 10, 20)]
     summary = collector.collect_paths(load_settings(), [tmp_path / "projects"], post_ingest=False)
     assert summary.usage_messages == 1
+
+
+def _names_by_os_walk(paths: list[Path]) -> list[str]:
+    """What collect found before its own walk (os.walk and a realpath a directory): the reference."""
+    found: set[str] = set()
+    for path in paths:
+        if not path.is_dir():
+            found.add(str(path))
+            continue
+        walked: set[str] = set()
+        for root, dirs, files in os.walk(path, followlinks=True):
+            real = os.path.realpath(root)
+            if real in walked:
+                dirs[:] = []
+                continue
+            walked.add(real)
+            base = str(Path(root))
+            prefix = "" if base == "." else os.path.join(base, "")
+            found.update(prefix + name for name in files if name.endswith(".jsonl"))
+    unique: dict[object, str] = {}
+    for file in sorted(found, key=collector._ingest_order):
+        try:
+            st = os.stat(file)
+            identity: object = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = file
+        unique.setdefault(identity, file)
+    return list(unique.values())
+
+
+def test_transcripts_are_found_as_os_walk_finds_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symlinked directories (a second name, a link up the tree, a loop, a link to a link), links
+    to files and dangling ones, names that only look like transcripts: the same names in the same
+    order as the os.walk the collector used before, from absolute and relative roots."""
+    tree = tmp_path / "tree"
+    for name in ("p1/s1.jsonl", "p1/sub/agent-a1.jsonl", "p1/sub/deeper/s2.jsonl", "p2/s3.jsonl", "p2/notes.txt",
+                 "elsewhere/proj/s4.jsonl", "elsewhere/proj/inner/agent-a2.jsonl", "s0.jsonl"):
+        write(tree / name, [assistant("m1", "r1", usage(1, 1))])
+    (tree / "p3").symlink_to(tmp_path / "tree" / "elsewhere" / "proj")  # a project kept elsewhere
+    (tree / "p4").symlink_to(tree / "p3")  # a link to a link
+    (tree / "p1" / "sub" / "up").symlink_to(tree / "p1")  # a loop
+    (tree / "p2" / "again").symlink_to(tree / "p1" / "sub")  # a second name deeper down
+    (tree / "p2" / "link.jsonl").symlink_to(tree / "p1" / "s1.jsonl")
+    (tree / "p2" / "dangling.jsonl").symlink_to(tree / "gone.jsonl")
+    (tree / "p2" / "dir.jsonl").mkdir()
+    write(tree / "p2" / "dir.jsonl" / "s5.jsonl", [assistant("m1", "r1", usage(1, 1))])
+    monkeypatch.chdir(tree)
+    for roots in ([tree], [Path(".")], [Path("p2"), Path("."), tree / "p3"], [Path("p1/sub"), tree / "p1"],
+                  [tree / "p2" / "link.jsonl", Path("p4")]):
+        assert collector._transcript_names(roots) == _names_by_os_walk(roots), roots

@@ -112,6 +112,11 @@ def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
 def _transcript_names(paths: Iterable[Path]) -> list[str]:
     """:func:`discover_transcripts` as the strings of those paths (a bulk collect has thousands:
     a Path each cost more than the walk)."""
+    return list(_transcript_sizes(paths))
+
+
+def _transcript_sizes(paths: Iterable[Path]) -> dict[str, int]:
+    """:func:`_transcript_names`, each with its size (0 for one gone or unreadable)."""
     found: set[str] = set()
     for path in paths:
         try:
@@ -123,31 +128,58 @@ def _transcript_names(paths: Iterable[Path]) -> list[str]:
         if stat.S_ISDIR(mode):
             if not os.access(path, os.R_OK | os.X_OK):
                 raise UsageError(f"cannot read directory {path}: permission denied")
-            # Symlinked project directories are followed (each real directory once: no loops).
-            walked: set[str] = set()
-            for root, dirs, files in os.walk(path, followlinks=True):
-                real = os.path.realpath(root)
-                if real in walked:
-                    dirs[:] = []
-                    continue
-                walked.add(real)
-                base = str(Path(root))  # a file's name as Path(root) / name gives it (no "./")
-                prefix = "" if base == "." else os.path.join(base, "")
-                found.update(prefix + name for name in files if name.endswith(".jsonl"))
+            base = str(path)  # a file's name as Path(root) / name gives it (no "./")
+            _add_transcripts_under(os.fspath(path), "" if base == "." else os.path.join(base, ""),
+                                   os.path.realpath(path), found, set())
         else:
             if not os.access(path, os.R_OK):
                 raise UsageError(f"cannot read {path}: permission denied")
             found.add(str(path))
     # One file reached under two names (a symlink beside its target) is one transcript.
-    unique: dict[tuple[int, int] | str, str] = {}
+    unique: dict[tuple[int, int] | str, tuple[str, int]] = {}
     for file in sorted(found, key=_ingest_order):
         try:
             st = os.stat(file)
             identity: tuple[int, int] | str = (st.st_dev, st.st_ino)
+            size = st.st_size
         except OSError:
-            identity = file  # gone or unreadable: the collector says so for this name
-        unique.setdefault(identity, file)
-    return list(unique.values())
+            identity, size = file, 0  # gone or unreadable: the collector says so for this name
+        unique.setdefault(identity, (file, size))
+    return dict(unique.values())
+
+
+def _add_transcripts_under(directory: str, prefix: str, real: str, found: set[str], walked: set[str]) -> None:
+    """Add to ``found`` the ``*.jsonl`` names under ``directory`` (its real path ``real``), each
+    ``prefix`` + its path below it, as ``os.walk(directory, followlinks=True)`` finds them, in its
+    order: symlinked directories are followed, each real directory once (``walked``: no loops),
+    one that cannot be read is passed over. A directory's real path is its parent's with its
+    name unless it is a symlink (``os.path.realpath`` of each directory cost more than the walk)."""
+    if real in walked:
+        return
+    try:
+        with os.scandir(directory) as listing:
+            entries = list(listing)
+    except OSError:
+        return
+    walked.add(real)
+    subdirectories = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            subdirectories.append(entry)
+        elif entry.name.endswith(".jsonl"):
+            found.add(prefix + entry.name)
+    for entry in subdirectories:
+        path = os.path.join(directory, entry.name)
+        try:
+            linked = entry.is_symlink()
+        except OSError:
+            linked = True
+        _add_transcripts_under(path, prefix + entry.name + "/", os.path.realpath(path) if linked
+                               else os.path.join(real, entry.name), found, walked)
 
 
 def _ingest_order(path: str) -> tuple[int, str]:
@@ -593,12 +625,15 @@ class Collector:
         self.post_ingest = post_ingest  # False: the ledger alone (the throughput benchmark's baseline)
 
     def collect(self, files: list[str], *, agent_type_hint: str | None = None,
-                progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> CollectSummary:
+                progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
+                total_bytes: int | None = None) -> CollectSummary:
         """Ingest files (absolute paths) in order. With ``jobs`` > 1, files are parsed in that many
-        worker processes while this one writes the rows (a bounded window, so memory stays flat)."""
+        worker processes while this one writes the rows (a bounded window, so memory stays flat).
+        ``total_bytes``: the files' size, where the caller knows it (else they are looked at)."""
         summary = CollectSummary()
         if jobs is None:  # worker processes pay off on a large backlog only
-            jobs = default_jobs() if _total_size(files) >= PARALLEL_MIN_BYTES else 1
+            total = _total_size(files) if total_bytes is None else total_bytes
+            jobs = default_jobs() if total >= PARALLEL_MIN_BYTES else 1
         if jobs > 1 and len(files) > 1:
             self._collect_parallel(files, summary, agent_type_hint, progress, jobs)
         else:
@@ -1346,10 +1381,12 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     given = [Path(p).expanduser() for p in (paths or [])]
     if not given:
         given = default_paths(settings)
-    files = [os.path.abspath(file) for file in _transcript_names(given)]
+    found = _transcript_sizes(given)
+    files = [os.path.abspath(file) for file in found]
     collector = Collector(store, settings, post_ingest=post_ingest)  # no store: it opens the settings' one
     try:
-        return collector.collect(files, agent_type_hint=agent_type_hint, progress=progress, jobs=jobs)
+        return collector.collect(files, agent_type_hint=agent_type_hint, progress=progress, jobs=jobs,
+                                 total_bytes=sum(found.values()))
     finally:
         if store is None and collector.store is not None:
             collector.store.engine.dispose()
