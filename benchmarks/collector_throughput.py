@@ -192,8 +192,9 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
     # With post-ingest steps: the `warden collect --json --jobs N` command itself, through the
     # console script's entry point as `warden collect` runs it. The ledger alone is not a command
     # of its own: the same start-up (the CLI's imports), then the collector with the post-ingest
-    # steps off. Both leave opening the database to collect_paths, as the command does: into a new
-    # one, the parsers are handed their first files before it is made, as a user's are.
+    # steps off. Both start the parser processes before the CLI's imports and leave opening the
+    # database to collect_paths, as the command does: into a new one, the parsers are handed their
+    # first files before the CLI is loaded, as a user's are.
     code = """if True:
         import json, resource, sys
         root, jobs, post = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
@@ -201,6 +202,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
             from warden.cli.entry import main
             code = main(['collect', '--json', '--jobs', jobs, root])
         else:
+            from warden.ingest.transcripts import start_parsers_early
+            start_parsers_early([root], int(jobs), post_ingest=False)  # as the command does first
             from warden.cli.entry import load_cli
             load_cli()  # the command's start-up: its imports, as the console script does them
             from warden.config import load_settings

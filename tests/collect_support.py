@@ -107,3 +107,27 @@ def assert_runs_own_their_usage(store: Any) -> None:
                    func.sum(u.cache_write_1h_tokens), func.sum(u.cache_read_tokens)).group_by(u.run_key))}
     assert set(owned) <= set(runs), f"usage rows owned by no run: {sorted(set(owned) - set(runs))[:5]}"
     assert {key: owned.get(key, (0, 0, 0, 0, 0)) for key in runs} == runs
+
+
+def ledger_values() -> tuple[dict[str, tuple], dict[str, tuple], dict[str, tuple]]:
+    """The settings' database's runs, usage rows and offsets, as values (no ids or wall-clock
+    times): what two collects of the same files must both have stored."""
+    from sqlalchemy import select
+
+    from warden.config import load_settings
+    from warden.store.db import open_store
+    from warden.store.models import IngestOffset, SessionRun, UsageMessage
+
+    store = open_store(load_settings())
+    try:
+        with store.session() as db:
+            runs = {r.run_key: (r.input_tokens, r.output_tokens, r.cache_write_5m_tokens, r.cache_read_tokens,
+                                r.cost_usd, r.tool_calls, r.agent, r.models, r.trace_digest, r.line_stats)
+                    for r in db.scalars(select(SessionRun))}
+            rows = {u.message_key: (u.run_key, u.model, u.timestamp, u.input_tokens, u.output_tokens)
+                    for u in db.scalars(select(UsageMessage))}
+            offsets = {o.path: (o.run_key, o.offset, o.size, o.head_sha256, o.parser_state)
+                       for o in db.scalars(select(IngestOffset))}
+        return runs, rows, offsets
+    finally:
+        store.engine.dispose()

@@ -8,29 +8,12 @@ import concurrent.futures
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
-from collect_support import append, assert_runs_own_their_usage, assistant, usage, write
+from collect_support import append, assert_runs_own_their_usage, assistant, ledger_values, usage, write
 from warden.config import load_settings
-from warden.ingest import collector
+from warden.ingest import collector, transcripts
 from warden.ingest.collector import collect_paths
 from warden.store.db import open_store
-from warden.store.models import SessionRun, UsageMessage
-
-
-def _ledger() -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """The runs' and usage rows' values (no ids or wall-clock times)."""
-    store = open_store(load_settings())
-    try:
-        with store.session() as db:
-            runs = {r.run_key: (r.input_tokens, r.output_tokens, r.cache_write_5m_tokens, r.cache_read_tokens,
-                                r.cost_usd, r.tool_calls, r.agent, r.models, r.trace_digest, r.line_stats)
-                    for r in db.scalars(select(SessionRun))}
-            rows = {u.message_key: (u.run_key, u.model, u.input_tokens, u.output_tokens)
-                    for u in db.scalars(select(UsageMessage))}
-        return runs, rows
-    finally:
-        store.engine.dispose()
 
 
 def _in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
@@ -49,15 +32,15 @@ def test_a_bulk_collect_into_a_new_database_parses_while_it_is_made(
                         lambda self, *args, **kw: events.append("parse") or plain_submit(self, *args, **kw))
     plain_open = collector.open_store
     monkeypatch.setattr(collector, "open_store", lambda settings: events.append("open") or plain_open(settings))
-    monkeypatch.setattr(collector, "TASK_FILES", 1)  # a task per file
+    monkeypatch.setattr(transcripts, "TASK_FILES", 1)  # a task per file
     files = collector.discover_transcripts([corpus])
-    monkeypatch.setattr(collector, "AHEAD_BYTES", sum(f.stat().st_size for f in files[:5]))
+    monkeypatch.setattr(transcripts, "AHEAD_BYTES", sum(f.stat().st_size for f in files[:5]))
     settings = load_settings()
     assert settings.sqlite_path is not None and not settings.sqlite_path.exists()
     summary = collect_paths(settings, [corpus], jobs=2, post_ingest=False)
     assert events.index("open") == 5  # the first five files' tasks first
     assert events.count("parse") == summary.files_ingested == summary.files_seen == 22
-    ahead = _ledger()
+    ahead = ledger_values()
 
     monkeypatch.undo()
     _in_home(tmp_path, monkeypatch, "made-first")
@@ -69,7 +52,7 @@ def test_a_bulk_collect_into_a_new_database_parses_while_it_is_made(
         made.engine.dispose()
     assert (summary.bytes_read, summary.lines, summary.run_keys) == \
            (made_summary.bytes_read, made_summary.lines, made_summary.run_keys)
-    assert ahead == _ledger()
+    assert ahead == ledger_values()
 
 
 def test_a_file_a_hook_stores_while_a_new_database_is_made_is_redone_not_doubled(
@@ -93,12 +76,12 @@ def test_a_file_a_hook_stores_while_a_new_database_is_made_is_redone_not_doubled
     summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False)
     assert redone == [str(files[0])]
     assert (summary.files_unchanged, summary.files_ingested, summary.files_seen) == (1, 21, 22)
-    raced = _ledger()
+    raced = ledger_values()
 
     monkeypatch.undo()
     _in_home(tmp_path, monkeypatch, "clean")
     collect_paths(load_settings(), [corpus], jobs=1, post_ingest=False)
-    assert raced == _ledger()
+    assert raced == ledger_values()
 
 
 def test_a_bulk_collect_into_a_made_database_parses_from_its_stored_offsets(
@@ -121,6 +104,18 @@ def test_a_bulk_collect_into_a_made_database_parses_from_its_stored_offsets(
     assert redone == []
     assert (summary.files_ingested, summary.files_unchanged) == (1, 2)
     assert summary.bytes_read == grown.stat().st_size - size
-    runs, _ = _ledger()
+    runs, _, _ = ledger_values()
     assert runs[f"{sessions[1]}:main"][:2] == (16, 8)
     assert_runs_own_their_usage(open_store(load_settings()))
+
+
+def test_a_parser_process_yields_the_cpu_to_the_writer() -> None:
+    """A bulk collect's parser processes run at a lower priority than the writer, whose stores
+    are the collect's critical path (niceness is capped at 19)."""
+    import os
+
+    pool = transcripts.start_parser_pool(1)
+    with pool:
+        parser, writer = pool.submit(os.nice, 0).result(), os.nice(0)
+    assert parser == min(19, writer + transcripts.PARSER_NICENESS)
+    assert parser > writer or writer == 19

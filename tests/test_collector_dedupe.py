@@ -196,11 +196,12 @@ def test_a_file_a_hook_ingests_during_a_bulk_collect_is_redone_not_doubled(tmp_p
     """Parser processes parse from the offsets read at the start; a file that something else
     ingested meanwhile is found stale at write time and collected again from its new offset."""
     import warden.ingest.collector as collector
+    import warden.ingest.transcripts as transcripts
     from warden.store.models import Checkpoint, IngestOffset
 
     files = collector.discover_transcripts([corpus])
     monkeypatch.setenv("WARDEN_TEST_RACED", str(files[0]))
-    monkeypatch.setattr(collector, "_parse_in_worker", _parse_after_a_hook)
+    monkeypatch.setattr(transcripts, "_parse_in_worker", _parse_after_a_hook)
     redone: list[str] = []  # files this (the writing) process ingested again by itself
     plain_ingest = collector.Collector.ingest_file
     monkeypatch.setattr(collector.Collector, "ingest_file",
@@ -234,9 +235,9 @@ def _parse_after_a_hook(path: str, *args):  # type: ignore[no-untyped-def]
 
 
 def _real_parse():  # type: ignore[no-untyped-def]
-    import warden.ingest.collector as collector
+    import warden.ingest.transcripts as transcripts
 
-    return collector._parse_in_worker
+    return transcripts._parse_in_worker
 
 
 _REAL_PARSE = _real_parse()
@@ -256,11 +257,12 @@ def test_a_file_a_parser_process_cannot_read_is_skipped_and_its_task_goes_on(
     """Parser processes take files a task of several at a time: one that cannot be read is
     skipped with its reason, and the files around it in the same task are collected."""
     import warden.ingest.collector as collector
+    import warden.ingest.transcripts as transcripts
 
     files = collector.discover_transcripts([corpus])
     gone = files[1]  # inside the first task
     monkeypatch.setenv("WARDEN_TEST_GONE", str(gone))
-    monkeypatch.setattr(collector, "_parse_in_worker", _unreadable_in_worker)
+    monkeypatch.setattr(transcripts, "_parse_in_worker", _unreadable_in_worker)
     summary = collect_paths(load_settings(), [corpus], jobs=2)
     assert summary.skipped == [f"{gone}: No such file or directory"] and summary.files_skipped == 1
     assert summary.files_ingested == len(files) - 1 == summary.files_seen - 1
@@ -461,12 +463,12 @@ def test_a_shorter_stale_copy_of_a_transcript_never_overwrites_the_fuller_ones_c
 
 SLOW_COLLECT = """
 import sys, time
-import warden.ingest.collector as collector
+import warden.ingest.transcripts as transcripts
 
 def slow(*args, **kwargs):
     time.sleep(60)
 
-collector._parse_in_worker = slow
+transcripts._parse_in_worker = slow
 from warden.cli.app import main
 sys.exit(main(["collect", "--jobs", "2", sys.argv[1]]))
 """

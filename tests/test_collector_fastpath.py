@@ -228,7 +228,7 @@ def test_two_collects_ending_at_once_index_the_checkpoints_once(corpus: Path, tm
 def test_a_line_over_the_limit_is_skipped_wherever_its_block_boundary_falls(tmp_path: Path) -> None:
     """The limit holds for a line that ends in the block after the one where it started, and
     for one that spans whole blocks: counted oversized, unread, on both paths alike."""
-    from warden.ingest.collector import READ_CHUNK, parse_file
+    from warden.ingest.transcripts import READ_CHUNK, parse_file
 
     limit = READ_CHUNK + 10
     path = tmp_path / "t.jsonl"

@@ -12,8 +12,9 @@ import pytest
 
 from collect_support import SESSION, assistant, jsonl, usage, write
 from warden.config import load_settings
-from warden.ingest import collector
-from warden.ingest.collector import HEAD_BYTES, READ_CHUNK, _ReadEnds, parse_file
+from warden.ingest import transcripts
+from warden.ingest.transcripts import HEAD_BYTES, READ_CHUNK, _ReadEnds, parse_file
+from warden.ingest.collector import collect_paths
 
 
 def _expected_hashes(data: bytes, consumed: int) -> tuple[int, str, str]:
@@ -60,10 +61,10 @@ def test_keys_made_equal_by_the_columns_length_keep_the_larger_copy(tmp_path: Pa
     write(tmp_path / "projects" / "-p" / f"{SESSION}.jsonl",
           [assistant(long_id + "a", None, usage(10, 20)), assistant(long_id + "b", None, usage(1, 2))])
     run, _state, _end = parse_file(str(next(tmp_path.rglob("*.jsonl"))), ledger_only=True)
-    convert = collector._timestamp_converter("sqlite")
-    rows = collector._usage_rows(run, f"{SESSION}:main", convert)
+    convert = transcripts._timestamp_converter("sqlite")
+    rows = transcripts._usage_rows(run, f"{SESSION}:main", convert)
     assert [row[:2] + row[4:6] for row in rows.values()] == [(long_id, f"{SESSION}:main", 10, 20)]
-    summary = collector.collect_paths(load_settings(), [tmp_path / "projects"], post_ingest=False)
+    summary = collect_paths(load_settings(), [tmp_path / "projects"], post_ingest=False)
     assert summary.usage_messages == 1
 
 
@@ -85,7 +86,7 @@ def _names_by_os_walk(paths: list[Path]) -> list[str]:
             prefix = "" if base == "." else os.path.join(base, "")
             found.update(prefix + name for name in files if name.endswith(".jsonl"))
     unique: dict[object, str] = {}
-    for file in sorted(found, key=collector._ingest_order):
+    for file in sorted(found, key=transcripts._ingest_order):
         try:
             st = os.stat(file)
             identity: object = (st.st_dev, st.st_ino)
@@ -114,4 +115,18 @@ def test_transcripts_are_found_as_os_walk_finds_them(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tree)
     for roots in ([tree], [Path(".")], [Path("p2"), Path("."), tree / "p3"], [Path("p1/sub"), tree / "p1"],
                   [tree / "p2" / "link.jsonl", Path("p4")]):
-        assert collector._transcript_names(roots) == _names_by_os_walk(roots), roots
+        assert transcripts._transcript_names(roots) == _names_by_os_walk(roots), roots
+
+
+def test_a_parsers_usage_sums_are_per_owner_and_model() -> None:
+    """What a parser process hands over beside its usage rows: their counts summed per (owner,
+    model), for a file of one run and model (summed by column) and for any other."""
+    def row(key: str, owner: str, model: str, *counts: int) -> tuple:
+        return (key, owner, model, None, *counts)
+
+    one = [row("k1", "s:main", "opus", 1, 2, 3, 4, 5), row("k2", "s:main", "opus", 10, 20, 30, 40, 50)]
+    assert transcripts._usage_sums(one) == {("s:main", "opus"): [11, 22, 33, 44, 55]}
+    mixed = one + [row("k3", "s:a1", "opus", 1, 1, 1, 1, 1), row("k4", "s:main", "haiku", 2, 0, 0, 0, 7)]
+    assert transcripts._usage_sums(mixed) == {("s:main", "opus"): [11, 22, 33, 44, 55], ("s:a1", "opus"): [1, 1, 1, 1, 1],
+                                              ("s:main", "haiku"): [2, 0, 0, 0, 7]}
+    assert transcripts._usage_sums([]) == {}

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import warden.ingest.collector as collector
+import warden.ingest.transcripts as transcripts
 from warden.ingest.collector import discover_transcripts, parse_file
 from warden.ingest.parser import TranscriptParser, fast_path
 
@@ -163,8 +164,8 @@ def test_generated_transcripts_parse_the_same_on_both_paths(tmp_path_factory: py
     data = b"\n".join(_encode(*line) for line in lines) + b"\n"
     path = tmp_path_factory.mktemp("gen") / "s1.jsonl"
     path.write_bytes(data)
-    plain_chunk = collector.READ_CHUNK
-    collector.READ_CHUNK = chunk
+    plain_chunk = transcripts.READ_CHUNK
+    transcripts.READ_CHUNK = chunk
     try:
         for ledger_only in (False, True):
             assert _parse(path, ledger_only=ledger_only) == _parse(path, ledger_only=ledger_only, pure=True)
@@ -176,7 +177,7 @@ def test_generated_transcripts_parse_the_same_on_both_paths(tmp_path_factory: py
             assert _parse(path, start=first.bytes_consumed, state=state, ledger_only=ledger_only) == \
                    _parse(path, start=first.bytes_consumed, state=state, ledger_only=ledger_only, pure=True)
     finally:
-        collector.READ_CHUNK = plain_chunk
+        transcripts.READ_CHUNK = plain_chunk
 
 
 def test_the_reader_reads_claude_code_lines_itself(monkeypatch: pytest.MonkeyPatch, corpus: Path) -> None:
@@ -279,11 +280,11 @@ def test_a_session_of_every_shape_parses_the_same_on_both_paths(tmp_path: Path, 
 def test_every_corpus_transcript_parses_the_same_on_both_paths(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = discover_transcripts([corpus])
     assert len(files) >= 20
-    for chunk in (collector.READ_CHUNK, 4096, 97):  # small reads: lines split across blocks and carried
-        monkeypatch.setattr(collector, "READ_CHUNK", chunk)
+    for chunk in (transcripts.READ_CHUNK, 4096, 97):  # small reads: lines split across blocks and carried
+        monkeypatch.setattr(transcripts, "READ_CHUNK", chunk)
         for path in files:
             assert _parse(path) == _parse(path, pure=True), path
-    monkeypatch.setattr(collector, "READ_CHUNK", 4096)
+    monkeypatch.setattr(transcripts, "READ_CHUNK", 4096)
     for path in files[:6]:  # lines over the cap skipped unread, on both paths alike
         assert _parse(path, max_line=3000) == _parse(path, pure=True, max_line=3000), path
 
@@ -322,8 +323,8 @@ def test_odd_transcripts_parse_the_same_on_both_paths(tmp_path_factory: pytest.T
     folder = tmp_path_factory.mktemp("odd")
     path = folder / "s1.jsonl"
     path.write_bytes(data)
-    plain_chunk = collector.READ_CHUNK
-    collector.READ_CHUNK = chunk
+    plain_chunk = transcripts.READ_CHUNK
+    transcripts.READ_CHUNK = chunk
     try:
         assert _parse(path) == _parse(path, pure=True)
         # written up to any byte, read, then resumed once whole (an incremental ingest): alike too
@@ -333,7 +334,7 @@ def test_odd_transcripts_parse_the_same_on_both_paths(tmp_path_factory: pytest.T
         assert _parse(path, start=first.bytes_consumed, state=state) == \
                _parse(path, pure=True, start=first.bytes_consumed, state=state)
     finally:
-        collector.READ_CHUNK = plain_chunk
+        transcripts.READ_CHUNK = plain_chunk
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -106,3 +106,22 @@ def test_values_converted_ahead_read_back_like_execute_manys(any_store: Any) -> 
     stored = _store_both_ways(any_store, moments)
     for i in range(len(moments)):
         assert stored[f"ahead-{i}"] == stored[f"orm-{i}"]
+
+
+def test_sqlite_datetimes_made_without_sqlalchemy_are_its_text() -> None:
+    """A parser process's SQLite timestamp text (SQLiteDateTime, made without SQLAlchemy) is what
+    SQLAlchemy's own bind processor makes, for whatever value comes."""
+    from datetime import date, datetime, timedelta, timezone
+
+    from sqlalchemy import DateTime
+    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+
+    from warden.store.sqlite_text import SQLiteDateTime, is_sqlite
+
+    dialect = SQLiteDialect_pysqlite()
+    reference = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    converter = SQLiteDateTime()
+    for value in (datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 60), datetime(999, 12, 31, 23, 59),
+                  datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2))), date(2026, 1, 2), None):
+        assert converter(value) == reference(value), value
+    assert is_sqlite("sqlite") and is_sqlite("sqlite+pysqlite") and not is_sqlite("postgresql+psycopg")

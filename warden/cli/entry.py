@@ -24,7 +24,41 @@ def main(argv: list[str] | None = None) -> int:
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
-    return load_cli()(argv)
+    collect = _collect_arguments(args)
+    if collect is None:
+        return load_cli()(argv)
+    # `warden collect`: its parser processes start now, on the core the CLI's imports leave idle
+    from warden.ingest.transcripts import discard_early_parsers, start_parsers_early
+
+    start_parsers_early(*collect)
+    try:
+        return load_cli()(argv)
+    finally:
+        discard_early_parsers()  # those the collect did not take over (it failed, or collected otherwise)
+
+
+def _collect_arguments(args: list[str]) -> tuple[list[str], int | None] | None:
+    """(paths, --jobs) of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for
+    anything else (another command, --help, an option this does not know, a bad value): the CLI
+    then parses it alone, and reports what is wrong."""
+    if not args or args[0] != "collect":
+        return None
+    paths: list[str] = []
+    jobs: int | None = None
+    rest = iter(args[1:])
+    for arg in rest:
+        if arg.startswith("--jobs"):
+            value = arg[len("--jobs="):] if arg.startswith("--jobs=") else next(rest, "") if arg == "--jobs" else ""
+            if not value.isdigit() or not 1 <= int(value) <= 64:
+                return None
+            jobs = int(value)
+        elif arg == "--json":
+            continue
+        elif arg.startswith("-"):
+            return None
+        else:
+            paths.append(arg)
+    return paths, jobs
 
 
 def load_cli() -> Callable[[list[str] | None], int]:

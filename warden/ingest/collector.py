@@ -10,6 +10,9 @@
   run's token totals and cost are always the sums of the rows it owns, so a response counts once
   however many files repeat it. Responses a parent saw through ``progress`` lines are owned by the
   subagent's run (``<session>:<agentId>``), with or without the subagent's own transcript.
+- **Bulk.** A large backlog is parsed in parser processes while this process writes
+  (:meth:`Collector._collect_parallel`); finding and reading the files, and the parser
+  processes' side, are :mod:`warden.ingest.transcripts`.
 - **Extension point.** After a run's row is written, :func:`_after_run_ingested` runs the later
   stages' per-run steps (checkpoint capture, distill queueing) in the same transaction.
 """
@@ -18,31 +21,33 @@ from __future__ import annotations
 
 import functools
 import gc
-import hashlib
-import json
 import math
 import os
 import stat
-import sys
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.engine import URL, Dialect, make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from warden.config import Settings, load_settings
 from warden.errors import UsageError
-from warden.ingest.parser import PARSER_VERSION, TranscriptParser, ids_from_path
+from warden.ingest.parser import PARSER_VERSION
 from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
+from warden.ingest.transcripts import (  # discover_transcripts, parse_file: the collector's API too
+    _USAGE_COLUMNS, BULK_GC_THRESHOLD, MAIN_AGENT, MAX_LINE_BYTES, PARALLEL_MIN_BYTES, CollectSummary, ConsumedHashes,
+    ParseQueue, UsageRow, UsageSums, _EncodedJSON, _FromParser, _ledger_json, _offer, _offset_state, _ReadEnds,
+    _row_rank, _run_digest, _run_key_of, _span_hashes, _stat_to_ingest, _stop_pool, _total_size, _transcript_sizes,
+    _unstorable_path, _usage_rows, _usage_sums, default_jobs, discard_early_parsers, discover_transcripts, parse_file,
+    plan_ahead, run_key_for, start_parser_pool, take_early_parsers)
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.sanitize import redact_secrets
@@ -53,277 +58,11 @@ from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
     from warden.continuity.capture import StoredCaptures
 
-READ_CHUNK = 8 << 20
-MAX_LINE_BYTES = 64 << 20  # longer lines are counted (LineStats.oversized) and skipped unread
-HEAD_BYTES = 4096  # hashed, at the start and before the offset, to notice a transcript rewritten under the same name
-MAX_PATH_CHARS: int = IngestOffset.__table__.c.path.type.length  # the offsets' key column
 IN_CHUNK = 500  # bound on SQL IN-lists / multi-row statements
-MAIN_AGENT = "main"
 UNKNOWN_SUBAGENT = "subagent"
 
 
-@dataclass
-class CollectSummary:
-    files_seen: int = 0
-    files_ingested: int = 0
-    files_unchanged: int = 0
-    files_skipped: int = 0  # not a regular file, unreadable, vanished
-    bytes_read: int = 0
-    lines: int = 0
-    runs_updated: int = 0
-    usage_messages: int = 0  # usage rows offered to the global dedupe
-    skipped: list[str] = field(default_factory=list)  # "path: reason"
-    run_keys: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    def absorb(self, other: "CollectSummary") -> None:
-        """Add ``other``'s counts and lists to these (a transaction's, once it is committed)."""
-        for key, value in other.__dict__.items():
-            if isinstance(value, list):
-                getattr(self, key).extend(value)
-            else:
-                setattr(self, key, getattr(self, key) + value)
-
-    def snapshot(self) -> dict[str, int]:
-        """The counts and list lengths now (lists only ever grow)."""
-        return {k: len(v) if isinstance(v, list) else v for k, v in self.__dict__.items()}
-
-    def restore(self, snapshot: dict[str, int]) -> None:
-        """Back to ``snapshot``: the counts of a transaction that rolled back never happened."""
-        for key, value in snapshot.items():
-            current = getattr(self, key)
-            if isinstance(current, list):
-                del current[value:]
-            else:
-                setattr(self, key, value)
-
-
 # ---------------------------------------------------------------------------- files
-
-
-def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
-    """The ``*.jsonl`` files under the given files/directories, main sessions before subagents
-    (so a response repeated in both is owned by the session that wrote it first)."""
-    return [Path(file) for file in _transcript_names(paths)]
-
-
-def _transcript_names(paths: Iterable[Path]) -> list[str]:
-    """:func:`discover_transcripts` as the strings of those paths (a bulk collect has thousands:
-    a Path each cost more than the walk)."""
-    return list(_transcript_sizes(paths))
-
-
-def _transcript_sizes(paths: Iterable[Path]) -> dict[str, int]:
-    """:func:`_transcript_names`, each with its size (0 for one gone or unreadable)."""
-    found: set[str] = set()
-    for path in paths:
-        try:
-            mode = path.stat().st_mode
-        except FileNotFoundError:
-            raise UsageError(f"no such file or directory: {path}") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if stat.S_ISDIR(mode):
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise UsageError(f"cannot read directory {path}: permission denied")
-            base = str(path)  # a file's name as Path(root) / name gives it (no "./")
-            _add_transcripts_under(os.fspath(path), "" if base == "." else os.path.join(base, ""),
-                                   os.path.realpath(path), found, set())
-        else:
-            if not os.access(path, os.R_OK):
-                raise UsageError(f"cannot read {path}: permission denied")
-            found.add(str(path))
-    # One file reached under two names (a symlink beside its target) is one transcript.
-    unique: dict[tuple[int, int] | str, tuple[str, int]] = {}
-    for file in sorted(found, key=_ingest_order):
-        try:
-            st = os.stat(file)
-            identity: tuple[int, int] | str = (st.st_dev, st.st_ino)
-            size = st.st_size
-        except OSError:
-            identity, size = file, 0  # gone or unreadable: the collector says so for this name
-        unique.setdefault(identity, (file, size))
-    return dict(unique.values())
-
-
-def _add_transcripts_under(directory: str, prefix: str, real: str, found: set[str], walked: set[str]) -> None:
-    """Add to ``found`` the ``*.jsonl`` names under ``directory`` (its real path ``real``), each
-    ``prefix`` + its path below it, as ``os.walk(directory, followlinks=True)`` finds them, in its
-    order: symlinked directories are followed, each real directory once (``walked``: no loops),
-    one that cannot be read is passed over. A directory's real path is its parent's with its
-    name unless it is a symlink (``os.path.realpath`` of each directory cost more than the walk)."""
-    if real in walked:
-        return
-    try:
-        with os.scandir(directory) as listing:
-            entries = list(listing)
-    except OSError:
-        return
-    walked.add(real)
-    subdirectories = []
-    for entry in entries:
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir:
-            subdirectories.append(entry)
-        elif entry.name.endswith(".jsonl"):
-            found.add(prefix + entry.name)
-    for entry in subdirectories:
-        path = os.path.join(directory, entry.name)
-        try:
-            linked = entry.is_symlink()
-        except OSError:
-            linked = True
-        _add_transcripts_under(path, prefix + entry.name + "/", os.path.realpath(path) if linked
-                               else os.path.join(real, entry.name), found, walked)
-
-
-def _ingest_order(path: str) -> tuple[int, str]:
-    return (1 if path.rpartition("/")[2].startswith("agent-") else 0, path)
-
-
-Block = tuple[bytes, int, int]  # (data, upto, offset): the complete lines of data[:upto], data[0] at offset
-Oversized = int  # the end offset of a line longer than the cap, skipped unread
-Tail = tuple[bytes, int]  # (the unterminated last line, its end offset)
-
-
-def _read_blocks(fd: int, start: int, max_line: int) -> Iterator[tuple[str, Any]]:
-    """What a transcript holds from ``start`` to EOF, read in large blocks: ("lines", Block) for
-    a block's complete lines, ("oversized", Oversized) for a line longer than ``max_line``
-    (skipped without being buffered), and last ("tail", Tail) for an unterminated line."""
-    os.lseek(fd, start, os.SEEK_SET)
-    offset = start
-    carry = b""
-    skipping = False
-    while True:
-        block = os.read(fd, READ_CHUNK)
-        if not block:
-            break
-        if skipping:
-            nl = block.find(b"\n")
-            if nl < 0:
-                offset += len(block)
-                continue
-            offset += nl + 1
-            yield "oversized", offset
-            block = block[nl + 1:]
-            skipping = False
-        data = carry + block if carry else block
-        last_nl = data.rfind(b"\n")
-        if last_nl < 0:
-            carry = data
-        else:
-            # a line that ends in this block may still be over the limit (carry + block)
-            yield "lines", (data, last_nl, offset)
-            offset += last_nl + 1
-            carry = data[last_nl + 1:]
-        if len(carry) > max_line:
-            offset += len(carry)
-            carry = b""
-            skipping = True
-    if skipping:
-        yield "oversized", offset
-    elif carry:
-        yield "tail", (carry, offset + len(carry))
-
-
-ConsumedHashes = tuple[int, str, str]  # (length, sha256 of the head, of the tail): see _hashes_of_consumed
-
-
-class _ReadEnds:
-    """The bytes at both ends of what a parse read, kept as it reads (the file's first
-    HEAD_BYTES, and the HEAD_BYTES before the end of its last block of lines), so the hashes of
-    what it consumed need not read the file again."""
-
-    __slots__ = ("head", "tail", "tail_end", "hashes")
-
-    def __init__(self) -> None:
-        self.head = b""
-        self.tail = b""
-        self.tail_end = -1  # the file offset just past ``tail``
-        self.hashes: ConsumedHashes | None = None  # set once the parse has read the file
-
-    def saw(self, data: bytes, offset: int, end: int) -> None:
-        """A block ``data`` read at ``offset``, whose complete lines end at ``end``."""
-        if offset == 0:
-            self.head = data[:HEAD_BYTES]
-        self.tail = data[max(0, end - offset - HEAD_BYTES):end - offset]
-        self.tail_end = end
-
-
-def parse_file(path: str, *, start: int = 0, state: dict[str, Any] | None = None,
-               agent_type: str | None = None, max_line: int = MAX_LINE_BYTES,
-               pure: bool = False, ledger_only: bool = False,
-               ends: _ReadEnds | None = None) -> tuple[ParsedRun, dict[str, Any], int]:
-    """Read ``path`` from ``start`` into a ParsedRun; returns (run, resumable state, bytes scanned
-    up to EOF). Opens non-blocking, so a FIFO that slipped past the caller's check cannot hang.
-    ``pure``: without the C fast path (the reference it is tested against); ``ledger_only``: the
-    run as the ledger reads it (TranscriptParser's ``ledger_only``); ``ends``: given its
-    ``hashes`` of the bytes the run consumed (:func:`_hashes_of_consumed`), from those it read."""
-    session_hint, agent_hint = ids_from_path(path)
-    parser = TranscriptParser(session_id=session_hint, agent_id=agent_hint, agent_type=agent_type,
-                              source_path=path, start_offset=start, state=state, pure=pure,
-                              ledger_only=ledger_only)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    end = start
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        for what, value in _read_blocks(fd, start, max_line):
-            if what == "lines":
-                data, upto, offset = value
-                parser.feed_block(data, upto, offset, max_line)
-                end = offset + upto + 1
-                if ends is not None:
-                    ends.saw(data, offset, end)
-            elif what == "oversized":
-                parser.feed_oversized(value)
-                end = value
-            else:
-                parser.feed_lines([value[0]], [value[1]], complete=False)
-                end = value[1]
-        result = parser.result()
-        if ends is not None:
-            ends.hashes = _hashes_of_consumed(fd, result.bytes_consumed, ends)
-    finally:
-        os.close(fd)
-    return result, parser.state(), end
-
-
-def _offset_state(hashes: ConsumedHashes, parser_state: dict[str, Any]) -> dict[str, Any]:
-    """An offset row's parser_state: the head/tail hashed (:func:`_hashes_of_consumed`) and the
-    parser's state to resume from."""
-    length, _, tail_sha256 = hashes
-    return {"head_len": length, "tail_len": length, "tail_sha256": tail_sha256, "parser": parser_state}
-
-
-def _hashes_of_consumed(fd: int, consumed: int, ends: _ReadEnds) -> ConsumedHashes:
-    """(length, sha256 of the head, of the tail) of the first ``consumed`` bytes of the file open
-    as ``fd``, which an offset row keeps to resume only a file that still holds them: hashed from
-    the bytes a parse kept in ``ends`` where those are the ones, else read."""
-    length = min(consumed, HEAD_BYTES)
-    if length <= 0:
-        return 0, "", ""
-    head = ends.head[:length] if len(ends.head) >= length else os.pread(fd, length, 0)
-    tail = ends.tail[-length:] if ends.tail_end == consumed and len(ends.tail) >= length \
-        else os.pread(fd, length, consumed - length)
-    return length, hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
-
-
-def _span_hashes(path: str, *spans: tuple[int, int]) -> list[str]:
-    """sha256 of each (start, length) span of ``path`` ("" for an empty one), in one open."""
-    if all(length <= 0 for _, length in spans):
-        return ["" for _ in spans]
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        return [hashlib.sha256(os.pread(fd, length, start)).hexdigest() if length > 0 else ""
-                for start, length in spans]
-    finally:
-        os.close(fd)
 
 
 def read_meta_sidecar(path: str) -> str | None:
@@ -348,93 +87,14 @@ def read_meta_sidecar(path: str) -> str | None:
 # ---------------------------------------------------------------------------- rows
 
 
-def _file_session_id(path: str) -> str:
-    """The session id of a transcript whose records and name give none: stable per file."""
-    return "file-" + hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-
-
-def run_key_for(session_id: str, agent_id: str | None) -> str:
-    return f"{session_id}:{agent_id or MAIN_AGENT}"
-
-
-def _run_key_of(parsed: ParsedRun, path: str) -> str:
-    return run_key_for(parsed.session_id or _file_session_id(path), parsed.agent_id)
-
-
-# A usage_messages row as its driver takes it: the values in _USAGE_COLUMNS order (the table's,
-# which the compiled INSERT binds in), the timestamp already converted (bind_converter), so a
-# parser process can build the rows for the writer.
-UsageRow = tuple[Any, ...]
-_USAGE_COLUMNS = ("message_key", "run_key", "model", "timestamp", "input_tokens", "output_tokens",
-                  "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
-
-
-@functools.cache
-def _timestamp_converter(drivername: str) -> Callable[[Any], Any] | None:
-    """The usage timestamps' conversion for an engine of ``drivername`` (from its URL: a parser
-    process has no engine)."""
-    return _dialect_timestamp_converter(URL.create(drivername).get_dialect()())
-
-
-@functools.cache
-def _json_as_text(drivername: str) -> bool:
-    """Whether an engine of ``drivername`` takes a JSON column's value as the text a parser process
-    encodes (SQLite keeps that text; another engine's driver encodes the values itself)."""
-    return URL.create(drivername).get_backend_name() == "sqlite"
-
-
 def _dialect_timestamp_converter(dialect: Dialect) -> Callable[[Any], Any] | None:
     return bind_converter(UsageMessage.__table__.c.timestamp, dialect)
-
-
-def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] | None) -> dict[str, UsageRow]:
-    """The run's usage rows by message key, its turns' then the responses its progress lines
-    embed (owned by their subagent's run), each key once as :func:`_offer` keeps it."""
-    turns = parsed.usage_of_turns()
-    stamps = list(map(itemgetter(7), turns))
-    if convert is not None:
-        stamps = list(map(convert, stamps))
-    # A parse's turns are distinct responses: each key once, unless cutting it to the column's
-    # length made two equal (then the copies are offered in order).
-    rows = {(key := message_key[:400]): (key, run_key, model[:120], stamp, i_t, o_t, w5, w1, r)
-            for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps)}
-    if len(rows) < len(turns):
-        rows = {}
-        for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps):
-            _offer(rows, (message_key[:400], run_key, model[:120], stamp, i_t, o_t, w5, w1, r))
-    session_id = run_key.rsplit(":", 1)[0]
-    for emb in parsed.embedded_usage:
-        owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
-        u, ts = emb.usage, emb.timestamp
-        _offer(rows, (emb.message_key[:400], owner, emb.model[:120], ts if convert is None else convert(ts),
-                      u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read))
-    return rows
-
-
-def _row_rank(row: UsageRow) -> tuple[int, int]:
-    return row[4] + row[5] + row[6] + row[7] + row[8], row[5]
 
 
 _UPSERT_CACHE: dict[str, Any] = {}  # dialect -> the max-wins upsert statement (built once)
 _INSERT_NEW_CACHE: dict[str, Any] = {}  # dialect -> the usage INSERT that skips stored keys
 _RUN_INSERT = SessionRun.__table__.insert()
 _OFFSET_INSERT = IngestOffset.__table__.insert()
-
-
-class _EncodedJSON(str):
-    """A JSON column's value that is already :func:`_ledger_json`'s text (a parser process's)."""
-
-
-def _ledger_json(value: Any) -> str:
-    """A ledger JSON column's text (SQLite), by orjson: the values are the parser's ints, strings,
-    lists and dicts, which read back the same; what orjson refuses (a non-string key, an integer
-    past 64 bits) the standard library encodes."""
-    if value.__class__ is _EncodedJSON:
-        return value
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return json.dumps(value)
 
 
 def _dialect_insert(dialect: str) -> Any:
@@ -534,29 +194,6 @@ def _totals(session: Session, run_keys: Iterable[str]) -> dict[str, dict[str, Us
     return result
 
 
-UsageSums = dict[tuple[str, str], list[int]]  # (owner run key, model) -> the five counts summed
-
-
-def _usage_sums(rows: Collection[UsageRow]) -> UsageSums:
-    """The counts of usage rows summed per (owner, model) (a parser process sums its file's)."""
-    if rows:
-        columns = list(zip(*rows))
-        if len(set(columns[1])) == 1 and len(set(columns[2])) == 1:  # most files: one run, one model
-            return {(columns[1][0], columns[2][0]): [sum(counts) for counts in columns[4:]]}
-    sums: UsageSums = {}
-    for _, owner, model, _, input_tokens, output_tokens, write_5m, write_1h, read in rows:
-        total = sums.get((owner, model))
-        if total is None:
-            sums[(owner, model)] = [input_tokens, output_tokens, write_5m, write_1h, read]
-        else:
-            total[0] += input_tokens
-            total[1] += output_tokens
-            total[2] += write_5m
-            total[3] += write_1h
-            total[4] += read
-    return sums
-
-
 def _inserted_totals(sums: Iterable[UsageSums], run_keys: set[str]) -> dict[str, dict[str, Usage]]:
     """:func:`_totals` for runs that had no session_runs row before this transaction and whose
     usage rows all inserted, from the :func:`_usage_sums` of those rows (of the batch, or of each
@@ -637,6 +274,7 @@ class Collector:
         if jobs > 1 and len(files) > 1:
             self._collect_parallel(files, summary, agent_type_hint, progress, jobs)
         else:
+            discard_early_parsers()  # started for a backlog this collect does not parse in processes
             for n, path in enumerate(files, 1):
                 summary.files_seen += 1
                 self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
@@ -676,18 +314,15 @@ class Collector:
 
     def _collect_parallel(self, files: list[str], summary: CollectSummary, agent_type_hint: str | None,
                           progress: Callable[[int, int], None] | None, jobs: int) -> None:
-        import multiprocessing
-        from collections import deque
-        from concurrent.futures import Future, ProcessPoolExecutor
-
-        window: deque[tuple[list[tuple[str, os.stat_result, int]], Future[list[Any]]]] = deque()  # tasks in flight
         in_flight = 4 * jobs  # tasks parsing or parsed: workers never wait on a batch write
         done = 0
-        context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         drivername = (self.store.engine.url if self.store is not None else make_url(self.settings.database_url)).drivername
-        with _fewer_gc_passes(), ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                                                     initializer=_parser_process_init, initargs=(os.getpid(),)) as pool, \
-                ExitStack() as open_session:
+        options = (agent_type_hint, self.max_line, self.post_ingest, drivername)
+        # the parsers `warden collect` started before it loaded the CLI, if they parse these files
+        early = take_early_parsers(files, jobs, options)
+        queue = early.queue if early is not None else ParseQueue(start_parser_pool(jobs), *options)
+        window = queue.window
+        with _fewer_gc_passes(), queue.pool as pool, ExitStack() as open_session:
             try:
                 # (path, stat, start, parse result, what its parser process handed over)
                 batch: list[tuple[str, os.stat_result, int, Any, _FromParser]] = []
@@ -751,42 +386,23 @@ class Collector:
                         if progress:
                             progress(done, len(files))
 
-                # Files go to the parser processes a few at a time (TASK_FILES, TASK_BYTES): one
-                # round trip, wake-up and result message per task, not per file.
-                task: list[tuple[str, int, dict[str, Any] | None]] = []
-                planned: list[tuple[str, os.stat_result, int]] = []
-                task_bytes = 0
-
-                def submit() -> None:
-                    nonlocal task, planned, task_bytes
-                    window.append((planned, pool.submit(_parse_files_in_worker, task, agent_type_hint, self.max_line,
-                                                        self.post_ingest, drivername)))
-                    task, planned, task_bytes = [], [], 0
-
                 def plan(path: str, found: tuple[os.stat_result, int, dict[str, Any] | None] | None) -> None:
-                    """Add a file :meth:`_plan` planned (None: skipped or unchanged) to the next task."""
-                    nonlocal done, task_bytes
+                    """Hand a file :meth:`_plan` planned (None: skipped or unchanged) to the parsers."""
+                    nonlocal done
                     if found is None:
                         done += 1
-                        return
-                    st, start, state = found
-                    task.append((path, start, state))
-                    planned.append((path, st, start))
-                    task_bytes += st.st_size - start
-                    if len(task) >= TASK_FILES or task_bytes >= TASK_BYTES:
-                        submit()
+                    else:
+                        queue.add(path, *found)
 
-                ahead = ahead_bytes = 0
-                if self._database_is_new():
+                ahead = 0
+                if early is not None:  # they took the first files while the CLI loaded
+                    ahead = early.ahead
+                    summary.absorb(early.summary)
+                elif self._database_is_new():
                     # Opening it makes and migrates it (imports and DDL: ~0.2 s): the parsers take
-                    # the first AHEAD_BYTES meanwhile, planned from the start (nothing is stored; a
-                    # file a hook stores meanwhile is caught when the parse is stored, as any other).
-                    while ahead < len(files) and ahead_bytes < AHEAD_BYTES:
-                        summary.files_seen += 1
-                        st = _stat_to_ingest(files[ahead], summary)
-                        plan(files[ahead], None if st is None else (st, 0, None))
-                        ahead_bytes += st.st_size if st is not None else 0
-                        ahead += 1
+                    # the first files meanwhile.
+                    ahead = plan_ahead(queue, files, summary)
+                done += summary.files_skipped
                 session = open_session.enter_context(self._opened_store().session())
                 rest = files[ahead:]
                 known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
@@ -796,8 +412,7 @@ class Collector:
                     plan(path, self._plan(session, path, summary, agent_type_hint, known))
                     while len(window) >= in_flight:
                         drain_one(session)
-                if task:
-                    submit()
+                queue.submit()
                 while window:
                     drain_one(session)
                 store_batch(session, final=True)
@@ -1054,15 +669,6 @@ class Collector:
         row.parser_version = PARSER_VERSION
 
 
-def _run_digest(parsed: ParsedRun) -> dict[str, Any]:
-    """A run row's trace_digest: the parser's, with the subagent types its Task calls name."""
-    digest = dict(parsed.trace_digest)
-    if parsed.subagent_types:
-        digest["subagents"] = dict(sorted(parsed.subagent_types.items()))
-    digest["compactions"] = parsed.compactions
-    return digest
-
-
 def _a_fuller_copy_holds(row: RunRow, parsed: ParsedRun, path: str) -> bool:
     """True when another file of the same run (a stale backup copy, a second tree) that is still
     on disk was read further than ``path``: the run's counters and times stay that file's, so
@@ -1070,39 +676,6 @@ def _a_fuller_copy_holds(row: RunRow, parsed: ParsedRun, path: str) -> bool:
     other = row.source_path
     return bool(other and other != path and parsed.bytes_consumed < (row.source_offset or 0)
                 and os.path.isfile(other))
-
-
-def _stat_to_ingest(path: str, summary: CollectSummary) -> os.stat_result | None:
-    """The stat of ``path`` if it is a regular file whose path the store can keep, else None
-    (the file counted as skipped, and why)."""
-    why = _unstorable_path(path)
-    if why:
-        summary.files_skipped += 1
-        summary.skipped.append(why)
-        return None
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        summary.files_skipped += 1
-        summary.skipped.append(f"{path}: {exc.strerror or exc}")
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        summary.files_skipped += 1
-        summary.skipped.append(f"{path}: not a regular file")
-        return None
-    return st
-
-
-def _unstorable_path(path: str) -> str | None:
-    """Why the store cannot keep ``path`` (it keeps paths as bounded UTF-8 text), or None."""
-    if len(path) > MAX_PATH_CHARS:
-        return f"{path[:80]}…: path longer than {MAX_PATH_CHARS} characters"
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:  # a file name that is not UTF-8 (os.fsdecode's surrogate escapes)
-        shown = path.encode("utf-8", "backslashreplace").decode("utf-8")
-        return f"{shown}: file name is not valid UTF-8"
-    return None
 
 
 # Each compiled once (an expanding parameter is only spliced in; a list is coerced key by key).
@@ -1143,15 +716,6 @@ def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOff
     return {row.path: row for row, in _rows_in(session, _OFFSETS_BY_PATH, paths)}
 
 
-def _offer(rows: dict[str, UsageRow], row: UsageRow) -> None:
-    """Keep the larger copy of a response, owned by the run that offered it first."""
-    current = rows.get(row[0])
-    if current is None:
-        rows[row[0]] = row
-    elif _row_rank(row) > _row_rank(current):
-        rows[row[0]] = (row[0], current[1], *row[2:])
-
-
 def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
     """Summary-only files (old versions) hold no session activity and get no run row."""
     return parsed.has_activity or bool((state or {}).get("turn_index"))
@@ -1162,34 +726,6 @@ def _needs_agent_type(session: Session, offset_row: IngestOffset, agent_type: st
         return False
     row = session.scalars(select(SessionRun).where(SessionRun.run_key == offset_row.run_key)).first()
     return row is not None and row.agent_id is not None and row.agent != agent_type
-
-
-def _parser_process_init(writer_pid: int) -> None:
-    """A parser process leaves Ctrl-C to the writer, which stops the pool, and dies with the
-    writer: an orphan would wait on its pipe forever, holding what the writer had open (the
-    nightly lock's file among it).
-
-    It also collects cyclic garbage less often: a parse allocates many small containers that
-    reference counting frees, and the collector's passes over them cost ~6% of a parse (and the
-    objects forked from the writer are frozen, so no pass touches, and copies, their pages)."""
-    import signal
-
-    gc.freeze()
-    gc.set_threshold(*BULK_GC_THRESHOLD)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the writer's handler, forked with it: terminate() ends us quietly
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != writer_pid:  # the writer died before the line above took effect
-        os._exit(0)
-
-
-BULK_GC_THRESHOLD = (50_000, 20, 100)  # the cyclic collector's thresholds in a bulk collect's processes
 
 
 @contextmanager
@@ -1204,100 +740,6 @@ def _fewer_gc_passes() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
-
-
-def _stop_pool(pool: Any) -> None:
-    """Cancel what is queued and end the parser processes at once (``shutdown`` alone would wait
-    for every queued parse; there is no public terminate before Python 3.14)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    results = getattr(pool, "_result_queue", None)  # shutdown drops the pool's reference to it
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-    # A parser ended while it wrote its result leaves half a message in the pipe, on which the
-    # pool's manager thread would wait forever (and the interpreter joins that thread at exit:
-    # Ctrl-C printed its line and never returned). With every parser gone, closing this process's
-    # copy of the write end lets the read end see EOF: the thread finds the pool broken and ends.
-    writer = getattr(results, "_writer", None)
-    if writer is not None and not any(process.is_alive() for process in processes):
-        try:
-            writer.close()
-        except OSError:
-            pass
-
-
-@dataclass(slots=True)
-class _FromParser:
-    """What a parser process hands the writer beside a parse, done there so the (serial) writer
-    does less: the checkpoints it captured (or None), the run's usage rows ready for the driver
-    and their sums per (owner, model), the hashes of the parsed bytes' head and tail
-    (:func:`_hashes_of_consumed`), and on SQLite JSON columns' text: for a parse from the start
-    the offset row's parser_state (the parse result's parser state is None then: sent once, as
-    text), and where the writer is sent the ledger view, the run row's trace digest (the view's
-    is left empty)."""
-
-    precaptured: Any
-    usage_rows: dict[str, UsageRow]
-    usage_sums: UsageSums
-    hashes: ConsumedHashes
-    offset_state: str | None = None
-    digest: _EncodedJSON | None = None  # the run row's _run_digest
-
-
-def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_type: str | None, max_line: int,
-                     post_ingest: bool, drivername: str) -> tuple[tuple[ParsedRun, dict[str, Any] | None, int],
-                                                                  _FromParser]:
-    """A bulk collect's parser process: parse, and for a parse from the start (which needs
-    nothing from the store) also the pure checkpoint capture, so the writing process does less.
-    ``drivername``: the store's engine, whose driver the usage rows are built for."""
-    # without the later stages' steps the writer reads only the ledger: nothing else is built
-    ends = _ReadEnds()
-    parsed, parser_state, end = parse_file(path, start=start, state=state, agent_type=agent_type, max_line=max_line,
-                                           ledger_only=not post_ingest, ends=ends)
-    hashes = ends.hashes
-    assert hashes is not None
-    precaptured = None
-    if post_ingest and start == 0 and parsed.has_activity:
-        from warden.continuity.capture import capture_fresh
-
-        precaptured = capture_fresh(parsed)
-    usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
-    from_parser = _FromParser(precaptured, usage_rows, _usage_sums(usage_rows.values()), hashes)
-    json_as_text = _json_as_text(drivername)
-    if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
-        parsed = _ledger_view(parsed)
-        parsed.usage_by_model = {}  # the writer sums the usage rows instead
-        if json_as_text:  # sent as the row's text: one string, not the many objects it holds
-            from_parser.digest = _EncodedJSON(_ledger_json(_run_digest(parsed)))
-            parsed.trace_digest = {}
-    if start == 0 and json_as_text:  # a new file's offset row (most, in a bulk collect)
-        from_parser.offset_state = _ledger_json(_offset_state(hashes, parser_state))
-        return (parsed, None, end), from_parser
-    return (parsed, parser_state, end), from_parser
-
-
-def _ledger_view(parsed: ParsedRun) -> ParsedRun:
-    """``parsed.ledger_view()``; a ledger-only parse is one already but for its turns' usage (sent
-    as usage rows), which is dropped in place instead of copying the run."""
-    if parsed.had_activity is None or parsed.turns or parsed.tool_calls or parsed.user_prompts:
-        return parsed.ledger_view()
-    parsed.turn_usage = None
-    return parsed
-
-
-def _parse_files_in_worker(task: list[tuple[str, int, dict[str, Any] | None]], agent_type: str | None, max_line: int,
-                           post_ingest: bool, drivername: str) -> list[Any]:
-    """A parser process's task: :func:`_parse_in_worker` for each (path, start, state), in order;
-    a file that cannot be read gives its OSError in its place, and the others are still parsed."""
-    outcomes: list[Any] = []
-    for path, start, state in task:
-        try:
-            outcomes.append(_parse_in_worker(path, start, state, agent_type, max_line, post_ingest, drivername))
-        except OSError as exc:
-            outcomes.append(exc)
-    return outcomes
 
 
 def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun, settings: Settings,
@@ -1317,34 +759,9 @@ def _after_run_ingested(session: Session, run_row: SessionRun, parsed: ParsedRun
 # ---------------------------------------------------------------------------- entry points
 
 
-PARALLEL_MIN_BYTES = 32 << 20
 BATCH_BYTES = 64 << 20  # transcript bytes per transaction in a bulk collect
 BATCH_FILES = 100
-TASK_FILES = 16  # files per parser-process task in a bulk collect, and at most this many bytes:
-TASK_BYTES = 8 << 20
 COMMIT_SECONDS = 2.0  # a bulk collect commits its batches together for this long
-# transcript bytes a bulk collect hands its parsers before it makes a new database: what two read
-# while it is made and migrated (a smaller window left them idle ~0.1 s; results held: ~10 MB)
-AHEAD_BYTES = 256 << 20
-
-
-def _total_size(files: list[str]) -> int:
-    total = 0
-    for path in files:
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            pass
-    return total
-
-
-def default_jobs() -> int:
-    """Parser processes for a bulk collect: the CPUs this process may use, at most 4."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus))
 
 
 def require_claude_home(home: Path, alternative: str) -> None:

@@ -59,6 +59,11 @@ K = TypeVar("K", bound=Hashable)
 def usage_by_key(counts: Iterable[tuple[K, int, int, int, int, int]]) -> dict[K, Usage]:
     """Per key, in the order keys first come, the sum of its (input, output, cache write 5m, 1h,
     cache read) counts: summed as ints (a Usage per addition cost more than reading a turn)."""
+    return {key: Usage(*total) for key, total in counts_by_key(counts).items()}
+
+
+def counts_by_key(counts: Iterable[tuple[K, int, int, int, int, int]]) -> dict[K, list[int]]:
+    """:func:`usage_by_key`'s sums as lists of the five ints."""
     sums: dict[K, list[int]] = {}
     for key, input_tokens, output_tokens, write_5m, write_1h, read in counts:
         total = sums.get(key)
@@ -70,7 +75,7 @@ def usage_by_key(counts: Iterable[tuple[K, int, int, int, int, int]]) -> dict[K,
             total[2] += write_5m
             total[3] += write_1h
             total[4] += read
-    return {key: Usage(*total) for key, total in sums.items()}
+    return sums
 
 
 # Longest matching prefix wins; dated ids ("claude-sonnet-4-20250514") match their family.

@@ -8,7 +8,6 @@ whose type needs a bind processor (DateTime on SQLite) get one; the rows go stra
 
 from __future__ import annotations
 
-from datetime import datetime
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -17,6 +16,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.dialects.sqlite.base import DATETIME as SQLITE_DATETIME
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
+
+from warden.store.sqlite_text import SQLiteDateTime
 
 _Compiled = tuple[str, tuple[str, ...], bool, dict[str, Callable[[Any], Any]]]
 _COMPILED: dict[tuple[int, str, tuple[str, ...], Any], _Compiled] = {}
@@ -50,7 +51,7 @@ def bind_converter(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any
     processor = impl.bind_processor(dialect)
     if processor is not None and isinstance(column.type, DateTime) and dialect.name == "sqlite" and \
             getattr(impl, "_storage_format", None) == SQLITE_DATETIME._storage_format:
-        return _FastDateTime(processor)
+        return SQLiteDateTime(processor)
     return processor
 
 
@@ -65,24 +66,10 @@ class _JSONText:
         return self.processor(value) if value is None else self.json_dumps(value)
 
 
-class _FastDateTime:
-    """SQLite's DateTime bind processor for its default storage format: a naive datetime by
-    ``isoformat`` (the same text, "2026-01-02 03:04:05.000000", at a fraction of the cost; one
-    per usage row, each a distinct moment), anything else by SQLAlchemy's own processor."""
-
-    def __init__(self, processor: Callable[[Any], Any]) -> None:
-        self.processor = processor
-
-    def __call__(self, value: Any) -> Any:
-        if value.__class__ is datetime and value.tzinfo is None:
-            return value.isoformat(" ", "microseconds")
-        return self.processor(value)
-
-
 def _converter(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A batch's converter for a column: memoized unless it is cheaper than a memo look-up, or
     its values are not hashable (a JSON column's dicts and lists: the look-up only raises)."""
-    return processor if isinstance(processor, (_FastDateTime, _JSONText)) else _memoized(processor)
+    return processor if isinstance(processor, (SQLiteDateTime, _JSONText)) else _memoized(processor)
 
 
 def row_values(table: Table, obj: Any) -> dict[str, Any]:
