@@ -41,7 +41,7 @@ def test_the_collect_takes_over_the_parsers_started_before_it(
     started = _pools_started(monkeypatch)
     assert transcripts.start_parsers_early([str(corpus)], 2, post_ingest=False)
     early = transcripts._early
-    assert early is not None and early.ahead == 5 and len(early.queue.window) == 5
+    assert early is not None and early.files == [str(f) for f in files[:5]] and len(early.queue.window) == 5
     assert not load_settings().sqlite_path.exists()  # nothing made yet
     summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False)
     assert started == ["early"] and transcripts._early is None
@@ -72,6 +72,31 @@ def test_a_file_it_cannot_ingest_is_counted_skipped_once(tmp_path: Path, monkeyp
     assert started == ["early"]
     assert summary.files_seen == 4 and summary.files_ingested == 3 and summary.files_skipped == 1
     assert summary.skipped == [f"{projects / 'p' / 's1.jsonl'}: not a regular file"]
+
+
+def test_a_transcript_that_appears_meanwhile_is_the_collect_s_to_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code keeps writing while the CLI loads: a transcript new since the early start, after
+    the files the parsers were handed, is planned by the collect, which still takes them over; one
+    among those files (the collect's first files are not theirs) stops them."""
+    from collect_support import assistant, usage, write
+
+    projects = tmp_path / "projects"
+    for n in range(6):
+        write(projects / "p" / f"s{n}.jsonl", [assistant(f"m{n}", f"r{n}", usage(n + 1, 1))])
+    monkeypatch.setattr(transcripts, "AHEAD_BYTES", 1)  # the first file only
+    started = _pools_started(monkeypatch)
+    assert transcripts.start_parsers_early([str(projects)], 2, post_ingest=False)
+    write(projects / "p" / "s9.jsonl", [assistant("m9", "r9", usage(10, 1))])  # sorts after s0
+    summary = collect_paths(load_settings(), [projects], jobs=2, post_ingest=False)
+    assert started == ["early"] and summary.files_ingested == summary.files_seen == 7
+
+    monkeypatch.setenv("WARDEN_HOME", str(tmp_path / "again"))
+    (tmp_path / "again").mkdir()
+    assert transcripts.start_parsers_early([str(projects)], 2, post_ingest=False)
+    write(projects / "a" / "s.jsonl", [assistant("ma", "ra", usage(1, 1))])  # sorts first
+    summary = collect_paths(load_settings(), [projects], jobs=2, post_ingest=False)
+    assert started == ["early", "early", "collect"] and summary.files_ingested == summary.files_seen == 8
 
 
 def test_parsers_started_for_other_files_are_stopped(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:

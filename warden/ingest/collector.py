@@ -396,7 +396,7 @@ class Collector:
 
                 ahead = 0
                 if early is not None:  # they took the first files while the CLI loaded
-                    ahead = early.ahead
+                    ahead = len(early.files)
                     summary.absorb(early.summary)
                 elif self._database_is_new():
                     # Opening it makes and migrates it (imports and DDL: ~0.2 s): the parsers take

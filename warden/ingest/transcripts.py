@@ -679,13 +679,12 @@ def plan_ahead(queue: ParseQueue, files: list[str], summary: CollectSummary) -> 
 
 @dataclass
 class EarlyParsers:
-    """Parser processes :func:`start_parsers_early` started, with the files they were handed:
-    ``files[:ahead]`` (those skipped counted in ``summary``)."""
+    """Parser processes :func:`start_parsers_early` started, and the first files of the collect
+    they were handed, in order (those that cannot be ingested counted skipped in ``summary``)."""
 
     files: list[str]
     jobs: int
     queue: ParseQueue
-    ahead: int
     summary: CollectSummary
 
 
@@ -720,17 +719,20 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
     queue = ParseQueue(start_parser_pool(jobs), None, MAX_LINE_BYTES, post_ingest,
                        settings.database_url.partition(":")[0])
     summary = CollectSummary()
-    _early = EarlyParsers(files, jobs, queue, plan_ahead(queue, files, summary), summary)
+    ahead = plan_ahead(queue, files, summary)
+    _early = EarlyParsers(files[:ahead], jobs, queue, summary)
     return True
 
 
 def take_early_parsers(files: list[str], jobs: int, options: tuple[Any, ...]) -> EarlyParsers | None:
     """The parsers :func:`start_parsers_early` started, if they were handed the first of these
-    ``files``, with these ``options`` (ParseQueue's) and as many processes; else None (and any
-    that were started are stopped)."""
+    ``files`` (a transcript that appeared since, after those, is this collect's to plan), with
+    these ``options`` (ParseQueue's) and as many processes; else None (and any that were started
+    are stopped)."""
     global _early
     early, _early = _early, None
-    if early is not None and (early.files != files or early.jobs != jobs or early.queue.options != options):
+    if early is not None and (files[:len(early.files)] != early.files or early.jobs != jobs
+                              or early.queue.options != options):
         _stop_pool(early.queue.pool)
         return None
     return early
