@@ -350,9 +350,9 @@ _PASSPHRASE_VALUE = re.compile(
     r"(?P<val>(?=[^\n\r\"'`|]{4})[^\s\"'`|](?:[^\n\r\"'`|.!?;,]|[.!?;,](?=[^\s\"'`|])){0,199}(?<=\S))")
 # What every labelled value's match holds (its label's), lowercased: the gate, and the quick screen's
 _LABEL_WORDS = ("pass", "pw", "key", "token", "secret", "bearer")
-# The quick screen's copies: the patterns as they read lowercased text. Not "(?i)", which also reads
-# "ſ" and "ı" as letters, as the other screens do not: the copy of the text as it reads
-# (_disguise_folded) has those letters, and the screen passes it.
+# The quick screen's copies: the patterns as they read lowercased text, not "(?i)": that also reads
+# "ſ" and "ı" as letters (a key "…20241022ſ" ends at the "ſ"), so the screen reads its text as the
+# gates do (_gate_text), with those letters folded.
 _LABELLED_SCREEN = re.compile(_LABELLED_VALUE.pattern.removeprefix("(?i)"))
 _PASSPHRASE_SCREEN = re.compile(_PASSPHRASE_VALUE.pattern.removeprefix("(?i)"))
 # Where either can start: the first word of a label of _STRONG_LABEL's or _WEAK_LABEL's, a cell's bar
@@ -474,7 +474,7 @@ def _holds_labelled_value(lowered: str) -> bool:
     """Whether :data:`_LABELLED_VALUE` or :data:`_PASSPHRASE_VALUE` finds something in text, given
     lowercased: each tried where one of its labels' first words or a cell bar starts, the only
     places a match can start (str.find skips to them; a search tries the regex at every position)."""
-    read = lowered.replace("i\u0307", "i")  # "İ" lowercases to "i" and a dot; "(?i)" reads it as "i"
+    read = _gate_text(lowered)  # as "(?i)" reads it: "ſ", "ı", and "İ" (lowercased to "i" and a dot)
     for start in _LABEL_STARTS:
         at = read.find(start)
         while at >= 0:
