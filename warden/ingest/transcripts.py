@@ -697,9 +697,9 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
     those imports take ~0.4 s of one core, and the parsers take the first AHEAD_BYTES on the
     other meanwhile. Only for a collect the parsers will serve whole: a backlog large enough for
     parser processes, into a SQLite database not made yet (planned from their start, as any
-    collect into one). The collect takes them over if it collects the same files with the same
-    options (:func:`take_early_parsers`). Anything else, or anything wrong (which the command
-    itself reports), starts nothing: returns whether they were started."""
+    collect into one). The collect takes them over if its first files are the ones they were
+    handed, with the same options (:func:`take_early_parsers`). Anything else, or anything wrong
+    (which the command itself reports), starts nothing: returns whether they were started."""
     global _early
     discard_early_parsers()
     try:
