@@ -84,6 +84,34 @@ memo_clear(RawMemo *m)
     m->used = 0;
 }
 
+/* A one-entry cache of what a JSON value's raw text last read as (its text alike, line after line). */
+typedef struct {
+    PyObject *raw;   /* bytes: the raw JSON text, or NULL */
+    PyObject *value;
+} LastValue;
+
+/* The value kept for ``v``'s raw text (a new reference), or NULL if it is not the one kept. */
+static inline PyObject *
+last_value(const LastValue *last, const JVal *v)
+{
+    Py_ssize_t n = v->e - v->p;
+    if (last->raw != NULL && PyBytes_GET_SIZE(last->raw) == n && memcmp(PyBytes_AS_STRING(last->raw), v->p, (size_t)n) == 0)
+        return Py_NewRef(last->value);
+    return NULL;
+}
+
+/* Keep ``value`` as what ``v``'s raw text reads as; -1 (an exception set) if that fails. */
+static int
+keep_last_value(LastValue *last, const JVal *v, PyObject *value)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)v->p, v->e - v->p);
+    if (raw == NULL)
+        return -1;
+    Py_XSETREF(last->raw, raw);
+    Py_XSETREF(last->value, Py_NewRef(value));
+    return 0;
+}
+
 typedef struct {
     PyObject_HEAD
     /* the parser's records and helpers (parser.py hands them over: one definition of each) */
@@ -105,10 +133,8 @@ typedef struct {
     Py_ssize_t n_items, cap_items;
     char *text_buf;
     Py_ssize_t text_cap;
-    /* one-entry caches: a response's lines share a timestamp and a model */
-    PyObject *ts_bytes, *ts_value;
-    PyObject *model_bytes, *model_value;
-    PyObject *stop_bytes, *stop_value;
+    /* one-entry caches: a response's lines share a timestamp, a model and a stop reason */
+    LastValue last_ts, last_model, last_stop;
     RawMemo path_keys, targets; /* path_key's and digest_target's results */
     PyObject *empty_target;     /* digest_target("") */
     /* tool names (raw JSON text, no escape) and their kind */
@@ -1238,26 +1264,20 @@ when(Reader *r, const JVal *ts)
 {
     if (ts->kind != J_STR)
         return Py_NewRef(Py_None);
-    Py_ssize_t n = ts->e - ts->p;
-    if (r->ts_bytes != NULL && PyBytes_GET_SIZE(r->ts_bytes) == n && memcmp(PyBytes_AS_STRING(r->ts_bytes), ts->p, (size_t)n) == 0)
-        return Py_NewRef(r->ts_value);
-    PyObject *value = NULL;
+    PyObject *value = last_value(&r->last_ts, ts);
+    if (value != NULL)
+        return value;
     if (!ts->escaped && ts->ascii)
-        value = utc_datetime_of(ts->p + 1, n - 2);
+        value = utc_datetime_of(ts->p + 1, ts->e - ts->p - 2);
     if (value == NULL && !PyErr_Occurred()) {
         PyObject *text = text_str(r, ts, -1);
         value = text != NULL ? PyObject_CallOneArg(r->parse_timestamp, text) : NULL;
         Py_XDECREF(text);
     }
-    if (value == NULL)
-        return NULL;
-    PyObject *key = PyBytes_FromStringAndSize((const char *)ts->p, n);
-    if (key == NULL) {
-        Py_DECREF(value);
+    if (value == NULL || keep_last_value(&r->last_ts, ts, value) < 0) {
+        Py_XDECREF(value);
         return NULL;
     }
-    Py_XSETREF(r->ts_bytes, key);
-    Py_XSETREF(r->ts_value, Py_NewRef(value));
     return value;
 }
 
@@ -1799,22 +1819,18 @@ static PyObject *
 model_of(Reader *r, const JVal *m)
 {
     if (m->kind == J_STR && !m->escaped && m->ascii && m->chars > 0) {
-        Py_ssize_t n = m->e - m->p;
-        if (r->model_bytes != NULL && PyBytes_GET_SIZE(r->model_bytes) == n
-            && memcmp(PyBytes_AS_STRING(r->model_bytes), m->p, (size_t)n) == 0)
-            return Py_NewRef(r->model_value);
+        PyObject *kept = last_value(&r->last_model, m);
+        if (kept != NULL)
+            return kept;
         int printable = 1;
         for (const unsigned char *s = m->p + 1; s < m->e - 1; s++)
             printable &= *s >= 0x20 && *s < 0x7F;
         if (printable) {
-            PyObject *model = PyUnicode_DecodeASCII((const char *)m->p + 1, n - 2, NULL);
-            PyObject *key = model ? PyBytes_FromStringAndSize((const char *)m->p, n) : NULL;
-            if (key == NULL) {
+            PyObject *model = PyUnicode_DecodeASCII((const char *)m->p + 1, m->e - m->p - 2, NULL);
+            if (model == NULL || keep_last_value(&r->last_model, m, model) < 0) {
                 Py_XDECREF(model);
                 return NULL;
             }
-            Py_XSETREF(r->model_bytes, key);
-            Py_XSETREF(r->model_value, Py_NewRef(model));
             return model;
         }
     }
@@ -1831,17 +1847,14 @@ model_of(Reader *r, const JVal *m)
 static PyObject *
 stop_reason_of(Reader *r, const JVal *v)
 {
-    Py_ssize_t n = v->e - v->p;
-    if (r->stop_bytes != NULL && PyBytes_GET_SIZE(r->stop_bytes) == n && memcmp(PyBytes_AS_STRING(r->stop_bytes), v->p, (size_t)n) == 0)
-        return Py_NewRef(r->stop_value);
-    PyObject *text = text_str(r, v, -1);
-    PyObject *raw = text != NULL ? PyBytes_FromStringAndSize((const char *)v->p, n) : NULL;
-    if (raw == NULL) {
+    PyObject *text = last_value(&r->last_stop, v);
+    if (text != NULL)
+        return text;
+    text = text_str(r, v, -1);
+    if (text == NULL || keep_last_value(&r->last_stop, v, text) < 0) {
         Py_XDECREF(text);
         return NULL;
     }
-    Py_XSETREF(r->stop_bytes, raw);
-    Py_XSETREF(r->stop_value, Py_NewRef(text));
     return text;
 }
 
@@ -2460,12 +2473,11 @@ Reader_dealloc(Reader *r)
     Py_XDECREF(r->parse_timestamp);
     Py_XDECREF(r->utc_text);
     Py_XDECREF(r->decode);
-    Py_XDECREF(r->ts_bytes);
-    Py_XDECREF(r->ts_value);
-    Py_XDECREF(r->model_bytes);
-    Py_XDECREF(r->model_value);
-    Py_XDECREF(r->stop_bytes);
-    Py_XDECREF(r->stop_value);
+    LastValue *lasts[] = {&r->last_ts, &r->last_model, &r->last_stop};
+    for (size_t i = 0; i < sizeof lasts / sizeof *lasts; i++) {
+        Py_XDECREF(lasts[i]->raw);
+        Py_XDECREF(lasts[i]->value);
+    }
     memo_clear(&r->path_keys);
     memo_clear(&r->targets);
     PyMem_Free(r->path_keys.slots);
