@@ -12,6 +12,7 @@ from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print
 from warden.errors import UsageError
 from warden.sanitize import compact_count, strip_controls
 from warden.ingest import collector
+from warden.ingest.transcripts import MAX_JOBS
 
 # What only status or (un)install-hooks uses is imported there: `warden collect` starts without it.
 
@@ -37,7 +38,7 @@ def collect(
     paths: Optional[list[Path]] = typer.Argument(None, help="Transcript files or directories "
                                                  "(default: $CLAUDE_CONFIG_DIR/projects)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, max=64,
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, max=MAX_JOBS,
                                        help="Parser processes (default: up to 4 for a large backlog, else 1)."),
 ) -> None:
     """Ingest Claude Code transcripts into the session ledger (incremental, idempotent)."""

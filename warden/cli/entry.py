@@ -24,12 +24,14 @@ def main(argv: list[str] | None = None) -> int:
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
-    collect = _collect_arguments(args)
-    if collect is None:
+    if not args or args[0] != "collect":
         return load_cli()(argv)
     # `warden collect`: its parser processes start now, on the core the CLI's imports leave idle
     from warden.ingest.transcripts import discard_early_parsers, start_parsers_early
 
+    collect = _collect_arguments(args)
+    if collect is None:
+        return load_cli()(argv)
     start_parsers_early(*collect)
     try:
         return load_cli()(argv)
@@ -41,6 +43,8 @@ def _collect_arguments(args: list[str]) -> tuple[list[str], int | None] | None:
     """(paths, --jobs) of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for
     anything else (another command, --help, an option this does not know, a bad value): the CLI
     then parses it alone, and reports what is wrong."""
+    from warden.ingest.transcripts import MAX_JOBS
+
     if not args or args[0] != "collect":
         return None
     paths: list[str] = []
@@ -49,7 +53,7 @@ def _collect_arguments(args: list[str]) -> tuple[list[str], int | None] | None:
     for arg in rest:
         if arg.startswith("--jobs"):
             value = arg[len("--jobs="):] if arg.startswith("--jobs=") else next(rest, "") if arg == "--jobs" else ""
-            if not value.isdigit() or not 1 <= int(value) <= 64:
+            if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
                 return None
             jobs = int(value)
         elif arg == "--json":

@@ -41,6 +41,7 @@ MAX_PATH_CHARS = 1000  # the length of the offsets' key column (ingest_offsets.p
 MAIN_AGENT = "main"
 
 PARALLEL_MIN_BYTES = 32 << 20  # a backlog this large is parsed in parser processes
+MAX_JOBS = 64  # parser processes `warden collect --jobs` may ask for
 TASK_FILES = 16  # files per parser-process task in a bulk collect, and at most this many bytes:
 TASK_BYTES = 8 << 20
 # transcript bytes a bulk collect hands its parsers before it makes a new database: what two read
