@@ -269,10 +269,11 @@ class Collector:
         ``total_bytes``: the files' size, where the caller knows it (else they are looked at)."""
         summary = CollectSummary()
         if jobs is None:  # worker processes pay off on a large backlog only
-            total = _total_size(files) if total_bytes is None else total_bytes
-            jobs = default_jobs() if total >= PARALLEL_MIN_BYTES else 1
+            total_bytes = _total_size(files) if total_bytes is None else total_bytes
+            jobs = default_jobs() if total_bytes >= PARALLEL_MIN_BYTES else 1
         if jobs > 1 and len(files) > 1:
-            self._collect_parallel(files, summary, agent_type_hint, progress, jobs)
+            self._collect_parallel(files, summary, agent_type_hint, progress, jobs,
+                                   _total_size(files) if total_bytes is None else total_bytes)
         else:
             discard_early_parsers()  # started for a backlog this collect does not parse in processes
             for n, path in enumerate(files, 1):
@@ -313,14 +314,15 @@ class Collector:
                     raise
 
     def _collect_parallel(self, files: list[str], summary: CollectSummary, agent_type_hint: str | None,
-                          progress: Callable[[int, int], None] | None, jobs: int) -> None:
+                          progress: Callable[[int, int], None] | None, jobs: int, total_bytes: int) -> None:
         in_flight = 4 * jobs  # tasks parsing or parsed: workers never wait on a batch write
         done = 0
         drivername = (self.store.engine.url if self.store is not None else make_url(self.settings.database_url)).drivername
         options = (agent_type_hint, self.max_line, self.post_ingest, drivername)
         # the parsers `warden collect` started before it loaded the CLI, if they parse these files
         early = take_early_parsers(files, jobs, options)
-        queue = early.queue if early is not None else ParseQueue(start_parser_pool(jobs), *options)
+        queue = early.queue if early is not None else \
+            ParseQueue(start_parser_pool(jobs), *options, jobs=jobs, backlog=total_bytes)
         window = queue.window
         with _fewer_gc_passes(), queue.pool as pool, ExitStack() as open_session:
             try:
