@@ -109,6 +109,30 @@ def test_a_bulk_collect_into_a_made_database_parses_from_its_stored_offsets(
     assert_runs_own_their_usage(open_store(load_settings()))
 
 
+def test_a_bulk_collect_into_a_made_database_sizes_its_tasks_by_what_is_left_to_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsers' tasks are sized by the bytes the changed files hold past their stored offsets,
+    not by the files' whole size: a line appended to each of eight large transcripts still goes
+    in several tasks (sized by the whole files, one task took them all, and one parser)."""
+    proj = tmp_path / "claude" / "projects" / "-proj"
+    sessions = [f"{n}1111111-2222-3333-4444-555555555555" for n in range(1, 9)]
+    long_text = [{"type": "text", "text": "x" * 20_000}]
+    for n, session in enumerate(sessions):
+        write(proj / f"{session}.jsonl", [assistant(f"m{n}-{k}", f"r{n}-{k}", usage(10, 1), long_text, session=session)
+                                          for k in range(10)])
+    collect_paths(load_settings(), [proj], jobs=2, post_ingest=False)
+    for n, session in enumerate(sessions):
+        append(proj / f"{session}.jsonl", [assistant(f"a{n}", f"q{n}", usage(5, 7), session=session)])
+    tasks: list[int] = []  # the files of each task handed to the parsers
+    plain_submit = concurrent.futures.ProcessPoolExecutor.submit
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit",
+                        lambda self, fn, task, *args: tasks.append(len(task)) or plain_submit(self, fn, task, *args))
+    monkeypatch.setattr(transcripts, "MIN_TASK_BYTES", 1)  # tasks as small as the bytes left make them
+    summary = collect_paths(load_settings(), [proj], jobs=2, post_ingest=False)
+    assert (summary.files_ingested, sum(tasks)) == (8, 8)
+    assert len(tasks) >= 4
+
+
 def test_a_parser_process_yields_the_cpu_to_the_writer() -> None:
     """A bulk collect's parser processes run at a lower priority than the writer, whose stores
     are the collect's critical path (niceness is capped at 19)."""

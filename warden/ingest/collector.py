@@ -388,14 +388,6 @@ class Collector:
                         if progress:
                             progress(done, len(files))
 
-                def plan(path: str, found: tuple[os.stat_result, int, dict[str, Any] | None] | None) -> None:
-                    """Hand a file :meth:`_plan` planned (None: skipped or unchanged) to the parsers."""
-                    nonlocal done
-                    if found is None:
-                        done += 1
-                    else:
-                        queue.add(path, *found)
-
                 ahead = 0
                 if early is not None:  # they took the first files while the CLI loaded
                     ahead = len(early.files)
@@ -409,9 +401,19 @@ class Collector:
                 rest = files[ahead:]
                 known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
                                                               [f for f in rest if not _unstorable_path(f)])}
+                # All planned first (a stat and a look-up each): the bytes left to parse, which size
+                # the parsers' tasks, are what the changed files hold past their stored offsets.
+                planned: list[tuple[str, tuple[os.stat_result, int, dict[str, Any] | None]]] = []
                 for path in rest:
                     summary.files_seen += 1
-                    plan(path, self._plan(session, path, summary, agent_type_hint, known))
+                    found = self._plan(session, path, summary, agent_type_hint, known)
+                    if found is None:  # skipped or unchanged
+                        done += 1
+                    else:
+                        planned.append((path, found))
+                queue.expect(sum(st.st_size - start for _, (st, start, _) in planned))
+                for path, found in planned:
+                    queue.add(path, *found)
                     while len(window) >= in_flight:
                         drain_one(session)
                 queue.submit()

@@ -639,7 +639,8 @@ class ParseQueue:
     """Files handed to a pool of ``jobs`` parser processes many at a time (:meth:`task_bytes`):
     one round trip, wake-up and result message per task, not per file. ``window`` holds the tasks
     in flight, in order: each the files it parses, as planned, and the future of their outcomes
-    (:func:`_parse_files_in_worker`). ``backlog``: the bytes of the files the collect will add."""
+    (:func:`_parse_files_in_worker`). ``backlog``: the bytes the files the collect will add hold
+    past the offsets they are parsed from, as far as it knows them yet (:meth:`expect`)."""
 
     def __init__(self, pool: ProcessPoolExecutor, agent_type: str | None, max_line: int, post_ingest: bool,
                  drivername: str, *, jobs: int, backlog: int) -> None:
@@ -650,6 +651,10 @@ class ParseQueue:
         self._task: list[tuple[str, int, dict[str, Any] | None]] = []
         self._planned: list[Planned] = []
         self._bytes = 0
+        self._unplanned = backlog
+
+    def expect(self, backlog: int) -> None:
+        """The bytes the files still to be added hold past their offsets, once they are planned."""
         self._unplanned = backlog
 
     def task_bytes(self) -> int:
