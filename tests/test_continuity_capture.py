@@ -538,6 +538,7 @@ def _one_regex_screen(lowered: str) -> bool:
 
 @given(st.lists(st.sampled_from(_PATTERN_FRAGMENTS), max_size=10))
 @example(["paſſword=abcd", "--sharedaccesskey abcd"])  # a label with long s: "(?i)" reads it, and redacts
+@example(["paſſword=abcd"])  # and alone, its only label word ("pass") read through the long s
 @settings(max_examples=400, deadline=None)
 def test_the_quick_screen_is_the_one_regex_it_was(parts: list[str]) -> None:
     from warden.sanitize import _disguise_folded, _may_hold_secret

@@ -507,7 +507,8 @@ def _may_hold_secret(lowered: str) -> bool:
             return True
         if "-" in lowered and any(word in lowered for word in _FLAG_WORDS) and _NAMED_FLAG.search(lowered) is not None:
             return True
-    if any(word in lowered for word in _LABEL_WORDS) and _holds_labelled_value(lowered):
+    read = _gate_text(lowered)  # as the labelled patterns' gate and screens read it: "paſſword=…" holds "pass"
+    if any(word in read for word in _LABEL_WORDS) and _holds_labelled_value(lowered):
         return True
     return not lowered.isascii() and any(word in lowered for word in _SECRET_WORDS_NON_ASCII)
 
