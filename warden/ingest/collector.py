@@ -268,12 +268,13 @@ class Collector:
         worker processes while this one writes the rows (a bounded window, so memory stays flat).
         ``total_bytes``: the files' size, where the caller knows it (else they are looked at)."""
         summary = CollectSummary()
+        backlog = 0  # the files' size: whether parser processes pay off, and their first tasks' size
+        if jobs is None or jobs > 1:
+            backlog = _total_size(files) if total_bytes is None else total_bytes
         if jobs is None:  # worker processes pay off on a large backlog only
-            total_bytes = _total_size(files) if total_bytes is None else total_bytes
-            jobs = default_jobs() if total_bytes >= PARALLEL_MIN_BYTES else 1
+            jobs = default_jobs() if backlog >= PARALLEL_MIN_BYTES else 1
         if jobs > 1 and len(files) > 1:
-            self._collect_parallel(files, summary, agent_type_hint, progress, jobs,
-                                   _total_size(files) if total_bytes is None else total_bytes)
+            self._collect_parallel(files, summary, agent_type_hint, progress, jobs, backlog)
         else:
             discard_early_parsers()  # started for a backlog this collect does not parse in processes
             for n, path in enumerate(files, 1):

@@ -660,8 +660,8 @@ class ParseQueue:
     def task_bytes(self) -> int:
         """The bytes a task is handed over at. Large: each task costs the writer a hand-over and a
         result through the pool's threads in its process, which take turns with it on the GIL
-        (1 GB into a new database, paired runs: 8 MB tasks, 205 of them, median 1.40 s; 64 MB,
-        17, 1.26 s). And at most half of what is left to plan per parser, so that a smaller
+        (1 GB into a new database, 8 paired runs: 8 MB tasks, 205 of them, median 1.43 s; these,
+        28 of them, 1.18 s). And at most half of what is left to plan per parser, so that a smaller
         backlog is still shared among all the parsers, and the last tasks end together."""
         return max(MIN_TASK_BYTES, min(TASK_BYTES, self._unplanned // (2 * self.jobs)))
 
