@@ -25,7 +25,7 @@ import math
 import os
 import stat
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
 from pathlib import Path
@@ -52,7 +52,7 @@ from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.sanitize import redact_secrets
 from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
-from warden.store.db import Store, json_loads, open_store
+from warden.store.db import Store, back_to_wal, journal_new_pages_in_place, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
@@ -325,6 +325,7 @@ class Collector:
         queue = early.queue if early is not None else \
             ParseQueue(start_parser_pool(jobs), *options, jobs=jobs, backlog=total_bytes)
         window = queue.window
+        filling = False  # in the first transaction into an empty ledger, in a rollback journal
         with _fewer_gc_passes(), queue.pool as pool, ExitStack() as open_session:
             try:
                 # (path, stat, start, parse result, what its parser process handed over)
@@ -336,6 +337,12 @@ class Collector:
                 uncommitted: list[str] = []
                 pending = CollectSummary()  # the counts of the stores not committed yet
                 last_commit = time.monotonic()
+
+                def first_transaction_ended(session: Session) -> None:
+                    nonlocal filling
+                    if filling:
+                        filling = False
+                        back_to_wal(session)
 
                 def store_batch(session: Session, final: bool = False) -> None:
                     nonlocal batch_bytes, pending, last_commit
@@ -356,6 +363,7 @@ class Collector:
                         # stale files are ingested in transactions of their own: ours must not hold the lock
                         if final or stale or time.monotonic() - last_commit >= COMMIT_SECONDS:
                             session.commit()
+                            first_transaction_ended(session)
                             summary.absorb(pending)
                             uncommitted.clear()
                             pending, last_commit = CollectSummary(), time.monotonic()
@@ -364,6 +372,7 @@ class Collector:
                         # offsets: its transaction won and ours rolled back whole. Take them one by one
                         # from what it stored.
                         session.rollback()
+                        first_transaction_ended(session)
                         stale.extend(uncommitted)
                         uncommitted.clear()
                         pending = CollectSummary()
@@ -399,6 +408,7 @@ class Collector:
                     ahead = plan_ahead(queue, files, summary)
                 done += summary.files_skipped
                 session = open_session.enter_context(self._opened_store().session())
+                filling = _ledger_is_empty(session) and journal_new_pages_in_place(session)
                 rest = files[ahead:]
                 known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
                                                               [f for f in rest if not _unstorable_path(f)])}
@@ -423,6 +433,10 @@ class Collector:
                 store_batch(session, final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
                 _stop_pool(pool)
+                if filling:  # this process's later sessions may take the connection: WAL again
+                    with suppress(Exception):  # what is raised is the error to report
+                        session.rollback()
+                        first_transaction_ended(session)
                 raise
 
     def _plan(self, session: Session, path: str, summary: CollectSummary, agent_type_hint: str | None,
@@ -719,6 +733,11 @@ def _load_runs(session: Session, run_keys: Iterable[str], stmt: Any = _RUNS_BY_K
 def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOffset]:
     """The offset rows of ``paths``, as ORM objects (to update)."""
     return {row.path: row for row, in _rows_in(session, _OFFSETS_BY_PATH, paths)}
+
+
+def _ledger_is_empty(session: Session) -> bool:
+    """No transcript ingested yet: a collect's first transaction only adds pages."""
+    return session.execute(select(IngestOffset.path).limit(1)).first() is None
 
 
 def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
