@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from collect_support import SESSION, assistant, jsonl, usage, write
 from warden.config import load_settings
-from warden.ingest import transcripts
+from warden.ingest import parser, transcripts
 from warden.ingest.transcripts import HEAD_BYTES, READ_CHUNK, _ReadEnds, parse_file
 from warden.ingest.collector import collect_paths
 
@@ -66,6 +68,47 @@ def test_keys_made_equal_by_the_columns_length_keep_the_larger_copy(tmp_path: Pa
     assert [row[:2] + row[4:6] for row in rows.values()] == [(long_id, f"{SESSION}:main", 10, 20)]
     summary = collect_paths(load_settings(), [tmp_path / "projects"], post_ingest=False)
     assert summary.usage_messages == 1
+
+
+_STAMPS = [datetime(2026, 1, 2, 3, 4, 5, 123456), datetime(2026, 12, 31, 23, 59, 59), datetime(999, 1, 1),
+           datetime(1, 2, 3, 4, 5, 6, 7), datetime(9999, 12, 31, 23, 59, 59, 999999), None,
+           datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)]
+
+
+@pytest.mark.parametrize("convert", [transcripts._timestamp_converter("sqlite"), None, repr],
+                         ids=["sqlite-text", "as-is", "another-driver's"])
+def test_usage_rows_built_in_c_are_the_python_ones(convert: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C reader's usage rows (keys and models cut to their columns, timestamps as the driver
+    takes them) equal the Python ones, row for row and in order, keys made equal by the cut too."""
+    reader = parser.fast_reader()
+    if reader is None:
+        pytest.skip("the C fast path is not built")
+    long_key = "k" * 400
+    turns = [(f"msg_{i}|req_{i}", "claude-sonnet-4-5", i, 2 * i, 3, 300 + i, 1 << 40, stamp)
+             for i, stamp in enumerate(_STAMPS)]
+    turns += [(long_key + "a", "m" * 130, 1, 2, 3, 4, 5, _STAMPS[0]), (long_key + "b", "m", 9, 9, 9, 9, 9, None),
+              ("é" * 401, "ü" * 121, 0, 0, 0, 0, 0, _STAMPS[2])]
+    run = SimpleNamespace(usage_of_turns=lambda: turns, embedded_usage=[])
+    built_in_c = transcripts._usage_rows(run, f"{SESSION}:main", convert)  # type: ignore[arg-type]
+    monkeypatch.setattr(transcripts, "fast_reader", lambda: None)
+    in_python = transcripts._usage_rows(run, f"{SESSION}:main", convert)  # type: ignore[arg-type]
+    assert list(built_in_c.items()) == list(in_python.items())
+    assert len(built_in_c) == len(turns) - 1  # the two long keys are one row: the larger one's counts
+    if convert is not None and convert is not repr:
+        assert built_in_c["msg_0|req_0"][3] == "2026-01-02 03:04:05.123456"
+        assert built_in_c["msg_3|req_3"][3] == "0001-02-03 04:05:06.000007"
+
+
+def test_usage_rows_in_c_refuse_what_is_not_a_parse_s_turns() -> None:
+    reader = parser.fast_reader()
+    if reader is None:
+        pytest.skip("the C fast path is not built")
+    with pytest.raises(TypeError):
+        reader.usage_rows([("k", "m", 1, 2, 3, 4, 5)], "s:main", None, False)
+    with pytest.raises(TypeError):
+        reader.usage_rows((), "s:main", None, False)
+    with pytest.raises(ZeroDivisionError):  # the converter's own error comes through
+        reader.usage_rows([("k", "m", 1, 2, 3, 4, 5, None)], "s:main", lambda value: 1 / 0, False)
 
 
 def _names_by_os_walk(paths: list[Path]) -> list[str]:

@@ -2580,6 +2580,85 @@ Reader_turn_usage(Reader *r, PyObject *turns)
     return out;
 }
 
+/* A usage row's timestamp: a naive datetime as SQLite's text ("YYYY-MM-DD HH:MM:SS.ffffff", what
+ * SQLiteDateTime makes of it) where naive_as_text, anything else through convert (None: as is). */
+static PyObject *
+row_stamp(PyObject *stamp, PyObject *convert, int naive_as_text)
+{
+    if (naive_as_text && PyDateTime_CheckExact(stamp) && !((PyDateTime_DateTime *)stamp)->hastzinfo) {
+        const int fields[7] = {PyDateTime_GET_YEAR(stamp), PyDateTime_GET_MONTH(stamp), PyDateTime_GET_DAY(stamp),
+                               PyDateTime_DATE_GET_HOUR(stamp), PyDateTime_DATE_GET_MINUTE(stamp),
+                               PyDateTime_DATE_GET_SECOND(stamp), PyDateTime_DATE_GET_MICROSECOND(stamp)};
+        static const int digits[7] = {4, 2, 2, 2, 2, 2, 6};
+        static const char after[7] = "-- ::.";  /* the separator after each field (none after the last) */
+        PyObject *text = PyUnicode_New(26, 127);
+        if (text == NULL)
+            return NULL;
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
+        for (int f = 0; f < 7; f++) {
+            for (int d = digits[f] - 1, v = fields[f]; d >= 0; d--, v /= 10)
+                out[d] = (Py_UCS1)('0' + v % 10);
+            out += digits[f];
+            if (f < 6)
+                *out++ = (Py_UCS1)after[f];
+        }
+        return text;
+    }
+    return convert == Py_None ? Py_NewRef(stamp) : PyObject_CallOneArg(convert, stamp);
+}
+
+/* The text cut to max characters, as text[:max]. */
+static PyObject *
+cut(PyObject *text, Py_ssize_t max)
+{
+    if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > max)
+        return PyUnicode_Substring(text, 0, max);
+    return Py_NewRef(text);
+}
+
+/* usage_rows(turn_usage, run_key, convert, naive_as_text) -> {key: row}: transcripts._usage_rows's
+ * rows of a run's turns (ParsedRun.usage_of_turns), each (key[:400], run_key, model[:120], stamp,
+ * the five counts), the stamp by row_stamp; a later turn of a key already seen replaces it (the
+ * caller compares the sizes: a parse's turns are distinct responses). */
+static PyObject *
+Reader_usage_rows(Reader *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "usage_rows takes (turn_usage list, run_key, convert, naive_as_text)");
+        return NULL;
+    }
+    PyObject *turns = args[0], *run_key = args[1], *convert = args[2];
+    int naive_as_text = PyObject_IsTrue(args[3]);
+    if (naive_as_text < 0)
+        return NULL;
+    PyObject *rows = PyDict_New();
+    for (Py_ssize_t i = 0; rows != NULL && i < PyList_GET_SIZE(turns); i++) {
+        PyObject *turn = PyList_GET_ITEM(turns, i);
+        if (!PyTuple_CheckExact(turn) || PyTuple_GET_SIZE(turn) != 8) {
+            PyErr_SetString(PyExc_TypeError, "usage_rows takes (key, model, five counts, timestamp) tuples");
+            Py_CLEAR(rows);
+            break;
+        }
+        PyObject *row = PyTuple_New(9);
+        if (row == NULL) {
+            Py_CLEAR(rows);
+            break;
+        }
+        PyObject *key = cut(PyTuple_GET_ITEM(turn, 0), 400);
+        PyTuple_SET_ITEM(row, 0, key);
+        PyTuple_SET_ITEM(row, 1, Py_NewRef(run_key));
+        PyTuple_SET_ITEM(row, 2, cut(PyTuple_GET_ITEM(turn, 1), 120));
+        PyObject *stamp = row_stamp(PyTuple_GET_ITEM(turn, 7), convert, naive_as_text);
+        PyTuple_SET_ITEM(row, 3, stamp);
+        for (int k = 0; k < 5; k++)
+            PyTuple_SET_ITEM(row, 4 + k, Py_NewRef(PyTuple_GET_ITEM(turn, 2 + k)));
+        if (key == NULL || PyTuple_GET_ITEM(row, 2) == NULL || stamp == NULL || PyDict_SetItem(rows, key, row) < 0)
+            Py_CLEAR(rows);
+        Py_DECREF(row);
+    }
+    return rows;
+}
+
 /* placeholder_verdicts(turns, first, last) -> (responses, placeholders): parser._placeholder_verdicts
  * of turns[first:last], read from their slots (parser._placeholder_verdict: a synthetic reply is no
  * response; a placeholder is an output count far below the content the response produced). */
@@ -2618,6 +2697,8 @@ Reader_placeholder_verdicts(Reader *r, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef Reader_methods[] = {
     {"placeholder_verdicts", (PyCFunction)(void (*)(void))Reader_placeholder_verdicts, METH_FASTCALL,
      "placeholder_verdicts(turns, first, last) -> (responses, placeholders) of turns[first:last]."},
+    {"usage_rows", (PyCFunction)(void (*)(void))Reader_usage_rows, METH_FASTCALL,
+     "usage_rows(turn_usage, run_key, convert, naive_as_text) -> {key: usage row} (transcripts._usage_rows)."},
     {"turn_usage", (PyCFunction)Reader_turn_usage, METH_O,
      "turn_usage(turns) -> the turns' (key, model, five counts, timestamp) tuples."},
     {"feed_block", (PyCFunction)(void (*)(void))Reader_feed_block, METH_FASTCALL,

@@ -405,6 +405,12 @@ def fast_path() -> Any:
     return _skim
 
 
+def fast_reader() -> Any:
+    """The C fast path's record reader (:func:`fast_path`), or None where there is none."""
+    skim = fast_path()
+    return None if skim is None else _fast_reader(skim)
+
+
 _NO_USAGE = Usage()  # frozen: one instance serves every turn without counts
 
 _READER: Any = None

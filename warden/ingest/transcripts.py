@@ -26,7 +26,7 @@ import orjson
 
 from warden.config import load_settings
 from warden.errors import UsageError, WardenError
-from warden.ingest.parser import TranscriptParser, ids_from_path
+from warden.ingest.parser import TranscriptParser, fast_reader, ids_from_path
 from warden.ingest.pricing import counts_by_key
 from warden.ingest.records import ParsedRun
 from warden.store.sqlite_text import SQLiteDateTime, is_sqlite
@@ -410,16 +410,17 @@ def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] |
     """The run's usage rows by message key, its turns' then the responses its progress lines
     embed (owned by their subagent's run), each key once as :func:`_offer` keeps it."""
     turns = parsed.usage_of_turns()
-    stamps = list(map(itemgetter(7), turns))
-    if convert is not None:
-        stamps = list(map(convert, stamps))
     # A parse's turns are distinct responses: each key once, unless cutting it to the column's
     # length made two equal (then the copies are offered in order).
-    rows = {(key := message_key[:400]): (key, run_key, model[:120], stamp, i_t, o_t, w5, w1, r)
-            for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps)}
+    reader = fast_reader()
+    if reader is not None:  # the same rows, built in C (a tenth of a parse's time here)
+        rows = reader.usage_rows(turns, run_key, convert, convert.__class__ is SQLiteDateTime)
+    else:
+        rows = {(key := message_key[:400]): (key, run_key, model[:120], stamp, i_t, o_t, w5, w1, r)
+                for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, _stamps(turns, convert))}
     if len(rows) < len(turns):
         rows = {}
-        for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, stamps):
+        for (message_key, model, i_t, o_t, w5, w1, r, _), stamp in zip(turns, _stamps(turns, convert)):
             _offer(rows, (message_key[:400], run_key, model[:120], stamp, i_t, o_t, w5, w1, r))
     session_id = run_key.rsplit(":", 1)[0]
     for emb in parsed.embedded_usage:
@@ -428,6 +429,12 @@ def _usage_rows(parsed: ParsedRun, run_key: str, convert: Callable[[Any], Any] |
         _offer(rows, (emb.message_key[:400], owner, emb.model[:120], ts if convert is None else convert(ts),
                       u.input_tokens, u.output_tokens, u.cache_write_5m, u.cache_write_1h, u.cache_read))
     return rows
+
+
+def _stamps(turns: list[Any], convert: Callable[[Any], Any] | None) -> list[Any]:
+    """The turns' timestamps as the driver takes them."""
+    stamps = list(map(itemgetter(7), turns))
+    return stamps if convert is None else list(map(convert, stamps))
 
 
 def _offer(rows: dict[str, UsageRow], row: UsageRow) -> None:
