@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -1182,3 +1183,52 @@ def test_reindex_redacts_a_secret_in_the_run_s_own_project() -> None:
         assert plain.project == "/home/u/plain" and plain.projects == ["/home/u/plain"]
         terms = s.scalars(select(CheckpointTerm.term)).all()
         assert terms and not any("abcdefgh" in term for term in terms)
+
+
+# ---------------------------------------------------------------- test commands
+
+_RUNNER_EXAMPLES = ["pytest -x", "python -m  pytest", "python -m unittest", "tox -e py", "nox", "npm test",
+                    "pnpm run test", "yarn test", "bun test", "npx jest", "vitest run", "mocha", "go test ./...",
+                    "cargo test", "make check", "make test", "ctest", "mvn test", "./gradlew test", "rspec",
+                    "phpunit", "dotnet test", "bash .ci/run"]
+_COMMAND_FRAGMENTS = [*_RUNNER_EXAMPLES, " ", "\n", "-", "_", "/", ".", "a", "x", "st", "ing", "go", "-m", "make",
+                      "test", "check", "run", "\u017f", "\u0131", "\u0130", "\u212a", "K", "é", "\u0307",
+                      "\U0001f9ea", "TEST", "PyTest", "MAKE", "Go", "cd /tmp && ", "echo 'gotest' ; "]
+
+
+def test_each_test_runner_is_a_test_command_in_any_case() -> None:
+    from warden.continuity.capture import _TEST_COMMAND, _is_test_command
+
+    for command in _RUNNER_EXAMPLES:
+        for variant in (command, command.upper(), command.title(), f"cd x && {command} -q"):
+            assert _is_test_command(variant) and _TEST_COMMAND.search(variant), variant
+    for lookalike in ("pyte\u017ft", "ma\u212ae check", "un\u0131ttest", "phpun\u0130t"):  # as IGNORECASE reads them
+        assert _is_test_command(lookalike) and _TEST_COMMAND.search(lookalike)
+    for other in ("ls", "git status", "gotest", "mypytest", "make build", "echo toxic", "google test"):
+        assert not _is_test_command(other) and not _TEST_COMMAND.search(other)
+
+
+@given(st.lists(st.sampled_from(_COMMAND_FRAGMENTS), max_size=8) | st.text(max_size=40))
+@settings(max_examples=600, deadline=None)
+@example(["\u0130", "pytest"])
+@example(["\u017f", "\u212a", "make check"])
+def test_the_test_command_check_is_the_regex_search(parts: list[str] | str) -> None:
+    """_is_test_command looks only where an opening is: it finds what the regex's search finds."""
+    from warden.continuity.capture import _TEST_COMMAND, _is_test_command
+
+    command = parts if isinstance(parts, str) else "".join(parts)
+    assert _is_test_command(command) == bool(_TEST_COMMAND.search(command))
+
+
+def test_the_ignorecase_fold_is_complete_and_keeps_positions() -> None:
+    """Every character besides the ASCII letters that IGNORECASE matches to one is folded to it;
+    lower() keeps every other character one character (so an opening's position is the text's)."""
+    from warden.continuity.capture import _IGNORECASE_ASCII
+
+    letters = {letter: re.compile(f"(?i){letter}") for letter in "abcdefghijklmnopqrstuvwxyz"}
+    any_letter = re.compile("(?i)[a-z]")
+    matched = {chr(cp): next(letter for letter, one in letters.items() if one.fullmatch(chr(cp)))
+               for cp in range(0x80, 0x110000) if any_letter.fullmatch(chr(cp))}
+    assert {char: char.translate(_IGNORECASE_ASCII).lower() for char in matched} == matched
+    assert set(map(chr, _IGNORECASE_ASCII)) <= set(matched)
+    assert [cp for cp in range(0x110000) if len(chr(cp).lower()) != 1] == [0x130]
