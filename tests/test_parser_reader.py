@@ -182,7 +182,8 @@ def test_generated_transcripts_parse_the_same_on_both_paths(tmp_path_factory: py
 
 def test_the_reader_reads_claude_code_lines_itself(monkeypatch: pytest.MonkeyPatch, corpus: Path) -> None:
     """The fast path is the common path: of the corpus's lines, only the rare shapes it leaves to
-    the Python parser get there (a Task result naming its subagent, a progress line's response)."""
+    the Python parser get there (a Task result whose toolUseResult it cannot read as orjson does,
+    a progress line's response)."""
     fallbacks: list[bytes] = []
     feed_fallback = TranscriptParser._feed_fallback
 
@@ -376,3 +377,51 @@ def test_texts_of_megabytes_parse_the_same_on_both_paths(tmp_path: Path, ledger_
     if not ledger_only:
         assert fast[0]["tool_calls"][0]["command"] == big and fast[0]["tool_calls"][0]["result_bytes"] == len(
             big.encode())
+
+
+_TASK_CALL = (b'{"type":"assistant","sessionId":"s1","message":{"id":"m1","role":"assistant","model":"claude-opus-4-6",'
+              b'"content":[{"type":"tool_use","id":"t1","name":"Task","input":{"subagent_type":"Explore"}},'
+              b'{"type":"tool_use","id":"t2","name":"Task","input":{"subagent_type":"Plan"}}],'
+              b'"usage":{"input_tokens":1,"output_tokens":2}}}')
+
+
+def _task_result(tool_use_result: bytes, ids: bytes = b'"t1"') -> bytes:
+    blocks = b",".join(b'{"type":"tool_result","tool_use_id":%s,"content":"done"}' % i for i in ids.split(b"|"))
+    return b'{"type":"user","sessionId":"s1","message":{"role":"user","content":[%s]},"toolUseResult":%s}' % (
+        blocks, tool_use_result)
+
+
+@pytest.mark.parametrize("tool_use_result, ids, in_c, named", [
+    (b'{"status":"completed","agentId":"a7","totalTokens":12,"content":[{"type":"text","text":"x"}]}', b'"t1"', True,
+     {"a7": "Explore"}),
+    (b'{"agentId":"a1","agentId":"a2"}', b'"t1"', True, {"a2": "Explore"}),  # orjson keeps the last
+    (b'{"agentId":"a\\u0037\\u00e9"}', b'"t1"', True, {"a7\u00e9": "Explore"}),  # an escaped value
+    (b'{"agentId":"a:b"}', b'"t1"', True, {}), (b'{"agentId":""}', b'"t1"', True, {}),  # not valid ids
+    (b'{"agentId":5}', b'"t1"', True, {}), (b'{"agentId":null}', b'"t1"', True, {}), (b'{}', b'"t1"', True, {}),
+    (b'["agentId","a7"]', b'"t1"', True, {}), (b'"a7"', b'"t1"', True, {}), (b'null', b'"t1"', True, {}),
+    (b'{"agentId":"a7"}', b'"t1"|"t2"', True, {"a7": "Plan"}),  # the last call's type
+    (b'{"agentId":"a7"}', b'"t9"', True, {}),  # not a Task's result: nothing to name
+    (b'{"agentId":"a7","ms":1.5}', b'"t1"', False, {"a7": "Explore"}),  # a float: left to Python
+    (b'{"agentId":"a7","n":123456789012345678901}', b'"t1"', False, {"a7": "Explore"}),  # orjson: a float
+    (b'{"agentId":"a7","x":"\xff"}', b'"t1"', False, {}),  # not UTF-8: orjson refuses it all
+    # a lone surrogate: the line is read as text that is not UTF-8 (non_utf8), the surrogate replaced
+    (b'{"agentId":"a7","x":"\\ud800"}', b'"t1"', False, {"a7": "Explore"}),
+    (b'{"agent\\u0049d":"a7"}', b'"t1"', False, {"a7": "Explore"}),  # an escaped key spelling agentId
+    (b'{"agentId":"a7","deep":' + b"[" * 70 + b"]" * 70 + b"}", b'"t1"', False, {"a7": "Explore"}),
+])
+def test_a_task_result_names_its_subagent_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         tool_use_result: bytes, ids: bytes, in_c: bool,
+                                                         named: dict[str, str]) -> None:
+    """The subagent a Task result's toolUseResult names takes its call's type, as the Python parser
+    reads it (orjson): read in C where the scan reads it as orjson does, else left to Python."""
+    path = tmp_path / "s1.jsonl"
+    path.write_bytes(_TASK_CALL + b"\n" + _task_result(tool_use_result, ids) + b"\n")
+    fallbacks: list[bytes] = []
+    feed_fallback = TranscriptParser._feed_fallback
+    monkeypatch.setattr(TranscriptParser, "_feed_fallback",
+                        lambda self, line, end: fallbacks.append(line) or feed_fallback(self, line, end))
+    for ledger_only in (False, True):
+        fast, pure = _parse(path, ledger_only=ledger_only), _parse(path, ledger_only=ledger_only, pure=True)
+        assert fast == pure
+        assert fast[0]["subagent_types"] == named
+    assert (fallbacks == []) == in_c

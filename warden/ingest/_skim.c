@@ -31,7 +31,8 @@
 #define NAMES(X) \
     X(_s) X(stats) X(turns) X(tool_calls) X(user_prompts) X(compactions) X(_turn_by_key) X(_call_by_id) \
     X(_raw_usage) X(offset) X(session_id) X(agent_id) X(cwd) X(version) X(models) X(first_ts) X(last_ts) \
-    X(counters) X(reads) X(edit_gen) X(digest) X(digest_dropped) X(task_types) X(awaiting) X(last_turn_tools) \
+    X(counters) X(reads) X(edit_gen) X(digest) X(digest_dropped) X(task_types) X(subagent_types) X(awaiting) \
+    X(last_turn_tools) \
     X(last_turn_text) X(last_stop_reason) X(interrupted) X(tool_index) X(turn_index) X(lines) X(duplicate_usage) \
     X(zeroed_usage) X(oversized) X(malformed) X(_ledger_only) X(_ledger_prompts) X(rereads) X(edits) X(greps) X(failed) X(other) X(read) X(edit) X(write) X(grep) \
     X(glob) X(bash) X(task) X(_feed_fallback) X(index) X(message_key) X(model) X(usage) X(timestamp) X(text) \
@@ -133,6 +134,8 @@ typedef struct {
     Py_ssize_t n_items, cap_items;
     char *text_buf;
     Py_ssize_t text_cap;
+    JVal task_agent;     /* a Task result's toolUseResult.agentId (left_to_python reads it for apply_user) */
+    int task_agent_read; /* whether the line's Task results name their subagent there */
     /* one-entry caches: a response's lines share a timestamp, a model and a stop reason */
     LastValue last_ts, last_model, last_stop;
     RawMemo path_keys, targets; /* path_key's and digest_target's results */
@@ -1027,7 +1030,7 @@ typedef struct {
     int ledger; /* a ledger-only parse (parser._ledger_only): no tool calls, prompts or texts built */
     PyObject *parser, *pd, *sd, *td; /* the parser's, its state's and its stats' __dict__ (borrowed) */
     PyObject *turns, *turn_by_key, *raw_usage, *calls, *call_by_id, *prompts;
-    PyObject *reads, *edit_gen, *digest, *awaiting, *task_types, *models, *counters;
+    PyObject *reads, *edit_gen, *digest, *awaiting, *task_types, *subagent_types, *models, *counters;
     long long held[N_HELD_INTS];
     PyObject *object[N_HELD_OBJECTS]; /* owned */
     long long counter[N_COUNTERS];
@@ -1136,6 +1139,7 @@ load(Ctx *c, PyObject *parser)
     TAKE(calls, pd, N_tool_calls) TAKE(call_by_id, pd, N__call_by_id) TAKE(prompts, pd, N_user_prompts)
     TAKE(counters, sd, N_counters) TAKE(reads, sd, N_reads) TAKE(edit_gen, sd, N_edit_gen)
     TAKE(digest, sd, N_digest) TAKE(awaiting, sd, N_awaiting) TAKE(task_types, sd, N_task_types)
+    TAKE(subagent_types, sd, N_subagent_types)
     TAKE(models, sd, N_models)
 #undef TAKE
     PyObject *ledger = item(c->pd, N__ledger_only);
@@ -1216,6 +1220,7 @@ state_clean(Ctx *c)
         || !PyList_CheckExact(c->calls) || !PyDict_CheckExact(c->call_by_id) || !PyList_CheckExact(c->prompts)
         || !PyDict_CheckExact(c->counters) || !PyDict_CheckExact(c->reads) || !PyDict_CheckExact(c->edit_gen)
         || !PyList_CheckExact(c->digest) || !PyDict_CheckExact(c->awaiting) || !PyDict_CheckExact(c->task_types)
+        || !PyDict_CheckExact(c->subagent_types)
         || !PyList_CheckExact(c->models))
         return 0;
     static const int ints_s[] = {N_tool_index, N_turn_index, N_digest_dropped};
@@ -2145,6 +2150,66 @@ done:
 }
 
 /* _user */
+/* parser._user's last step: the subagent a Task result's toolUseResult names (r->task_agent, a valid
+ * id) takes the type each of the line's Task results' calls gave (the last one given). */
+static int
+apply_task_agent(Reader *r, Ctx *c)
+{
+    if (r->task_agent.kind != J_STR)
+        return 0; /* valid_id of anything else is None */
+    PyObject *text = text_str(r, &r->task_agent, -1);
+    PyObject *agent_id = text ? PyObject_CallOneArg(r->valid_id, text) : NULL;
+    Py_XDECREF(text);
+    if (agent_id == NULL)
+        return -1;
+    int valid = PyObject_IsTrue(agent_id);
+    for (Py_ssize_t i = 0; valid > 0 && i < r->n_blocks; i++) {
+        const Block *b = &r->blocks[i];
+        if (b->kind != B_TOOL_RESULT)
+            continue;
+        PyObject *id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
+        PyObject *agent_type = id ? PyDict_GetItemWithError(c->task_types, id) : NULL;
+        Py_XDECREF(id);
+        int truthy = agent_type != NULL ? PyObject_IsTrue(agent_type) : (id == NULL || PyErr_Occurred() ? -1 : 0);
+        if (truthy < 0 || (truthy && PyDict_SetItem(c->subagent_types, agent_id, agent_type) < 0))
+            valid = -1;
+    }
+    Py_DECREF(agent_id);
+    return valid < 0 ? -1 : 0;
+}
+
+/* The "agentId" of a line's toolUseResult as parser._user reads it (orjson.loads(...).get("agentId")):
+ * into *agent, J_ABSENT where there is none (or the value is not an object); 0 where this scan cannot
+ * tell what orjson reads — a string that is not UTF-8, a number other than a small integer, an escaped
+ * key (it could spell agentId), a deep nesting: the line is left to Python. */
+static int
+task_result_agent(const Line *line, JVal *agent)
+{
+    const unsigned char *p = line->tool_use_result.p, *e = line->tool_use_result.e;
+    agent->kind = J_ABSENT;
+    if (skip_value(p, e, 1) != e) /* read: what orjson decodes, or less */
+        return 0;
+    if (*p != '{')
+        return 1;
+    p = skip_ws(p + 1, e);
+    int more = p < e && *p != '}';
+    while (more) {
+        const unsigned char *name;
+        Py_ssize_t len;
+        if ((p = scan_key(p, e, &name, &len)) == NULL)
+            return 0;
+        if (NAME_IS(name, len, "agentId")) { /* the last one, as orjson keeps it */
+            if ((p = scan_value(p, e, 1, 0, agent)) == NULL)
+                return 0;
+        } else if ((p = skip_field(p, e)) == NULL) {
+            return 0;
+        }
+        if ((p = next_member(p, e, '}', &more)) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 static int
 apply_user(Reader *r, Ctx *c, const Line *line)
 {
@@ -2168,7 +2233,7 @@ apply_user(Reader *r, Ctx *c, const Line *line)
                 return -1;
         }
     }
-    return 0;
+    return r->task_agent_read ? apply_task_agent(r, c) : 0;
 }
 
 enum { L_OTHER, L_ASSISTANT, L_USER, L_PROGRESS, L_SYSTEM };
@@ -2178,6 +2243,7 @@ enum { L_OTHER, L_ASSISTANT, L_USER, L_PROGRESS, L_SYSTEM };
 static int
 left_to_python(Reader *r, Ctx *c, const Line *line, int kind)
 {
+    r->task_agent_read = 0;
     if (line->type.kind == J_STR && line->type.escaped)
         return 1; /* an escape could spell a record type */
     int texts = kind == L_ASSISTANT || kind == L_USER;
@@ -2216,8 +2282,13 @@ left_to_python(Reader *r, Ctx *c, const Line *line, int kind)
                 if (agent_type == NULL && PyErr_Occurred())
                     return -1;
                 int truthy = agent_type != NULL ? PyObject_IsTrue(agent_type) : 0;
-                if (truthy != 0)
-                    return truthy < 0 ? -1 : 1;
+                if (truthy < 0)
+                    return -1;
+                if (truthy && !r->task_agent_read) { /* its subagent is read here, if it can be */
+                    if (!task_result_agent(line, &r->task_agent))
+                        return 1;
+                    r->task_agent_read = 1;
+                }
             }
         }
     }
