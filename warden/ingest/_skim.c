@@ -2150,6 +2150,22 @@ done:
 }
 
 /* _user */
+/* Whether a tool_result block answers a Task call that gave its subagent a type (parser._user's
+ * s.task_types.get(str(block.tool_use_id))): 1 with that type in *agent_type (borrowed), 0 for none,
+ * -1 on error. */
+static int
+task_type_of(Reader *r, Ctx *c, const Block *b, PyObject **agent_type)
+{
+    PyObject *id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
+    if (id == NULL)
+        return -1;
+    *agent_type = PyDict_GetItemWithError(c->task_types, id);
+    Py_DECREF(id);
+    if (*agent_type == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return PyObject_IsTrue(*agent_type);
+}
+
 /* parser._user's last step: the subagent a Task result's toolUseResult names (r->task_agent, a valid
  * id) takes the type each of the line's Task results' calls gave (the last one given). */
 static int
@@ -2167,10 +2183,8 @@ apply_task_agent(Reader *r, Ctx *c)
         const Block *b = &r->blocks[i];
         if (b->kind != B_TOOL_RESULT)
             continue;
-        PyObject *id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
-        PyObject *agent_type = id ? PyDict_GetItemWithError(c->task_types, id) : NULL;
-        Py_XDECREF(id);
-        int truthy = agent_type != NULL ? PyObject_IsTrue(agent_type) : (id == NULL || PyErr_Occurred() ? -1 : 0);
+        PyObject *agent_type;
+        int truthy = task_type_of(r, c, b, &agent_type);
         if (truthy < 0 || (truthy && PyDict_SetItem(c->subagent_types, agent_id, agent_type) < 0))
             valid = -1;
     }
@@ -2274,14 +2288,8 @@ left_to_python(Reader *r, Ctx *c, const Line *line, int kind)
                 if (r->items[b->first_item + k].type.kind == J_STR && r->items[b->first_item + k].type.escaped)
                     return 1; /* an escape could spell "image" */
             if (task_results) { /* a Task's result names the subagent it ran */
-                PyObject *id = b->tool_use_id.kind == J_STR ? text_str(r, &b->tool_use_id, -1) : Py_NewRef(NONE_TEXT);
-                if (id == NULL)
-                    return -1;
-                PyObject *agent_type = PyDict_GetItemWithError(c->task_types, id);
-                Py_DECREF(id);
-                if (agent_type == NULL && PyErr_Occurred())
-                    return -1;
-                int truthy = agent_type != NULL ? PyObject_IsTrue(agent_type) : 0;
+                PyObject *agent_type;
+                int truthy = task_type_of(r, c, b, &agent_type);
                 if (truthy < 0)
                     return -1;
                 if (truthy && !r->task_agent_read) { /* its subagent is read here, if it can be */
