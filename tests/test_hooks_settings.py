@@ -94,6 +94,9 @@ def test_ids_from_a_hook_payload_become_path_parts_only_when_plain() -> None:
     assert valid_id("3f1c2a9e-0b7d-4c1e-9f00-1a2b3c4d5e6f") and valid_id("a2271d1")
     for bad in ("..", "a/b", "a\\\\b", "s:1", "has space", "x" * 129, "", None, 7, "tab\\there", "dots..up"):
         assert valid_id(bad) is None, bad
+    for bad in ("\u2003em", "nbsp\u00a0", "line\u2028sep", "\x85", "a\u200bb"):  # Unicode spaces; unprintable
+        assert valid_id(bad) is None, bad
+    assert valid_id("ñandú-ü") == "ñandú-ü"
     plain = _transcript_paths("subagent-stop", {"transcript_path": "/p/s1.jsonl", "session_id": "s1", "agent_id": "a1"})
     assert plain == ["/p/s1/subagents/agent-a1.jsonl", "/p/agent-a1.jsonl"]
     sneaky = _transcript_paths("subagent-stop", {"transcript_path": "/p/s1.jsonl", "session_id": "../../etc",
@@ -245,3 +248,19 @@ def test_a_lone_surrogate_escape_in_settings_is_kept_as_an_escape(tmp_path: Path
     data = json.loads(raw.decode("utf-8"))
     assert data["note"] == "\ud800" and data["model"] == "opus \u00e9" and "Stop" in data["hooks"]
     assert uninstall_hooks(claude)["changed"] and json.loads((claude / "settings.json").read_text())["note"] == "\ud800"
+
+
+def test_an_id_character_is_refused_exactly_where_the_per_character_definition_refuses_it() -> None:
+    """valid_id's one regex refuses what str.isspace, ':' and the slashes do, over every code
+    point (the regex's \\s and str.isspace are one table; a future Python could part them)."""
+    import sys
+
+    from warden.names import valid_id
+
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        if char.isprintable():
+            expected = None if char.isspace() or char in ":/\\" else char
+            assert valid_id(char) == expected, hex(code)
+            assert valid_id("a" + char + "b") == (None if expected is None else "a" + char + "b"), hex(code)
+
