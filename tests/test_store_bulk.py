@@ -125,3 +125,63 @@ def test_sqlite_datetimes_made_without_sqlalchemy_are_its_text() -> None:
                   datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2))), date(2026, 1, 2), None):
         assert converter(value) == reference(value), value
     assert is_sqlite("sqlite") and is_sqlite("sqlite+pysqlite") and not is_sqlite("postgresql+psycopg")
+
+
+def _upsert_rows(session: Any, rows: list[tuple[Any, ...]]) -> int:
+    """The collector's max-wins upsert of usage rows (message_key, run_key, model, timestamp, counts...)."""
+    from warden.ingest.collector import _max_wins_upsert
+    from warden.ingest.transcripts import _USAGE_COLUMNS
+    from warden.store.bulk import execute_values
+
+    return execute_values(session, _max_wins_upsert(session), UsageMessage.__table__, _USAGE_COLUMNS, rows)
+
+
+def _usage(key: str, output: int, run_key: str = "s:main") -> tuple[Any, ...]:
+    return (key, run_key, "claude-sonnet-4-6", None, 1, output, 0, 0, 0)
+
+
+def test_rows_many_to_a_statement_store_what_one_a_row_stores(any_store: Any, monkeypatch: Any) -> None:
+    """Many rows to a statement (SQLite): the same rows, counts and order as a statement a row,
+    across statements (3 rows each here) and within one: a later row of the same key takes the
+    upsert's condition against the earlier one, as it would against a stored row."""
+    from warden.store import bulk
+
+    batch = [_usage("a", 5), _usage("b", 5), _usage("a", 9, "s:other"), _usage("c", 1), _usage("b", 2),
+             _usage("d", 4), _usage("e", 4), _usage("c", 3)]
+
+    def stored_after(rows_per_statement: int) -> tuple[int, list[tuple[Any, ...]]]:
+        monkeypatch.setattr(bulk, "ROWS_PER_STATEMENT", rows_per_statement)
+        with any_store.session() as session:
+            session.execute(text("DELETE FROM usage_messages"))
+            changed = _upsert_rows(session, batch)
+            session.commit()
+            return changed, sorted(session.execute(text(
+                "SELECT message_key, run_key, output_tokens FROM usage_messages")).all())
+
+    one_a_row = stored_after(1)
+    assert one_a_row == (7, [("a", "s:main", 9), ("b", "s:main", 5), ("c", "s:main", 3), ("d", "s:main", 4),
+                             ("e", "s:main", 4)])
+    assert stored_after(3) == one_a_row
+    assert stored_after(500) == one_a_row
+
+
+def test_rows_many_to_a_statement_keep_within_sqlites_parameter_limit(tmp_path: Any) -> None:
+    """A SQLite built with a low limit on a statement's parameters still takes a large batch."""
+    import sqlite3
+
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.orm import Session
+
+    from warden.ingest.transcripts import _USAGE_COLUMNS
+    from warden.store.bulk import execute_values
+    from warden.store.models import Base
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'limited.db'}")
+    event.listen(engine, "connect", lambda conn, _: conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20))
+    Base.metadata.create_all(engine, tables=[UsageMessage.__table__])
+    with Session(engine) as session:
+        rows = [_usage(f"k{i}", i) for i in range(7)]  # 63 parameters: 2 rows (18) a statement
+        assert execute_values(session, _INSERT, UsageMessage.__table__, _USAGE_COLUMNS, rows) == 7
+        session.commit()
+        assert session.scalar(text("SELECT sum(output_tokens) FROM usage_messages")) == sum(range(7))
+    engine.dispose()
