@@ -162,6 +162,7 @@ def test_rows_many_to_a_statement_store_what_one_a_row_stores(any_store: Any, mo
     assert one_a_row == (7, [("a", "s:main", 9), ("b", "s:main", 5), ("c", "s:main", 3), ("d", "s:main", 4),
                              ("e", "s:main", 4)])
     assert stored_after(3) == one_a_row
+    assert stored_after(5) == one_a_row  # 5, then 2 and 1
     assert stored_after(500) == one_a_row
 
 
