@@ -47,9 +47,11 @@ MAX_JOBS = 64  # parser processes `warden collect --jobs` may ask for
 TASK_FILES = 256
 TASK_BYTES = 64 << 20
 MIN_TASK_BYTES = 4 << 20
-# transcript bytes a bulk collect hands its parsers before it makes a new database: what two read
-# while it is made and migrated (a smaller window left them idle ~0.1 s; results held: ~10 MB)
-AHEAD_BYTES = 256 << 20
+# transcript bytes a bulk collect hands its parsers before it makes a new database: more than two
+# read while the CLI loads and the database is made (256 MB left them idle 0.1-0.2 s in 3 of 4
+# runs at a slow moment of this machine; 512 MB, in none), and what they hand back meanwhile is
+# only held until the writer starts (+1 MB of its peak RSS)
+AHEAD_BYTES = 512 << 20
 BULK_GC_THRESHOLD = (50_000, 20, 100)  # the cyclic collector's thresholds in a bulk collect's processes
 PARSER_NICENESS = 10  # added to a bulk collect's parser processes' niceness: the writer comes first
 
