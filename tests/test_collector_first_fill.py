@@ -5,6 +5,9 @@ each page again at the checkpoint; the database is back in WAL as it ends, howev
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -146,3 +149,74 @@ def test_inside_a_transaction_nothing_is_switched() -> None:
             session.rollback()
     finally:
         store.engine.dispose()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="finds SQLite's descriptor in /proc")
+def test_the_fill_s_pages_are_synced_in_the_background_through_sqlite_s_own_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kicked while the fill's transaction is open, the writeback syncs the database file through
+    the descriptor SQLite has open (opening and closing one of its own would drop the process's
+    locks on the file): after it, another connection still cannot write."""
+    import os
+
+    from sqlalchemy import text
+
+    from warden.store.db import FillWriteback
+
+    synced: list[int] = []
+    done = threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def watched(fd: int) -> None:
+        real_fdatasync(fd)
+        synced.append(fd)
+        done.set()
+    monkeypatch.setattr(os, "fdatasync", watched)
+    store = open_store(load_settings())
+    database = load_settings().sqlite_path
+    assert database is not None
+    try:
+        with store.session() as session:
+            assert journal_new_pages_in_place(session) is True
+            session.execute(text("INSERT INTO ingest_offsets (path, \"offset\", size, mtime_ns, head_sha256, "
+                                 "parser_state, parser_version, updated_at) VALUES "
+                                 "('/t.jsonl', 1, 1, 1, '', '{}', 'v', '2026-01-01 00:00:00')"))
+            writeback = FillWriteback(session)
+            before = set(os.listdir("/proc/self/fd"))
+            writeback.kick()
+            assert done.wait(10)
+            writeback.stop()
+            assert set(os.listdir("/proc/self/fd")) == before  # no descriptor opened or closed
+            # another process (SQLite sees another connection of this one through its own table)
+            other = subprocess.run([sys.executable, "-c", "import sqlite3, sys\n"
+                                    "sqlite3.connect(sys.argv[1], timeout=0).execute(\"INSERT INTO alembic_version VALUES ('x')\")",
+                                    str(database)], capture_output=True, text=True, timeout=60)
+            assert other.returncode != 0 and "database is locked" in other.stderr
+            assert len(synced) == 1 and os.path.samestat(os.fstat(synced[0]), os.stat(database))
+            session.commit()
+            back_to_wal(session)
+    finally:
+        store.engine.dispose()
+    assert _mode(database) == "wal"
+
+
+def test_a_first_bulk_collect_kicks_the_writeback_and_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from warden.store import db
+
+    events: list[str] = []
+
+    class Watched(db.FillWriteback):
+        def kick(self) -> None:
+            events.append("kick")
+            super().kick()
+
+        def stop(self) -> None:
+            events.append("stop")
+            super().stop()
+    monkeypatch.setattr(collector, "FillWriteback", Watched)
+    monkeypatch.setattr(collector, "BATCH_FILES", 2)
+    root = _transcripts(tmp_path / "projects")
+    collect_paths(load_settings(), [root], jobs=2, post_ingest=False)
+    # a kick after each batch stored while the fill's transaction is open, and then none
+    assert events.count("kick") >= 2 and events.index("stop") == events.count("kick") and events[-1] == "stop"
+    assert all(not t.name.startswith("warden-writeback") for t in threading.enumerate())

@@ -52,7 +52,7 @@ from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.sanitize import redact_secrets
 from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
-from warden.store.db import Store, back_to_wal, journal_new_pages_in_place, json_loads, open_store
+from warden.store.db import FillWriteback, Store, back_to_wal, journal_new_pages_in_place, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
@@ -326,6 +326,7 @@ class Collector:
             ParseQueue(start_parser_pool(jobs), *options, jobs=jobs, backlog=total_bytes)
         window = queue.window
         filling = False  # in the first transaction into an empty ledger, in a rollback journal
+        writeback: FillWriteback | None = None  # meanwhile, the pages written so far go to the disk
         with _fewer_gc_passes(), queue.pool as pool, ExitStack() as open_session:
             try:
                 # (path, stat, start, parse result, what its parser process handed over)
@@ -340,6 +341,8 @@ class Collector:
 
                 def first_transaction_ended(session: Session) -> None:
                     nonlocal filling
+                    if writeback is not None:
+                        writeback.stop()
                     if filling:
                         filling = False
                         back_to_wal(session)
@@ -378,6 +381,8 @@ class Collector:
                         pending = CollectSummary()
                     batch.clear()
                     batch_bytes = 0
+                    if filling and writeback is not None:
+                        writeback.kick()
                     for path in stale:
                         self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
@@ -409,6 +414,9 @@ class Collector:
                 done += summary.files_skipped
                 session = open_session.enter_context(self._opened_store().session())
                 filling = _ledger_is_empty(session) and journal_new_pages_in_place(session)
+                if filling:
+                    writeback = FillWriteback(session)
+                    open_session.callback(writeback.stop)  # whatever happens, before the session closes
                 rest = files[ahead:]
                 known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
                                                               [f for f in rest if not _unstorable_path(f)])}
