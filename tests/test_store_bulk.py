@@ -127,23 +127,31 @@ def test_sqlite_datetimes_made_without_sqlalchemy_are_its_text() -> None:
     assert is_sqlite("sqlite") and is_sqlite("sqlite+pysqlite") and not is_sqlite("postgresql+psycopg")
 
 
-def _upsert_rows(session: Any, rows: list[tuple[Any, ...]]) -> int:
-    """The collector's max-wins upsert of usage rows (message_key, run_key, model, timestamp, counts...)."""
-    from warden.ingest.collector import _max_wins_upsert
+def _insert_new(session: Any, rows: list[tuple[Any, ...]]) -> int:
+    """The collector's insert of usage rows (message_key, run_key, model, timestamp, counts...)
+    that skips the keys already stored: on SQLite, an INSERT OR IGNORE."""
+    from warden.ingest.collector import _insert_new_usage
     from warden.ingest.transcripts import _USAGE_COLUMNS
     from warden.store.bulk import execute_values
 
-    return execute_values(session, _max_wins_upsert(session), UsageMessage.__table__, _USAGE_COLUMNS, rows)
+    return execute_values(session, _insert_new_usage(session), UsageMessage.__table__, _USAGE_COLUMNS, rows)
 
 
 def _usage(key: str, output: int, run_key: str = "s:main") -> tuple[Any, ...]:
     return (key, run_key, "claude-sonnet-4-6", None, 1, output, 0, 0, 0)
 
 
+def _statements(session: Any) -> list[str]:
+    """The SQL statements the session's SQLite connection runs from now on."""
+    seen: list[str] = []
+    session.connection().connection.driver_connection.set_trace_callback(seen.append)
+    return seen
+
+
 def test_rows_many_to_a_statement_store_what_one_a_row_stores(any_store: Any, monkeypatch: Any) -> None:
-    """Many rows to a statement (SQLite): the same rows, counts and order as a statement a row,
-    across statements (3 rows each here) and within one: a later row of the same key takes the
-    upsert's condition against the earlier one, as it would against a stored row."""
+    """Many rows to a statement (SQLite): the same rows and count as a statement a row, across
+    statements (3 rows each, or 5 then 2 and 1 here) and within one: a later row of a key stored
+    by an earlier one of the same statement is skipped, as it would be after a stored row."""
     from warden.store import bulk
 
     batch = [_usage("a", 5), _usage("b", 5), _usage("a", 9, "s:other"), _usage("c", 1), _usage("b", 2),
@@ -153,17 +161,41 @@ def test_rows_many_to_a_statement_store_what_one_a_row_stores(any_store: Any, mo
         monkeypatch.setattr(bulk, "ROWS_PER_STATEMENT", rows_per_statement)
         with any_store.session() as session:
             session.execute(text("DELETE FROM usage_messages"))
-            changed = _upsert_rows(session, batch)
+            session.execute(_INSERT, [_row("d", None)])  # stored before: kept as it is
+            changed = _insert_new(session, batch)
             session.commit()
             return changed, sorted(session.execute(text(
                 "SELECT message_key, run_key, output_tokens FROM usage_messages")).all())
 
     one_a_row = stored_after(1)
-    assert one_a_row == (7, [("a", "s:main", 9), ("b", "s:main", 5), ("c", "s:main", 3), ("d", "s:main", 4),
+    assert one_a_row == (4, [("a", "s:main", 5), ("b", "s:main", 5), ("c", "s:main", 1), ("d", "s:main", 5),
                              ("e", "s:main", 4)])
     assert stored_after(3) == one_a_row
-    assert stored_after(5) == one_a_row  # 5, then 2 and 1
+    assert stored_after(5) == one_a_row
     assert stored_after(500) == one_a_row
+
+
+def test_only_an_insert_that_cannot_fail_part_way_goes_many_rows_to_a_statement() -> None:
+    """SQLite keeps a journal of the pages a statement of many rows changes, in a temporary file,
+    unless the statement cannot fail part way: a plain INSERT (whose conflict must fail the
+    transaction, as the collector's races with hooks rely on) goes a row to a statement."""
+    from warden.config import load_settings
+    from warden.store.db import open_store
+
+    store = open_store(load_settings())
+    rows = [_usage(f"k{i}", i) for i in range(70)]
+    with store.session() as session:
+        seen = _statements(session)
+        assert _insert_new(session, rows) == 70
+        from warden.ingest.transcripts import _USAGE_COLUMNS
+        from warden.store.bulk import execute_values
+
+        execute_values(session, _INSERT, UsageMessage.__table__, _USAGE_COLUMNS, [_usage(f"p{i}", i) for i in range(3)])
+        session.rollback()
+    store.engine.dispose()
+    inserts = [statement for statement in seen if "usage_messages" in statement]
+    assert [statement.count("), (") + 1 for statement in inserts] == [64, 4, 2, 1, 1, 1]  # rows a statement
+    assert [statement.split(" INTO")[0] for statement in inserts] == ["INSERT OR IGNORE"] * 3 + ["INSERT"] * 3
 
 
 def test_rows_many_to_a_statement_keep_within_sqlites_parameter_limit(tmp_path: Any) -> None:
@@ -173,8 +205,6 @@ def test_rows_many_to_a_statement_keep_within_sqlites_parameter_limit(tmp_path: 
     from sqlalchemy import create_engine, event
     from sqlalchemy.orm import Session
 
-    from warden.ingest.transcripts import _USAGE_COLUMNS
-    from warden.store.bulk import execute_values
     from warden.store.models import Base
 
     engine = create_engine(f"sqlite:///{tmp_path / 'limited.db'}")
@@ -182,7 +212,7 @@ def test_rows_many_to_a_statement_keep_within_sqlites_parameter_limit(tmp_path: 
     Base.metadata.create_all(engine, tables=[UsageMessage.__table__])
     with Session(engine) as session:
         rows = [_usage(f"k{i}", i) for i in range(7)]  # 63 parameters: 2 rows (18) a statement
-        assert execute_values(session, _INSERT, UsageMessage.__table__, _USAGE_COLUMNS, rows) == 7
+        assert _insert_new(session, rows) == 7
         session.commit()
         assert session.scalar(text("SELECT sum(output_tokens) FROM usage_messages")) == sum(range(7))
     engine.dispose()
