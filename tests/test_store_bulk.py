@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from warden.store.bulk import execute_many
 from warden.store.models import UsageMessage
@@ -196,6 +198,27 @@ def test_only_an_insert_that_cannot_fail_part_way_goes_many_rows_to_a_statement(
     inserts = [statement for statement in seen if "usage_messages" in statement]
     assert [statement.count("), (") + 1 for statement in inserts] == [64, 4, 2, 1, 1, 1]  # rows a statement
     assert [statement.split(" INTO")[0] for statement in inserts] == ["INSERT OR IGNORE"] * 3 + ["INSERT"] * 3
+
+
+def test_an_insert_or_ignore_into_a_table_with_a_foreign_key_goes_a_row_to_a_statement() -> None:
+    """A foreign key's check can fail a statement part way, OR IGNORE or not: the recall terms
+    (whose checkpoint must exist) go a row to a statement."""
+    from warden.config import load_settings
+    from warden.store.bulk import execute_values
+    from warden.store.db import open_store
+    from warden.store.models import CheckpointTerm
+
+    store = open_store(load_settings())
+    table = CheckpointTerm.__table__
+    columns = ("checkpoint_id", "term", "captured_at", "session_id")
+    with store.session() as session:
+        seen = _statements(session)
+        with pytest.raises(IntegrityError, match="FOREIGN KEY"):  # no checkpoint 1: its first row fails
+            execute_values(session, table.insert().prefix_with("OR IGNORE"), table, columns,
+                           [(1, f"t{i}", "2026-01-01 00:00:00.000000", "s") for i in range(3)])
+        session.rollback()
+    store.engine.dispose()
+    assert [statement.count("), (") + 1 for statement in seen if "checkpoint_terms" in statement] == [1]
 
 
 def test_rows_many_to_a_statement_keep_within_sqlites_parameter_limit(tmp_path: Any) -> None:

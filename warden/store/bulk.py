@@ -4,11 +4,12 @@ SQLAlchemy's ``session.execute(stmt, rows)`` builds and type-processes a paramet
 Python, which cost more than SQLite's own insert work on the collector's 100k-row batches (usage
 messages, the recall index). Here a statement is compiled once per dialect, and only the columns
 whose type needs a bind processor (DateTime on SQLite) get one; the rows go straight to the driver.
-On SQLite, the rows of an ``INSERT OR IGNORE`` go many to a statement (``VALUES (...), (...),
-...``): ``executemany`` runs the statement once a row, whose start and reset cost ~25% of a usage
-row's insert. Only those: a statement of many rows that may fail part way (any other conflict
-clause) keeps a journal of the pages it changes in a temporary file, which costs more than that
-(a GB's usage rows through ``ON CONFLICT DO NOTHING``: 49k page writes, 780 MB).
+On SQLite, the rows of an ``INSERT OR IGNORE`` into a table without foreign keys go many to a
+statement (``VALUES (...), (...), ...``): ``executemany`` runs the statement once a row, whose start
+and reset cost ~25% of a usage row's insert. Only those: a statement of many rows that may fail
+part way (another conflict clause, or a foreign key's check) keeps a journal of the pages it
+changes in a temporary file, which costs far more (a GB's usage rows through ``ON CONFLICT DO
+NOTHING``: 49k page writes, 780 MB; 375k recall terms, even ``OR IGNORE``: 715k).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
                 row[name] = convert(row[name])
     else:
         params = list(rows)
-    _execute_rows(session, sql, len(names), positional, params)
+    _execute_rows(session, sql, len(names), positional, params, many_at_once=not table.foreign_keys)
 
 
 def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[str, ...],
@@ -164,21 +165,22 @@ def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[
         params = list(map(pick, rows)) if len(names) > 1 else [(pick(row),) for row in rows]
     else:
         params = [dict(zip(columns, row)) for row in rows]
-    return _execute_rows(session, sql, len(names), positional, params)
+    return _execute_rows(session, sql, len(names), positional, params, many_at_once=not table.foreign_keys)
 
 
 ROWS_PER_STATEMENT = 64  # on SQLite: fewer saves no more instructions a row, more costs memory a statement
 
 
-def _execute_rows(session: Session, sql: str, width: int, positional: bool, params: Sequence[Any]) -> int:
+def _execute_rows(session: Session, sql: str, width: int, positional: bool, params: Sequence[Any], *,
+                  many_at_once: bool) -> int:
     """``sql`` (an INSERT of one ``VALUES`` group of ``width`` parameters) for each parameter set;
-    the rows it changed. An ``INSERT OR IGNORE`` on SQLite goes many rows to a statement, as many
-    as its parameter limit allows up to ROWS_PER_STATEMENT, the rest in statements of powers of
-    two (so the driver's cache keeps a few statements, not one per length): the same rows, in the
-    same order, as ``executemany``'s."""
+    the rows it changed. With ``many_at_once`` (its table has no foreign key), an ``INSERT OR
+    IGNORE`` on SQLite goes many rows to a statement, as many as its parameter limit allows up to
+    ROWS_PER_STATEMENT, the rest in statements of powers of two (so the driver's cache keeps a few
+    statements, not one per length): the same rows, in the same order, as ``executemany``'s."""
     connection = session.connection()
     group = "(" + ", ".join("?" * width) + ")"
-    if not (positional and len(params) > 1 and connection.dialect.name == "sqlite"
+    if not (many_at_once and positional and len(params) > 1 and connection.dialect.name == "sqlite"
             and sql.startswith("INSERT OR IGNORE ") and sql.count(group) == 1):
         return connection.exec_driver_sql(sql, params).rowcount
     driver = connection.connection.driver_connection
