@@ -182,6 +182,8 @@ def test_only_an_insert_that_cannot_fail_part_way_goes_many_rows_to_a_statement(
     unless the statement cannot fail part way: a plain INSERT (whose conflict must fail the
     transaction, as the collector's races with hooks rely on) goes a row to a statement."""
     from warden.config import load_settings
+    from warden.ingest.transcripts import _USAGE_COLUMNS
+    from warden.store.bulk import execute_values
     from warden.store.db import open_store
 
     store = open_store(load_settings())
@@ -189,9 +191,6 @@ def test_only_an_insert_that_cannot_fail_part_way_goes_many_rows_to_a_statement(
     with store.session() as session:
         seen = _statements(session)
         assert _insert_new(session, rows) == 70
-        from warden.ingest.transcripts import _USAGE_COLUMNS
-        from warden.store.bulk import execute_values
-
         execute_values(session, _INSERT, UsageMessage.__table__, _USAGE_COLUMNS, [_usage(f"p{i}", i) for i in range(3)])
         session.rollback()
     store.engine.dispose()

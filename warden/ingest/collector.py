@@ -331,8 +331,9 @@ class Collector:
         queue = early.queue if early is not None else \
             ParseQueue(start_parser_pool(jobs), *options, jobs=jobs, backlog=total_bytes)
         window = queue.window
-        filling = False  # in the first transaction into an empty ledger, in a rollback journal
-        writeback: FillWriteback | None = None  # meanwhile, the pages written so far go to the disk
+        # Set while the first transaction into an empty ledger runs in a rollback journal: the pages
+        # it has written so far go to the disk meanwhile.
+        filling: FillWriteback | None = None
         with _fewer_gc_passes(), queue.pool as pool, ExitStack() as open_session:
             try:
                 # (path, stat, start, parse result, what its parser process handed over)
@@ -347,10 +348,9 @@ class Collector:
 
                 def first_transaction_ended(session: Session) -> None:
                     nonlocal filling
-                    if writeback is not None:
-                        writeback.stop()
-                    if filling:
-                        filling = False
+                    if filling is not None:
+                        filling.stop()
+                        filling = None
                         back_to_wal(session)
 
                 def store_batch(session: Session, final: bool = False) -> None:
@@ -387,8 +387,8 @@ class Collector:
                         pending = CollectSummary()
                     batch.clear()
                     batch_bytes = 0
-                    if filling and writeback is not None:
-                        writeback.kick()
+                    if filling is not None:
+                        filling.kick()
                     for path in stale:
                         self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
@@ -419,10 +419,9 @@ class Collector:
                     ahead = plan_ahead(queue, files, summary)
                 done += summary.files_skipped
                 session = open_session.enter_context(self._opened_store().session())
-                filling = _ledger_is_empty(session) and journal_new_pages_in_place(session)
-                if filling:
-                    writeback = FillWriteback(session)
-                    open_session.callback(writeback.stop)  # whatever happens, before the session closes
+                if _ledger_is_empty(session) and journal_new_pages_in_place(session):
+                    filling = FillWriteback(session)
+                    open_session.callback(filling.stop)  # whatever happens, before the session closes
                 rest = files[ahead:]
                 known = {row.path: row for row in _rows_in(session, _OFFSET_ROWS,  # one query (a chunk)
                                                               [f for f in rest if not _unstorable_path(f)])}
@@ -447,7 +446,7 @@ class Collector:
                 store_batch(session, final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
                 _stop_pool(pool)
-                if filling:  # this process's later sessions may take the connection: WAL again
+                if filling is not None:  # this process's later sessions may take the connection: WAL again
                     with suppress(Exception):  # what is raised is the error to report
                         session.rollback()
                         first_transaction_ended(session)

@@ -146,7 +146,7 @@ def execute_many(session: Session, stmt: Insert, table: Table, rows: Sequence[di
                 row[name] = convert(row[name])
     else:
         params = list(rows)
-    _execute_rows(session, sql, len(names), positional, params, many_at_once=not table.foreign_keys)
+    _execute_rows(session, table, sql, len(names), positional, params)
 
 
 def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[str, ...],
@@ -165,22 +165,22 @@ def execute_values(session: Session, stmt: Insert, table: Table, columns: tuple[
         params = list(map(pick, rows)) if len(names) > 1 else [(pick(row),) for row in rows]
     else:
         params = [dict(zip(columns, row)) for row in rows]
-    return _execute_rows(session, sql, len(names), positional, params, many_at_once=not table.foreign_keys)
+    return _execute_rows(session, table, sql, len(names), positional, params)
 
 
 ROWS_PER_STATEMENT = 64  # on SQLite: fewer saves no more instructions a row, more costs memory a statement
 
 
-def _execute_rows(session: Session, sql: str, width: int, positional: bool, params: Sequence[Any], *,
-                  many_at_once: bool) -> int:
-    """``sql`` (an INSERT of one ``VALUES`` group of ``width`` parameters) for each parameter set;
-    the rows it changed. With ``many_at_once`` (its table has no foreign key), an ``INSERT OR
-    IGNORE`` on SQLite goes many rows to a statement, as many as its parameter limit allows up to
+def _execute_rows(session: Session, table: Table, sql: str, width: int, positional: bool,
+                  params: Sequence[Any]) -> int:
+    """``sql`` (an INSERT into ``table`` of one ``VALUES`` group of ``width`` parameters) for each
+    parameter set; the rows it changed. An ``INSERT OR IGNORE`` on SQLite, into a table without
+    foreign keys, goes many rows to a statement, as many as its parameter limit allows up to
     ROWS_PER_STATEMENT, the rest in statements of powers of two (so the driver's cache keeps a few
     statements, not one per length): the same rows, in the same order, as ``executemany``'s."""
     connection = session.connection()
     group = "(" + ", ".join("?" * width) + ")"
-    if not (many_at_once and positional and len(params) > 1 and connection.dialect.name == "sqlite"
+    if not (positional and len(params) > 1 and not table.foreign_keys and connection.dialect.name == "sqlite"
             and sql.startswith("INSERT OR IGNORE ") and sql.count(group) == 1):
         return connection.exec_driver_sql(sql, params).rowcount
     driver = connection.connection.driver_connection
