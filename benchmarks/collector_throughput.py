@@ -191,10 +191,10 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
     t = time.perf_counter()
     # With post-ingest steps: the `warden collect --json --jobs N` command itself, through the
     # console script's entry point as `warden collect` runs it. The ledger alone is not a command
-    # of its own: the same start-up (the CLI's imports), then the collector with the post-ingest
-    # steps off. Both start the parser processes before the CLI's imports and leave opening the
-    # database to collect_paths, as the command does: into a new one, the parsers are handed their
-    # first files before the CLI is loaded, as a user's are.
+    # of its own: the same start-up (the command's imports), then the collector with the
+    # post-ingest steps off. Both start the parser processes before the command's imports and leave
+    # opening the database to collect_paths, as the command does: into a new one, the parsers are
+    # handed their first files before the command is loaded, as a user's are.
     code = """if True:
         import json, resource, sys
         root, jobs, post = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
@@ -204,8 +204,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
         else:
             from warden.ingest.transcripts import start_parsers_early
             start_parsers_early([root], int(jobs), post_ingest=False)  # as the command does first
-            from warden.cli.entry import load_cli
-            load_cli()  # the command's start-up: its imports, as the console script does them
+            from warden.cli.entry import load_collect
+            load_collect()  # the command's start-up: its imports, as the console script does them
             from warden.config import load_settings
             from warden.ingest.collector import collect_paths
             code = print(json.dumps(collect_paths(load_settings(), [root], jobs=int(jobs), post_ingest=False).to_json()))
@@ -345,7 +345,7 @@ def main() -> int:
         results["ingest_cpu_s"] = ingest["cpu_s"]
         results["ingest_peak_rss_mb"] = ingest["peak_rss_kb"] / 1024
         results["ingest_half_peak_rss_mb"] = ingest_half["peak_rss_kb"] / 1024
-        print(f"full ingest, ledger (the collector after the CLI's start-up, whole process): {results['ingest_mb_s']:6.1f} MB/s  "
+        print(f"full ingest, ledger (the collector after the command's start-up, whole process): {results['ingest_mb_s']:6.1f} MB/s  "
               f"({ingest['seconds']:.2f}s, {ingest['cpu_s']:.2f} CPU-s, {ingest['runs']} runs, "
               f"{ingest['usage_messages']} API responses, "
               f"db {ingest['db_mb']:.0f} MB)")

@@ -469,7 +469,10 @@ def slow(*args, **kwargs):
     time.sleep(60)
 
 transcripts._parse_in_worker = slow
-from warden.cli.app import main
+if sys.argv[2] == "entry":  # the console script's path: without typer
+    from warden.cli.entry import main
+else:
+    from warden.cli.app import main
 sys.exit(main(["collect", "--jobs", "2", sys.argv[1]]))
 """
 
@@ -484,8 +487,9 @@ def _running(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("via", ["entry", "app"])
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Path, signame: str) -> None:
+def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Path, signame: str, via: str) -> None:
     """Killed (SIGTERM) or interrupted (Ctrl-C), the writer's parser processes end with it: an
     orphan would wait on its pipe forever, holding the files the writer had open (the nightly
     lock among them), and Ctrl-C must not wait for every queued parse."""
@@ -499,7 +503,7 @@ def test_a_stopped_parallel_collect_leaves_no_parser_process_behind(tmp_path: Pa
         write(tmp_path / "projects" / "p" / f"{SESSION[:-1]}{n}.jsonl", [assistant(f"m{n}", f"r{n}", usage(1, 1))])
     # a suite started in the background by a script runs with SIGINT ignored, and a child inherits
     # that: give the collect Ctrl-C's default, as a terminal would
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_COLLECT, str(tmp_path / "projects")],
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_COLLECT, str(tmp_path / "projects"), via],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 20

@@ -138,13 +138,14 @@ def test_nothing_starts_where_the_parsers_would_not_serve_the_collect(
 
 
 def test_the_command_s_arguments_are_read_before_the_cli_loads() -> None:
-    assert _collect_arguments(["collect"]) == ([], None)
-    assert _collect_arguments(["collect", "a", "--json", "b", "--jobs", "3"]) == (["a", "b"], 3)
-    assert _collect_arguments(["collect", "--jobs=2", "a"]) == (["a"], 2)
+    assert _collect_arguments(["collect"]) == ([], False, None)
+    assert _collect_arguments(["collect", "a", "--json", "b", "--jobs", "3"]) == (["a", "b"], True, 3)
+    assert _collect_arguments(["collect", "--jobs=2", "a"]) == (["a"], False, 2)
     for args in (["status"], [], ["collect", "--help"], ["collect", "-h"], ["collect", "--jobs"],
                  ["collect", "--jobs", "0"], ["collect", "--jobs", "65"], ["collect", "--jobs=x"],
                  ["collect", "--jobs", "-1"], ["collect", "--since", "7d"], ["collect", "--", "a"],
-                 ["collect", "--jobsx=2"]):
+                 ["collect", "--jobsx=2"], ["collect", "--jobs", "\u00b2"], ["collect", "--jobs", "\uff13"],
+                 ["collect", ""], ["collect", "a", " "], ["collect", "--json=1"]):
         assert _collect_arguments(args) is None, args
 
 
@@ -183,16 +184,16 @@ def test_warden_collect_starts_its_parsers_before_the_cli(tmp_path: Path, corpus
 
 def test_parsers_no_collect_took_over_are_stopped_when_the_command_ends(
         corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A command that fails before its collect (here, a CLI that raises) leaves no parser behind."""
+    """A command that fails before its collect (here, its imports raise) leaves no parser behind."""
     from warden.cli import entry
 
     seen: list[object] = []
 
-    def failing_cli(argv: list[str] | None) -> int:
+    def failing_load() -> None:
         seen.append(transcripts._early)
-        raise RuntimeError("the CLI failed")
+        raise RuntimeError("the imports failed")
 
-    monkeypatch.setattr(entry, "load_cli", lambda: failing_cli)
+    monkeypatch.setattr(entry, "load_collect", failing_load)
     with pytest.raises(RuntimeError):
         entry.main(["collect", "--jobs", "2", str(corpus)])
     early = seen[0]

@@ -337,7 +337,7 @@ def test_claude_config_dir_in_the_environment_beats_the_settings_file(tmp_path, 
 
 
 def test_the_interrupted_line_offers_a_resume_only_where_a_re_run_resumes() -> None:
-    from warden.cli.app import _interrupted
+    from warden.cli.exits import interrupted as _interrupted
 
     assert _interrupted(["bench", "--agent", "docs"]).endswith("re-run the same command to resume")
     assert _interrupted(["report"]) == "interrupted" and _interrupted([]) == "interrupted"

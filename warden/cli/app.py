@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
-import os
-import signal
 import sys
-import threading
 from typing import Any
 
 import typer
 import typer.main
 
-from warden.cli.common import say_error, writes_utf8
-from warden.errors import UsageError, WardenError
+from warden.cli.common import say_error
+from warden.cli.exits import interrupt_exit, run_command, sigterm_received
+from warden.errors import UsageError
+
 
 def _print_version(value: bool) -> None:
     if value:
@@ -100,33 +98,6 @@ def _report_click_error(exc: Exception) -> int:
     return int(getattr(exc, "exit_code", 2) or 2)
 
 
-def _database_error(exc: Exception) -> str | None:
-    """A database that refused mid-command (locked past the busy timeout, disk full, server
-    gone): one line naming what the database said; the transaction rolled back whole."""
-    sa_exc = sys.modules.get("sqlalchemy.exc")
-    if sa_exc is None:
-        return None
-    if type(exc) is sa_exc.DatabaseError:  # the driver's own DatabaseError: a damaged file, say
-        orig = getattr(exc, "orig", None) or exc
-        reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
-        hint = (": the database file is damaged; restore it from a backup, or collect again into a new "
-                "WARDEN_HOME" if "malformed" in reason else "")
-        return f"database error: {reason}{hint} (its open transaction was rolled back)"
-    if not isinstance(exc, (sa_exc.OperationalError, sa_exc.ProgrammingError)):
-        return None
-    orig = getattr(exc, "orig", None) or exc
-    reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
-    missing_table = ("relation" in reason and "does not exist" in reason) or "no such table" in reason
-    missing_column = ("column" in reason and "does not exist" in reason) or "no such column" in reason
-    if isinstance(exc, sa_exc.ProgrammingError) and not (missing_table or missing_column):
-        return None  # a statement warden got wrong: an internal error, not the database's
-    hint = (": another warden process is writing; run again when it ends" if "locked" in reason
-            else ": warden's tables are missing from this database (dropped, or another database under the "
-                 "same URL?)" if missing_table
-            else ": the schema differs from warden's (see `warden db check`)" if missing_column else "")
-    return f"database error: {reason}{hint} (its open transaction was rolled back)"
-
-
 def _without_flag_types(command: Any) -> Any:
     """``command`` with an empty type column for on/off flags: typer's help would show ``<bool>``
     after every flag, as if it took a value."""
@@ -196,89 +167,34 @@ def _refuse_empty_arguments(argv: list[str], command: Any = None) -> None:
                              else "an argument is empty: give a value (a path, an id, a name)")
 
 
-# Commands whose finished work a re-run picks up (incremental collect, resumable passes and nights).
-RESUMABLE = {"collect", "distill", "bench", "select", "nightly"}
-
-
-def _interrupted(argv: list[str] | None) -> str:
-    args = sys.argv[1:] if argv is None else argv
-    resumable = bool(args) and args[0] in RESUMABLE
-    what = "terminated (SIGTERM)" if _sigterm_received else "interrupted"
-    return what + ("; finished work is kept: re-run the same command to resume" if resumable else "")
-
-
-_sigterm_received = False
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM (a service manager, a CI timeout, kill) ends a command as Ctrl-C does: the same
-    clean-up runs and the same line is said, with exit 143 (a bench pass installs its own)."""
-    global _sigterm_received
-    _sigterm_received = True
-    raise KeyboardInterrupt
-
-
-def _interrupt_exit(argv: list[str] | None) -> int:
-    say_error(_interrupted(argv))
-    return 143 if _sigterm_received else 130
-
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line and a non-zero exit for every user-facing failure."""
-    global _sigterm_received
-    _sigterm_received = False
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
-    try:
-        return _run(argv)
-    finally:
-        if on_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+    return run_command(lambda: _run(argv), argv, _typer_failure)
 
 
 def _run(argv: list[str] | None) -> int:
-    for stream in (sys.stdout, sys.stderr):  # a locale that is not UTF-8: '?' for what it cannot show
-        if stream is not None and not writes_utf8(stream) and hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="replace")
-    # The driver logs what warden handles itself (a pipeline aborted by a write conflict that a
-    # concurrent collect recovers from); without a handler Python would print it on stderr.
-    logging.getLogger("psycopg").addHandler(logging.NullHandler())
-    try:
-        args = sys.argv[1:] if argv is None else list(argv)
-        command = _without_flag_types(typer.main.get_command(_app_for(args)))
-        _refuse_empty_arguments(args, command)
-        result = command.main(args=argv, prog_name="warden", standalone_mode=False)
-        # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
-        if isinstance(result, int) and result != 0:
-            if result == 130:
-                return _interrupt_exit(argv)
-            return result
-    except WardenError as exc:
-        say_error(exc)
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = _without_flag_types(typer.main.get_command(_app_for(args)))
+    _refuse_empty_arguments(args, command)
+    result = command.main(args=argv, prog_name="warden", standalone_mode=False)
+    # Non-standalone typer turns Ctrl-C (and typer.Exit) into a returned exit code.
+    if isinstance(result, int) and result != 0:
+        return interrupt_exit(argv) if result == 130 else result
+    return 0
+
+
+def _typer_failure(exc: Exception, argv: list[str] | None) -> int | None:
+    """The exit code of what typer (or the click it vendors) raised; None for anything else."""
+    if isinstance(exc, typer.Exit):
         return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        if _sigterm_received:
-            return _interrupt_exit(argv)
+    if isinstance(exc, typer.Abort):
+        if sigterm_received():
+            return interrupt_exit(argv)
         say_error("aborted")
         return 130
-    except KeyboardInterrupt:
-        return _interrupt_exit(argv)
-    except Exception as exc:  # click usage errors and anything unexpected
-        if isinstance(exc, _CLICK_EXCEPTION):
-            return _report_click_error(exc)
-        database_error = _database_error(exc)
-        if database_error:
-            say_error(database_error)
-            return 1
-        if os.environ.get("WARDEN_DEBUG"):
-            raise
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        say_error(f"internal error: {type(exc).__name__}: {first} (set WARDEN_DEBUG=1 for a traceback)")
-        return 70
-    return 0
+    if isinstance(exc, _CLICK_EXCEPTION):
+        return _report_click_error(exc)
+    return None
 
 
 if __name__ == "__main__":

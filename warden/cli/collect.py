@@ -7,10 +7,11 @@ from typing import Any, Optional
 
 import typer
 
-from warden.cli.common import (MAX_ROWS, console, err_console, keep_limit, print_json, progress_bar, safe,
+from warden.cli.collect_command import run_collect
+from warden.cli.common import (MAX_ROWS, console, keep_limit, print_json, safe,
                                print_uncut_table, settings, store)
 from warden.errors import UsageError
-from warden.sanitize import compact_count, strip_controls
+from warden.sanitize import compact_count
 from warden.ingest import collector
 from warden.ingest.transcripts import MAX_JOBS
 
@@ -42,23 +43,7 @@ def collect(
                                        help="Parser processes (default: up to 4 for a large backlog, else 1)."),
 ) -> None:
     """Ingest Claude Code transcripts into the session ledger (incremental, idempotent)."""
-    from warden.ingest.collector import collect_paths
-
-    with progress_bar("collect", not as_json) as bar:
-        task = bar.add_task("files", total=None)
-        # collect_paths opens (and migrates) the store itself: into a new database, its parser
-        # processes start first
-        summary = collect_paths(settings(), paths or None, jobs=jobs,
-                                progress=(lambda n, total: bar.update(task, completed=n, total=total))
-                                if not bar.disable else None)
-    if as_json:
-        print_json(summary.to_json())
-        return
-    console.print(f"{summary.files_seen} transcript(s): {summary.files_ingested} ingested, "
-                  f"{summary.files_unchanged} unchanged, {summary.files_skipped} skipped; "
-                  f"{summary.runs_updated} run(s) updated, {summary.bytes_read / 1e6:.1f} MB read")
-    for reason in summary.skipped[:20]:
-        err_console.print(f"skipped {strip_controls(reason, keep_newlines=False)[:300]}", markup=False)
+    run_collect(paths, as_json, jobs)
 
 
 def sessions(

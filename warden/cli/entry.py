@@ -1,15 +1,20 @@
-"""The ``warden`` console script: a fast path for Claude Code hooks, then the full CLI.
+"""The ``warden`` console script: fast paths for Claude Code hooks and `warden collect`, then
+the full CLI.
 
 ``warden hook <event>`` runs inside a 2-second budget on every Claude Code stop, so it must not
-pay for importing every command group (typer, rich, numpy, the SDK…); everything else goes to
-:func:`warden.cli.app.main`.
+pay for importing every command group (typer, rich, numpy, the SDK…). A plain `warden collect`
+starts its parser processes first and runs without typer and rich
+(:mod:`warden.cli.collect_command`). Everything else goes to :func:`warden.cli.app.main`.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-from typing import Callable
+from pathlib import Path
+from typing import Callable, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,24 +29,33 @@ def main(argv: list[str] | None = None) -> int:
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
-    if not args or args[0] != "collect":
+    collect = _collect_arguments(args) if args and args[0] == "collect" else None
+    if collect is None:  # another command, or a collect the CLI must read (--help, a bad value)
         return load_cli()(argv)
-    # `warden collect`: its parser processes start now, on the core the CLI's imports leave idle
+    # `warden collect`: its parser processes start now, on the core the imports leave idle, and
+    # it runs without the CLI framework
     from warden.ingest.transcripts import discard_early_parsers, start_parsers_early
 
-    collect = _collect_arguments(args)
-    if collect is None:
-        return load_cli()(argv)
-    start_parsers_early(*collect)
+    start_parsers_early(collect.paths, collect.jobs)
     try:
-        return load_cli()(argv)
+        run_collect = load_collect()
+        from warden.cli.exits import run_command  # loaded with it
+
+        return run_command(lambda: run_collect([Path(p) for p in collect.paths] or None, collect.as_json,
+                                                collect.jobs), argv)
     finally:
         discard_early_parsers()  # those the collect did not take over (it failed, or collected otherwise)
 
 
-def _collect_arguments(args: list[str]) -> tuple[list[str], int | None] | None:
-    """(paths, --jobs) of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for
-    anything else (another command, --help, an option this does not know, a bad value): the CLI
+class CollectArguments(NamedTuple):
+    paths: list[str]
+    as_json: bool
+    jobs: int | None
+
+
+def _collect_arguments(args: list[str]) -> CollectArguments | None:
+    """The arguments of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for anything
+    else (another command, --help, an option this does not know, a bad or empty value): the CLI
     then parses it alone, and reports what is wrong."""
     from warden.ingest.transcripts import MAX_JOBS
 
@@ -49,39 +63,59 @@ def _collect_arguments(args: list[str]) -> tuple[list[str], int | None] | None:
         return None
     paths: list[str] = []
     jobs: int | None = None
+    as_json = False
     rest = iter(args[1:])
     for arg in rest:
         if arg.startswith("--jobs"):
             value = arg[len("--jobs="):] if arg.startswith("--jobs=") else next(rest, "") if arg == "--jobs" else ""
-            if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
+            if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_JOBS:
                 return None
             jobs = int(value)
         elif arg == "--json":
-            continue
-        elif arg.startswith("-"):
+            as_json = True
+        elif arg.startswith("-") or not arg.strip():
             return None
         else:
             paths.append(arg)
-    return paths, jobs
+    return CollectArguments(paths, as_json, jobs)
 
 
-def load_cli() -> Callable[[list[str] | None], int]:
-    """The full CLI's ``main``, imported as a warden process of its own imports it (the console
-    script, and the collector benchmark's start-up, which must be the command's).
-
-    The CLI's imports build ~100k objects that live as long as the process (modules, classes,
-    SQLAlchemy's and typer's tables): collections during them find no garbage, and once frozen
-    no later collection, nor the one at exit, walks them (~0.1 s of CPU per command). Only where
-    the process is warden's own: an in-process caller of app.main keeps its heap."""
+def _frozen_imports(load: Callable[[], T]) -> T:
+    """``load()``, the imports of a warden process of its own, with the cyclic collector off, and
+    what they built frozen. They build ~100k objects that live as long as the process (modules,
+    classes, SQLAlchemy's and typer's tables): collections during them find no garbage, and once
+    frozen no later collection, nor the one at exit, walks them (~0.1 s of CPU per command). Only
+    where the process is warden's own: an in-process caller of app.main keeps its heap."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        from warden.cli.app import main as app_main
+        loaded = load()
     finally:
         if collecting:
             gc.enable()
     gc.freeze()
-    return app_main
+    return loaded
+
+
+def load_cli() -> Callable[[list[str] | None], int]:
+    """The full CLI's ``main``, imported as the console script imports it."""
+    def load() -> Callable[[list[str] | None], int]:
+        from warden.cli.app import main as app_main
+
+        return app_main
+    return _frozen_imports(load)
+
+
+def load_collect() -> Callable[[list[Path] | None, bool, int | None], int]:
+    """`warden collect`'s body, with what it imports before it collects, as the console script
+    runs it (the collector benchmark's start-up too, which must be the command's)."""
+    def load() -> Callable[[list[Path] | None, bool, int | None], int]:
+        import warden.cli.exits  # noqa: F401  (what the command runs in)
+        import warden.ingest.collector  # noqa: F401  (what run_collect imports first)
+        from warden.cli.collect_command import run_collect
+
+        return run_collect
+    return _frozen_imports(load)
 
 
 if __name__ == "__main__":
