@@ -7,7 +7,7 @@ map really grows — in a temp dir, then measures, each in its own process:
 - parse-only: read + parse every transcript (no database), with 1 and with N parser processes;
 - full ingest: the collector over the whole tree into a fresh SQLite database (everything the
   ledger records: usage dedupe, tool statistics, trace digests, offsets), whole-process time,
-  start-up of the ``warden`` CLI included; and the ``warden collect`` command itself, which also
+  start-up of the ``warden collect`` command included; and the ``warden collect`` command itself, which also
   captures checkpoints and queues distillation;
 - peak memory (ru_maxrss of the measured process and its children), at half and full corpus size,
   to show it is flat in corpus size;

@@ -1,6 +1,7 @@
 """What `warden collect` does, without typer or rich: the console script runs it for a plain
 command line (:mod:`warden.cli.entry`), and typer's ``collect`` command for any other. Their
-imports (~0.2 CPU-s of the writer's) would be paid while the machine's cores are busy parsing."""
+imports and typer's command tree are a sixth of the command's start-up (a collect with nothing
+new: 0.30 -> 0.25 s), paid in a bulk collect while the parsers want both cores."""
 
 from __future__ import annotations
 
