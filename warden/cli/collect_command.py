@@ -7,21 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from warden.cli.output import print_json
+from warden.config import load_settings
+from warden.ingest.collector import collect_paths
+
 
 def run_collect(paths: list[Path] | None, as_json: bool, jobs: int | None) -> int:
     """Collect ``paths`` (None: the default Claude Code projects) and print the summary: JSON,
     or a line with a progress bar on a terminal meanwhile."""
-    from warden.config import load_settings
-    from warden.ingest.collector import collect_paths
-
     # collect_paths opens (and migrates) the store itself: into a new database, its parser
     # processes start first
     if as_json:
-        from warden.cli.output import print_json
-
         print_json(collect_paths(load_settings(), paths or None, jobs=jobs).to_json())
         return 0
-    from warden.cli.common import console, err_console, progress_bar
+    from warden.cli.common import console, err_console, progress_bar  # rich: for the human summary only
     from warden.sanitize import strip_controls
 
     with progress_bar("collect", True) as bar:

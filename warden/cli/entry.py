@@ -38,11 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start_parsers_early(collect.paths, collect.jobs)
     try:
-        run_collect = load_collect()
-        from warden.cli.exits import run_command  # loaded with it
-
-        return run_command(lambda: run_collect([Path(p) for p in collect.paths] or None, collect.as_json,
-                                                collect.jobs), argv)
+        return load_collect()(collect, argv)
     finally:
         discard_early_parsers()  # those the collect did not take over (it failed, or collected otherwise)
 
@@ -106,15 +102,17 @@ def load_cli() -> Callable[[list[str] | None], int]:
     return _frozen_imports(load)
 
 
-def load_collect() -> Callable[[list[Path] | None, bool, int | None], int]:
-    """`warden collect`'s body, with what it imports before it collects, as the console script
-    runs it (the collector benchmark's start-up too, which must be the command's)."""
-    def load() -> Callable[[list[Path] | None, bool, int | None], int]:
-        import warden.cli.exits  # noqa: F401  (what the command runs in)
-        import warden.ingest.collector  # noqa: F401  (what run_collect imports first)
+def load_collect() -> Callable[[CollectArguments, list[str] | None], int]:
+    """`warden collect` as the console script runs it for ``CollectArguments``, imported as it
+    imports it (the collector benchmark's start-up too, which must be the command's)."""
+    def load() -> Callable[[CollectArguments, list[str] | None], int]:
         from warden.cli.collect_command import run_collect
+        from warden.cli.exits import run_command
 
-        return run_collect
+        def command(collect: CollectArguments, argv: list[str] | None) -> int:
+            paths = [Path(p) for p in collect.paths] or None
+            return run_command(lambda: run_collect(paths, collect.as_json, collect.jobs), argv)
+        return command
     return _frozen_imports(load)
 
 
