@@ -186,6 +186,9 @@ def _matches(pattern: object, text: str) -> bool:
 
 @given(st.lists(st.sampled_from(_FRAGMENTS), max_size=10))
 @example(["Secret key", "lambda", "claude-3-5-sonnet-20241022", "\u017f"])  # a key that ends at a long s
+# a combining dot that follows no "i" ends a word, as "(?i)" reads it: the labels after it start one
+@example(["passcode", "passphrase", "\u0307", "client secret", " -> ", "lambda"])
+@example(["'", "1", "\u0307", "passphrase", " -> ", "**", "password", HEX, " |", "\u0130"])
 @settings(max_examples=500, deadline=None)
 def test_the_screen_and_the_gates_never_skip_a_labelled_secret(parts: list[str]) -> None:
     """The quick screen passes whatever a labelled pattern would redact (as written and as the

@@ -515,17 +515,20 @@ def _may_hold_secret(lowered: str) -> bool:
 
 # Under "(?i)" a long s matches "s", a dotless i and a dotted capital I match "i", the narrow
 # Cyrillic o U+1C82 matches "о" (and a Kelvin sign "k", which lowercases to it): the gate copy
-# reads them as that letter, and drops the combining dot "İ" lowercases to after its "i". More
-# text passes a gate, never less (tests/test_continuity_capture.py finds every such character).
-_GATE_FOLD = str.maketrans({"ſ": "s", "ı": "i", "\u0307": None, "\u1c82": "о"})
-_GATE_FOLDED = tuple(map(chr, _GATE_FOLD))
+# reads them as that letter, and drops the combining dot "İ" lowercases to after its "i" (only
+# there: elsewhere the dot stays, as "(?i)" reads it, a character that ends a word: dropped, it
+# joined the words around it, and a label after it no longer started a word for the screens).
+# More text passes a gate, never less (tests/test_continuity_capture.py finds every such character).
+_GATE_FOLD = str.maketrans({"ſ": "s", "ı": "i", "\u1c82": "о"})
+_DOTTED_I = "i\u0307"  # "İ".lower()
+_GATE_FOLDED = (*map(chr, _GATE_FOLD), _DOTTED_I)
 
 
 def _gate_text(lowered: str) -> str:
     """Lowercased text as the gates read it (see :data:`_GATE_FOLD`)."""
-    if lowered.isascii() or not any(char in lowered for char in _GATE_FOLDED):
+    if lowered.isascii() or not any(folded in lowered for folded in _GATE_FOLDED):
         return lowered
-    return lowered.translate(_GATE_FOLD)
+    return lowered.replace(_DOTTED_I, "i").translate(_GATE_FOLD)
 
 
 def _gate_open(gate: _Gate, gated: str) -> bool:
