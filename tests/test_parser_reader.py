@@ -379,6 +379,70 @@ def test_texts_of_megabytes_parse_the_same_on_both_paths(tmp_path: Path, ledger_
             big.encode())
 
 
+# Pieces of a JSON string's text, as raw bytes: plain runs, every escape (two-byte ones, \u ones,
+# a surrogate pair), even runs of backslashes, multi-byte characters; and, in some strings, what
+# msgspec refuses or reads apart: bad escapes, lone surrogates, odd runs of backslashes (which
+# escape what follows them), raw controls, bytes that are not UTF-8.
+_GOOD_PIECES = st.one_of(
+    st.sampled_from([b"a", b" ", b"abcdefghijklmnopqrstuvwxyz0123456789", b'\\"', b"\\\\", b"\\/", b"\\n", b"\\t",
+                     b"\\b", b"\\f", b"\\r", b"\\u00e9", b"\\u0000", b"\\ud83d\\ude00", b"\xc3\xa9", b"\xe2\x82\xac",
+                     b"\xf0\x9f\x98\x80"]),
+    st.integers(1, 4).map(lambda n: b"\\\\" * n),
+    st.integers(1, 130).map(lambda n: b"x" * n))
+_ODD_PIECES = st.one_of(
+    st.sampled_from([b"\\ud83d", b"\\ude00", b"\\u12", b"\\uZZZZ", b"\\x", b"\x01", b"\x1f", b"\xff", b"\xc3",
+                     b"\xed\xa0\x80"]),
+    st.integers(0, 4).map(lambda n: b"\\" * (2 * n + 1)))
+_STRING_BODY = _mostly(st.lists(_GOOD_PIECES, max_size=40),
+                       st.lists(st.one_of(_GOOD_PIECES, _GOOD_PIECES, _ODD_PIECES), max_size=40)).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies=st.lists(_STRING_BODY, min_size=3, max_size=3), pad=st.integers(0, 63),
+       closed=_mostly(st.just(True), st.just(False)))
+def test_strings_of_escapes_read_64_bytes_at_a_time_parse_the_same_on_both_paths(
+        tmp_path_factory: pytest.TempPathFactory, bodies: list[bytes], pad: int, closed: bool) -> None:
+    """The C reader reads a long string 64 bytes at a time, telling its escapes from bit masks:
+    strings of every escape, of backslash runs across the blocks' edges, of controls and of text
+    that is not UTF-8, at every alignment, in a field it skips, in a text it reads and in a
+    command it keeps, parse as the Python parser parses them (whole, or refused alike)."""
+    skipped, text, command = bodies
+    quote = b'"' if closed else b""
+    line = (b'{"type":"assistant","pad":"' + b"p" * pad + b'","toolUseResult":"' + skipped + quote +
+            b',"requestId":"r1","message":{"id":"m1","model":"claude-sonnet-4-6","usage":{"input_tokens":1,'
+            b'"output_tokens":2},"content":[{"type":"text","text":"' + text + b'"},{"type":"tool_use","id":"t1",'
+            b'"name":"Bash","input":{"command":"' + command + b'"}}]}}\n')
+    path = tmp_path_factory.mktemp("strings") / "s1.jsonl"
+    path.write_bytes(line + line.replace(b'"m1"', b'"m2"'))
+    for ledger_only in (False, True):
+        assert _parse(path, ledger_only=ledger_only) == _parse(path, ledger_only=ledger_only, pure=True)
+
+
+@pytest.mark.parametrize("escape", [b'\\"', b"\\\\", b"\\n", b"\\/", b"\\\\\\\\\\\\\\n", b"\\u00e9",
+                                    b"\\xn", b"\\a\\\\"])  # the last two: bad escapes, before good characters
+def test_an_escape_at_every_offset_of_a_block_parses_the_same_on_both_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, escape: bytes) -> None:
+    """An escape at each offset of a string's first 64-byte blocks, the last byte of a block
+    included (its character is the next block's first): read by the C reader itself, as the
+    Python parser reads it."""
+    fallbacks: list[bytes] = []
+    feed_fallback = TranscriptParser._feed_fallback
+    monkeypatch.setattr(TranscriptParser, "_feed_fallback",
+                        lambda self, line, end_offset: fallbacks.append(line) or feed_fallback(self, line, end_offset))
+    lines = []
+    for offset in range(140):
+        body = b"x" * offset + escape + b"y" * 100
+        lines.append(b'{"type":"assistant","toolUseResult":"' + body + b'","requestId":"r%d","message":{"id":"m%d",'
+                     b'"model":"claude-sonnet-4-6","usage":{"input_tokens":1,"output_tokens":2},"content":[{"type":'
+                     b'"text","text":"' % (offset, offset) + body + b'"},{"type":"tool_use","id":"t%d","name":"Bash",'
+                     b'"input":{"command":"' % offset + body + b'"}}]}}\n')
+    path = tmp_path / "s1.jsonl"
+    path.write_bytes(b"".join(lines))
+    fast = _parse(path)
+    assert fast == _parse(path, pure=True)
+    assert len(fallbacks) == (len(lines) if escape in (b"\\xn", b"\\a\\\\") else 0)  # refused: the Python parser's
+
+
 _TASK_CALL = (b'{"type":"assistant","sessionId":"s1","message":{"id":"m1","role":"assistant","model":"claude-opus-4-6",'
               b'"content":[{"type":"tool_use","id":"t1","name":"Task","input":{"subagent_type":"Explore"}},'
               b'{"type":"tool_use","id":"t2","name":"Task","input":{"subagent_type":"Plan"}}],'

@@ -11,6 +11,7 @@
 #define WARDEN_JSON_SCAN_H
 
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -155,6 +156,73 @@ orjson_char_len(Py_UCS4 cp)
     return cp < 0x20 ? 6 : utf8_len_of(cp);
 }
 
+/* The characters that may follow a backslash as an escape of two bytes (\u is longer: escape_len). */
+static const unsigned char SHORT_ESCAPE[256] = {
+    ['"'] = 1, ['\\'] = 1, ['/'] = 1, ['b'] = 1, ['f'] = 1, ['n'] = 1, ['r'] = 1, ['t'] = 1,
+};
+
+#ifdef __SSE2__
+/* The bytes of a 64-byte block that follow the backslash of an escape (bit i: byte i), from its
+ * backslashes, in a block that does not begin inside an escape. In a run of backslashes the first
+ * begins an escape, the second is its character, and so on: every second one from the second is
+ * escaped, and the byte after the run too if the run is odd. Where a run starts (an even or odd
+ * bit) tells which: adding its first bit to the run clears it and sets the bit after it, so each
+ * parity's runs are found by one sum. */
+static ALWAYS_INLINE uint64_t
+escaped_bytes(uint64_t b)
+{
+    const uint64_t even = 0x5555555555555555ULL;
+    uint64_t starts = b & ~(b << 1);
+    uint64_t even_sum = b + (starts & even), odd_sum = b + (starts & ~even);
+    uint64_t from_even = (b & ~even_sum) | (even_sum & ~b); /* runs from even bits, and the byte after each */
+    uint64_t from_odd = (b & ~odd_sum) | (odd_sum & ~b);
+    return (from_even & ~even) | (from_odd & even);
+}
+
+/* 64 bytes of a string's text at s (not inside an escape; e - s >= 64) read at once, as
+ * string_stop's callers read them stop by stop: the bytes before the first stop that is not a
+ * short escape (a quote, a control, in read mode a byte of a multi-byte character; *stop: its
+ * offset, or -1 if there is none), of which *escapes are two-byte escapes and *slashes of them
+ * "\/". Returns how many bytes were read: the offset of the stop, or 64 (63 if the last byte
+ * begins an escape: the next block begins with it); 0 if a \u escape or a bad one comes before
+ * the stop (or the stop is the first byte): the caller reads on from s one stop at a time. Text
+ * with an escape every few dozen bytes (file contents) then costs a few instructions a block
+ * rather than a mispredicted branch an escape. */
+static ALWAYS_INLINE int
+string_block(const unsigned char *s, int read, int *stop, int *escapes, int *slashes)
+{
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i c1f = _mm_set1_epi8(0x1f), space = _mm_set1_epi8(0x20);
+    uint64_t quotes = 0, backslashes = 0, low = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * k));
+        /* read: signed, so a byte >= 0x80 is "below a space" with the controls */
+        __m128i below = read ? _mm_cmplt_epi8(v, space) : _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v);
+        quotes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) << (16 * k);
+        backslashes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) << (16 * k);
+        low |= (uint64_t)(unsigned)_mm_movemask_epi8(below) << (16 * k);
+    }
+    uint64_t escaped = backslashes ? escaped_bytes(backslashes) : 0;
+    uint64_t stops = (quotes & ~escaped) | low;
+    uint64_t first = stops & -stops;
+    int n = 0, slash = 0;
+    for (uint64_t check = escaped & (first ? (first << 1) - 1 : ~0ULL); check; check &= check - 1, n++) {
+        unsigned char x = s[__builtin_ctzll(check)];
+        if (!SHORT_ESCAPE[x])
+            return 0;
+        slash += x == '/';
+    }
+    *escapes = n;
+    *slashes = slash;
+    if (first) {
+        *stop = __builtin_ctzll(stops);
+        return *stop;
+    }
+    *stop = -1;
+    return (backslashes & ~escaped) >> 63 ? 63 : 64;
+}
+#endif
+
 static const unsigned char *scan_string_slow(const unsigned char *p, const unsigned char *e, int read, JVal *v);
 
 /* A string at p (its opening quote). NULL unless msgspec reads it so: a raw control, a bad escape,
@@ -198,12 +266,28 @@ scan_string_slow(const unsigned char *p, const unsigned char *e, int read, JVal 
     unsigned char escaped = 0, ascii = 1, nul = 0;
     Py_ssize_t chars = 0, size = 0, jsize = 2;
     for (;;) {
-        const unsigned char *stop = string_stop(s, e, read);
-        Py_ssize_t plain = stop - s; /* ASCII (read mode), or bytes unexamined */
-        chars += plain;
-        size += plain;
-        jsize += plain;
-        s = stop;
+#ifdef __SSE2__
+        int stop, escapes, slashes, got;
+        if (e - s >= 64 && (got = string_block(s, read, &stop, &escapes, &slashes)) != 0) {
+            /* bytes plain but for two-byte escapes: an ASCII character each, written by orjson in
+             * two bytes but "\/" (in one) */
+            chars += got - escapes;
+            size += got - escapes;
+            jsize += got - slashes;
+            escaped |= escapes != 0;
+            s += got;
+            if (stop < 0)
+                continue;
+        } else
+#endif
+        {
+            const unsigned char *stop_at = string_stop(s, e, read);
+            Py_ssize_t plain = stop_at - s; /* ASCII (read mode), or bytes unexamined */
+            chars += plain;
+            size += plain;
+            jsize += plain;
+            s = stop_at;
+        }
         if (s >= e)
             return NULL;
         unsigned char c = *s;
@@ -353,17 +437,33 @@ escape_len(const unsigned char *s, const unsigned char *e)
         int lo = u < 0xDC00 && e - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4_at(s + 8) : -1;
         return lo >= 0xDC00 && lo <= 0xDFFF ? 12 : 0;
     }
-    return x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' || x == 'r' || x == 't' ? 2 : 0;
+    return SHORT_ESCAPE[x] ? 2 : 0;
 }
 
 /* A string at p (its opening quote) checked as scan_string checks it, measuring nothing: the
  * byte after it, or NULL. Escapes are stepped over within a vector's 16 bytes (file contents
- * hold one every few dozen bytes), not by starting the scan again after each. */
+ * hold one every few dozen bytes), not by starting the scan again after each; past the first
+ * vector, 64 bytes at a time (string_block). */
 static inline const unsigned char *
 skip_string(const unsigned char *p, const unsigned char *e, int read)
 {
     const unsigned char *s = p + 1;
 #ifdef __SSE2__
+    if (!read && e - s >= 16 + 64) {
+        /* most strings end within 16 bytes: one vector */
+        __m128i v = _mm_loadu_si128((const __m128i *)s);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+            _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v)));
+        if (mask != 0 && s[__builtin_ctz(mask)] == '"')
+            return s + __builtin_ctz(mask) + 1;
+        int stop, escapes, slashes, n;
+        while (e - s >= 64 && (n = string_block(s, 0, &stop, &escapes, &slashes)) != 0) {
+            if (stop >= 0)
+                return s[stop] == '"' ? s + stop + 1 : NULL; /* else a control, raw or escaped */
+            s += n;
+        }
+    }
     if (!read) {
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
         while (e - s >= 16) {
