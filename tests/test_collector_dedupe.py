@@ -7,12 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
-from collect_support import (SESSION, append, assert_runs_own_their_usage, assistant, progress, tool_result, tool_use,
-                             usage, write)
+from collect_support import (SESSION, append, assert_runs_own_their_usage, assistant, ledger_values, progress,
+                             tool_result, tool_use, usage, write)
 from warden.config import load_settings
 from warden.errors import UsageError
+from warden.ingest import collector
 from warden.ingest.collector import collect_paths
 from warden.store.db import open_store
 from warden.store.models import SessionRun, UsageMessage
@@ -36,12 +39,45 @@ def test_a_response_repeated_in_another_file_counts_once_with_its_largest_counts
     # A resumed session replays m1 (with its final, larger output count) and adds m3.
     write(proj / f"{resumed}.jsonl", [assistant("m1", "r1", usage(10, 50, 100, 0), session=resumed),
                                       assistant("m3", "r3", usage(2, 2), session=resumed)])
-    collect_paths(load_settings(), [proj], jobs=jobs)
+    summary = collect_paths(load_settings(), [proj], jobs=jobs)
+    assert summary.usage_messages == 4  # offered: m1 by both files, however they are batched
     runs = _runs()
     first, second = runs[f"{SESSION}:main"], runs[f"{resumed}:main"]
     assert (first.input_tokens, first.output_tokens, first.cache_write_5m_tokens) == (11, 51, 100)
     assert (second.input_tokens, second.output_tokens) == (2, 2)
     assert_runs_own_their_usage(open_store(load_settings()))
+
+
+# A response: (whether a progress line embeds it, as subagent a9's; its id; input and output counts).
+# Its model is its id's, in every copy (as in a real transcript: one response, one model).
+_RESPONSE = st.tuples(st.booleans(), st.sampled_from(["m1", "m2", "m3", "m4"]), st.integers(0, 3), st.integers(0, 3))
+_MODEL = {"m1": "claude-sonnet-4-5-20250929", "m2": "claude-haiku-4-5-20251001", "m3": "claude-opus-4-6",
+          "m4": "claude-sonnet-4-5-20250929"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.lists(_RESPONSE, min_size=1, max_size=4), min_size=2, max_size=4))
+def test_responses_files_share_are_stored_in_one_batch_as_one_file_at_a_time(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        files: list[list[tuple[bool, str, int, int]]]) -> None:
+    """A bulk collect offers its batch's responses together, a response several files hold once
+    per file: the ledger (owners, largest counts, run totals) and the count of responses offered
+    are what a collect of one file at a time stores."""
+    proj = tmp_path_factory.mktemp("claude") / "projects" / "-proj"
+    for n, responses in enumerate(files):
+        session = f"{n:08d}-2222-3333-4444-555555555555"
+        write(proj / f"{session}.jsonl", [
+            progress("a9", message, "r" + message, usage(i, o), session=session, model=_MODEL[message]) if embedded
+            else assistant(message, "r" + message, usage(i, o), session=session, model=_MODEL[message])
+            for embedded, message, i, o in responses])
+    monkeypatch.setattr(collector, "IN_CHUNK", 3)  # a batch's rows in many statements: a copy in a later one
+    stored = []
+    for jobs in (1, 2):  # one file a transaction; all in one batch of parser processes' files
+        monkeypatch.setenv("WARDEN_HOME", str(tmp_path_factory.mktemp("home")))
+        summary = collect_paths(load_settings(), [proj], jobs=jobs, post_ingest=False)
+        assert_runs_own_their_usage(open_store(load_settings()))
+        stored.append((summary.usage_messages, ledger_values()))
+    assert stored[0] == stored[1]
 
 
 def test_a_bulk_collects_new_runs_total_what_they_own_beside_stored_responses(tmp_path: Path) -> None:

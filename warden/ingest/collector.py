@@ -44,7 +44,7 @@ from warden.ingest.pricing import DEFAULT_TABLE, PriceTable, Usage, usage_by_key
 from warden.ingest.records import ParsedRun
 from warden.ingest.transcripts import (  # discover_transcripts, parse_file: the collector's API too
     _USAGE_COLUMNS, BULK_GC_THRESHOLD, MAIN_AGENT, MAX_LINE_BYTES, PARALLEL_MIN_BYTES, CollectSummary, ConsumedHashes,
-    ParseQueue, UsageRow, UsageSums, _EncodedJSON, _FromParser, _ledger_json, _offer, _offset_state, _ReadEnds,
+    ParseQueue, UsageRow, UsageSums, _EncodedJSON, _FromParser, _ledger_json, _offset_state, _ReadEnds,
     _row_rank, _run_digest, _run_key_of, _span_hashes, _stat_to_ingest, _stop_pool, _total_size, _transcript_sizes,
     _unstorable_path, _usage_rows, _usage_sums, default_jobs, discard_early_parsers, discover_transcripts, parse_file,
     plan_ahead, run_key_for, start_parser_pool, take_early_parsers)
@@ -155,6 +155,8 @@ _STORED_USAGE = select(_U.message_key, _U.run_key, _U.input_tokens + _U.output_t
 def _upsert_usage(session: Session, rows: list[UsageRow]) -> tuple[set[str], set[str]]:
     """Max-wins upsert into the global dedupe; returns the run keys owning these messages, and
     those of them that may own a row these ``rows`` did not insert (a chunk only partly inserted).
+    ``rows``: in the order they were read, a response two files hold twice: the first copy stored
+    keeps its owner and the largest copy's counts win, as offering them one by one would.
 
     Insert if new: a chunk goes in by an INSERT that skips the keys already stored, and only a
     chunk where some were (few, after a first collect) is looked up, so a larger copy of a stored
@@ -581,29 +583,26 @@ class Collector:
         """``runs``: (path, parsed, run key, what its parser process built or None)."""
         if not runs:
             return {}
-        usage_rows: dict[str, UsageRow] = {}
-        # the files' own sums of their rows, while the batch's rows are their disjoint union (else None)
-        file_sums: list[UsageSums] | None = []
+        # The files' rows in order, a response offered twice (by two files) twice: the store's
+        # dedupe keeps what offering them one by one would (_upsert_usage), and tells which runs
+        # own a response offered twice, whose sums are then the database's.
+        rows: list[UsageRow] = []
+        file_sums: list[UsageSums] = []  # each file's rows summed
         embedded_owners: dict[str, tuple[str, str | None, str, ParsedRun]] = {}  # key -> (session, agent, path, parent)
         convert = _dialect_timestamp_converter(session.get_bind().dialect)
         for path, parsed, run_key, from_parser in runs:
-            file_rows = from_parser.usage_rows if from_parser is not None else _usage_rows(parsed, run_key, convert)
-            if usage_rows.keys().isdisjoint(file_rows):  # the common case: no response seen twice
-                usage_rows.update(file_rows)
-                if file_sums is not None and from_parser is not None:
-                    file_sums.append(from_parser.usage_sums)
-                else:
-                    file_sums = None
-            else:  # per file then across files keeps what offering them all in order would
-                file_sums = None
-                for row in file_rows.values():
-                    _offer(usage_rows, row)
+            if from_parser is not None:
+                rows += from_parser.usage_rows
+                file_sums.append(from_parser.usage_sums)
+            else:
+                file_rows = list(_usage_rows(parsed, run_key, convert).values())
+                rows += file_rows
+                file_sums.append(_usage_sums(file_rows))
             session_id = run_key.rsplit(":", 1)[0]
             for emb in parsed.embedded_usage:
                 owner = run_key_for(session_id, emb.agent_id) if emb.agent_id else run_key
                 if owner != run_key:
                     embedded_owners.setdefault(owner, (session_id, emb.agent_id, path, parsed))
-        rows = list(usage_rows.values())
         summary.usage_messages += len(rows)
         own_keys = {run[2] for run in runs}
         owners, mixed = _upsert_usage(session, rows)
@@ -624,7 +623,7 @@ class Collector:
         # rows, is summed by the database.
         counted = affected - rows_by_key.keys() - mixed
         totals = _totals(session, affected - counted)
-        totals.update(_inserted_totals([_usage_sums(rows)] if file_sums is None else file_sums, counted))
+        totals.update(_inserted_totals(file_sums, counted))
 
         # New rows are filled like stored ones but never added to the session: they are inserted
         # in one statement at the end (a flush costs more per row).

@@ -65,7 +65,7 @@ class CollectSummary:
     bytes_read: int = 0
     lines: int = 0
     runs_updated: int = 0
-    usage_messages: int = 0  # usage rows offered to the global dedupe
+    usage_messages: int = 0  # usage rows offered to the global dedupe: a response two files hold, twice
     skipped: list[str] = field(default_factory=list)  # "path: reason"
     run_keys: list[str] = field(default_factory=list)
 
@@ -567,7 +567,7 @@ class _FromParser:
     is left empty)."""
 
     precaptured: Any
-    usage_rows: dict[str, UsageRow]
+    usage_rows: list[UsageRow]  # each key once (:func:`_usage_rows`)
     usage_sums: UsageSums
     hashes: ConsumedHashes
     offset_state: str | None = None
@@ -591,8 +591,8 @@ def _parse_in_worker(path: str, start: int, state: dict[str, Any] | None, agent_
         from warden.continuity.capture import capture_fresh
 
         precaptured = capture_fresh(parsed)
-    usage_rows = _usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername))
-    from_parser = _FromParser(precaptured, usage_rows, _usage_sums(usage_rows.values()), hashes)
+    usage_rows = list(_usage_rows(parsed, _run_key_of(parsed, path), _timestamp_converter(drivername)).values())
+    from_parser = _FromParser(precaptured, usage_rows, _usage_sums(usage_rows), hashes)
     json_as_text = _json_as_text(drivername)
     if precaptured is not None or not post_ingest:  # the writer needs the full run only to capture
         parsed = _ledger_view(parsed)
