@@ -445,6 +445,7 @@ class Collector:
                 queue.submit()
                 while window:
                     drain_one(session)
+                pool.shutdown(wait=False)  # every parse is in: the parsers exit while the last batch is stored
                 store_batch(session, final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
                 _stop_pool(pool)
