@@ -202,9 +202,8 @@ def measure_ingest(root: Path, home: Path, jobs: int, post_ingest: bool = False)
             from warden.cli.entry import main
             code = main(['collect', '--json', '--jobs', jobs, root])
         else:
-            from warden.ingest.transcripts import start_parsers_early
-            start_parsers_early([root], int(jobs), post_ingest=False)  # as the command does first
-            from warden.cli.entry import load_collect
+            from warden.cli.entry import load_collect, start_early
+            start_early([root], int(jobs), post_ingest=False)  # as the command does first
             load_collect()  # the command's start-up: its imports, as the console script does them
             from warden.config import load_settings
             from warden.ingest.collector import collect_paths

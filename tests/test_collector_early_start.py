@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -212,8 +213,8 @@ def test_the_parser_side_imports_no_sqlalchemy(corpus: Path) -> None:
     SQLAlchemy (its import is what the early start overlaps)."""
     code = (
         "import sys\n"
-        "from warden.ingest import transcripts\n"
-        f"paths = transcripts.discover_transcripts([__import__('pathlib').Path({str(corpus)!r})])\n"
+        "from warden.ingest import discovery, transcripts\n"
+        f"paths = discovery.discover_transcripts([__import__('pathlib').Path({str(corpus)!r})])\n"
         "outcomes = transcripts._parse_files_in_worker([(str(p), 0, None) for p in paths], None, 1 << 20, True, 'sqlite')\n"
         "assert all(not isinstance(o, Exception) for o in outcomes)\n"
         "assert any(rows for _, handed in outcomes for rows in [handed.usage_rows])\n"
@@ -221,3 +222,32 @@ def test_the_parser_side_imports_no_sqlalchemy(corpus: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_transcripts_are_found_by_a_child_while_the_parser_loads(
+        tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`warden collect` walks the tree in a child process (entry.start_early): its answer is
+    the walk this process would make, names that are not UTF-8 included, and the parsers start
+    on it without this process walking at all."""
+    from warden.cli.entry import start_early
+    from warden.ingest import discovery
+
+    tree = tmp_path / "projects"
+    shutil.copytree(corpus / "projects", tree)
+    odd = tree / os.fsdecode(b"-odd\xff")
+    odd.mkdir()
+    (odd / "s.jsonl").write_bytes(b'{"type":"user"}\n')
+    child = discovery.ChildDiscovery([tree])
+    assert child.result() == discovery.transcript_sizes([tree]) and str(odd / "s.jsonl") in discovery.transcript_sizes([tree])
+    assert child.result() is None  # once
+    assert discovery.ChildDiscovery([tmp_path / "nowhere"]).result() is None  # the caller reports it
+
+    walked: list[object] = []
+    monkeypatch.setattr(transcripts, "transcript_sizes", lambda paths: walked.append(paths) or {})
+    start_early([str(corpus)], 2, post_ingest=False)
+    early = transcripts._early
+    assert early is not None and walked == []
+    names = discovery.transcript_names([corpus])
+    assert early.files == [os.path.abspath(f) for f in names][:len(early.files)]
+    summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False)
+    assert transcripts._early is None and summary.files_ingested == len(names)

@@ -14,7 +14,7 @@ import pytest
 
 from collect_support import SESSION, assistant, jsonl, usage, write
 from warden.config import load_settings
-from warden.ingest import parser, transcripts
+from warden.ingest import discovery, parser, transcripts
 from warden.ingest.transcripts import HEAD_BYTES, READ_CHUNK, _ReadEnds, parse_file
 from warden.ingest.collector import collect_paths
 
@@ -129,7 +129,7 @@ def _names_by_os_walk(paths: list[Path]) -> list[str]:
             prefix = "" if base == "." else os.path.join(base, "")
             found.update(prefix + name for name in files if name.endswith(".jsonl"))
     unique: dict[object, str] = {}
-    for file in sorted(found, key=transcripts._ingest_order):
+    for file in sorted(found, key=discovery.ingest_order):
         try:
             st = os.stat(file)
             identity: object = (st.st_dev, st.st_ino)
@@ -158,7 +158,7 @@ def test_transcripts_are_found_as_os_walk_finds_them(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tree)
     for roots in ([tree], [Path(".")], [Path("p2"), Path("."), tree / "p3"], [Path("p1/sub"), tree / "p1"],
                   [tree / "p2" / "link.jsonl", Path("p4")]):
-        assert transcripts._transcript_names(roots) == _names_by_os_walk(roots), roots
+        assert discovery.transcript_names(roots) == _names_by_os_walk(roots), roots
 
 
 def test_a_parsers_usage_sums_are_per_owner_and_model() -> None:

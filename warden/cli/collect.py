@@ -13,7 +13,7 @@ from warden.cli.common import (MAX_ROWS, console, keep_limit, print_json, safe,
 from warden.errors import UsageError
 from warden.sanitize import compact_count
 from warden.ingest import collector
-from warden.ingest.transcripts import MAX_JOBS
+from warden.ingest.discovery import MAX_JOBS
 
 # What only status or (un)install-hooks uses is imported there: `warden collect` starts without it.
 

@@ -34,13 +34,27 @@ def main(argv: list[str] | None = None) -> int:
         return load_cli()(argv)
     # `warden collect`: its parser processes start now, on the core the imports leave idle, and
     # it runs without the CLI framework
-    from warden.ingest.transcripts import discard_early_parsers, start_parsers_early
+    start_early(collect.paths, collect.jobs)
+    from warden.ingest.transcripts import discard_early_parsers
 
-    start_parsers_early(collect.paths, collect.jobs)
     try:
         return load_collect()(collect, argv)
     finally:
         discard_early_parsers()  # those the collect did not take over (it failed, or collected otherwise)
+
+
+def start_early(paths: list[str], jobs: int | None, *, post_ingest: bool = True) -> None:
+    """Start the parser processes of `warden collect PATHS [--jobs JOBS]` before the command
+    loads (transcripts.start_parsers_early): the transcripts are found by a child process while
+    this one imports the parser (the collector benchmark's start-up too, which must be the
+    command's)."""
+    from warden.ingest.discovery import ChildDiscovery, early_collect_paths
+
+    given = early_collect_paths(paths)
+    discovery = ChildDiscovery(given) if given is not None else None
+    from warden.ingest.transcripts import start_parsers_early
+
+    start_parsers_early(paths, jobs, post_ingest=post_ingest, discovery=discovery)
 
 
 class CollectArguments(NamedTuple):
@@ -53,7 +67,7 @@ def _collect_arguments(args: list[str]) -> CollectArguments | None:
     """The arguments of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for anything
     else (another command, --help, an option this does not know, a bad or empty value): the CLI
     then parses it alone, and reports what is wrong."""
-    from warden.ingest.transcripts import MAX_JOBS
+    from warden.ingest.discovery import MAX_JOBS
 
     if not args or args[0] != "collect":
         return None

@@ -19,13 +19,13 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from operator import itemgetter
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
 import orjson
 
 from warden.config import load_settings
-from warden.errors import UsageError, WardenError
+from warden.errors import WardenError
+from warden.ingest.discovery import ChildDiscovery, early_collect_paths, transcript_sizes
 from warden.ingest.parser import TranscriptParser, fast_reader, ids_from_path
 from warden.ingest.pricing import counts_by_key
 from warden.ingest.records import ParsedRun
@@ -41,7 +41,6 @@ MAX_PATH_CHARS = 1000  # the length of the offsets' key column (ingest_offsets.p
 MAIN_AGENT = "main"
 
 PARALLEL_MIN_BYTES = 32 << 20  # a backlog this large is parsed in parser processes
-MAX_JOBS = 64  # parser processes `warden collect --jobs` may ask for
 # A bulk collect's parser-process task: at most TASK_FILES files and, past MIN_TASK_BYTES, at most
 # TASK_BYTES and a fraction of what is left to plan (ParseQueue.task_bytes)
 TASK_FILES = 256
@@ -92,89 +91,6 @@ class CollectSummary:
                 del current[value:]
             else:
                 setattr(self, key, value)
-
-
-def discover_transcripts(paths: Iterable[Path]) -> list[Path]:
-    """The ``*.jsonl`` files under the given files/directories, main sessions before subagents
-    (so a response repeated in both is owned by the session that wrote it first)."""
-    return [Path(file) for file in _transcript_names(paths)]
-
-
-def _transcript_names(paths: Iterable[Path]) -> list[str]:
-    """:func:`discover_transcripts` as the strings of those paths (a bulk collect has thousands:
-    a Path each cost more than the walk)."""
-    return list(_transcript_sizes(paths))
-
-
-def _transcript_sizes(paths: Iterable[Path]) -> dict[str, int]:
-    """:func:`_transcript_names`, each with its size (0 for one gone or unreadable)."""
-    found: set[str] = set()
-    for path in paths:
-        try:
-            mode = path.stat().st_mode
-        except FileNotFoundError:
-            raise UsageError(f"no such file or directory: {path}") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if stat.S_ISDIR(mode):
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise UsageError(f"cannot read directory {path}: permission denied")
-            base = str(path)  # a file's name as Path(root) / name gives it (no "./")
-            _add_transcripts_under(os.fspath(path), "" if base == "." else os.path.join(base, ""),
-                                   os.path.realpath(path), found, set())
-        else:
-            if not os.access(path, os.R_OK):
-                raise UsageError(f"cannot read {path}: permission denied")
-            found.add(str(path))
-    # One file reached under two names (a symlink beside its target) is one transcript.
-    unique: dict[tuple[int, int] | str, tuple[str, int]] = {}
-    for file in sorted(found, key=_ingest_order):
-        try:
-            st = os.stat(file)
-            identity: tuple[int, int] | str = (st.st_dev, st.st_ino)
-            size = st.st_size
-        except OSError:
-            identity, size = file, 0  # gone or unreadable: the collector says so for this name
-        unique.setdefault(identity, (file, size))
-    return dict(unique.values())
-
-
-def _add_transcripts_under(directory: str, prefix: str, real: str, found: set[str], walked: set[str]) -> None:
-    """Add to ``found`` the ``*.jsonl`` names under ``directory`` (its real path ``real``), each
-    ``prefix`` + its path below it, as ``os.walk(directory, followlinks=True)`` finds them, in its
-    order: symlinked directories are followed, each real directory once (``walked``: no loops),
-    one that cannot be read is passed over. A directory's real path is its parent's with its
-    name unless it is a symlink (``os.path.realpath`` of each directory cost more than the walk)."""
-    if real in walked:
-        return
-    try:
-        with os.scandir(directory) as listing:
-            entries = list(listing)
-    except OSError:
-        return
-    walked.add(real)
-    subdirectories = []
-    for entry in entries:
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir:
-            subdirectories.append(entry)
-        elif entry.name.endswith(".jsonl"):
-            found.add(prefix + entry.name)
-    for entry in subdirectories:
-        path = os.path.join(directory, entry.name)
-        try:
-            linked = entry.is_symlink()
-        except OSError:
-            linked = True
-        _add_transcripts_under(path, prefix + entry.name + "/", os.path.realpath(path) if linked
-                               else os.path.join(real, entry.name), found, walked)
-
-
-def _ingest_order(path: str) -> tuple[int, str]:
-    return (1 if path.rpartition("/")[2].startswith("agent-") else 0, path)
 
 
 def _total_size(files: list[str]) -> int:
@@ -720,7 +636,8 @@ class EarlyParsers:
 _early: EarlyParsers | None = None  # started, not yet taken over by a collect
 
 
-def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool = True) -> bool:
+def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool = True,
+                        discovery: ChildDiscovery | None = None) -> bool:
     """Start the parser processes of ``warden collect PATHS [--jobs JOBS]`` (the settings'
     Claude Code projects if no path is given) before the command loads the CLI and the store:
     those imports take ~0.4 s of one core, and the parsers take the first AHEAD_BYTES on the
@@ -728,16 +645,18 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
     parser processes, into a SQLite database not made yet (planned from their start, as any
     collect into one). The collect takes them over if its first files are the ones they were
     handed, with the same options (:func:`take_early_parsers`). Anything else, or anything wrong
-    (which the command itself reports), starts nothing: returns whether they were started."""
+    (which the command itself reports), starts nothing: returns whether they were started.
+    ``discovery``: the transcripts under these paths, being found meanwhile (``entry.start_early``)."""
     global _early
     discard_early_parsers()
+    found = discovery.result() if discovery is not None else None  # the child reaped, whatever follows
+    given = early_collect_paths(paths)
+    if given is None:
+        return False
     try:
-        settings = load_settings()
-        database = settings.sqlite_path
-        if database is None or database.exists():
-            return False
-        given = [Path(p).expanduser() for p in paths] or [settings.claude_home / "projects"]
-        found = _transcript_sizes(given)
+        if found is None or discovery is None or discovery.paths != given:
+            found = transcript_sizes(given)
+        driver = load_settings().database_url.partition(":")[0]
     except (WardenError, OSError, ValueError):
         return False
     if jobs is None:
@@ -745,8 +664,8 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
     if jobs <= 1 or len(found) <= 1:
         return False
     files = [os.path.abspath(file) for file in found]
-    queue = ParseQueue(start_parser_pool(jobs), None, MAX_LINE_BYTES, post_ingest,
-                       settings.database_url.partition(":")[0], jobs=jobs, backlog=sum(found.values()))
+    queue = ParseQueue(start_parser_pool(jobs), None, MAX_LINE_BYTES, post_ingest, driver, jobs=jobs,
+                       backlog=sum(found.values()))
     summary = CollectSummary()
     ahead = plan_ahead(queue, files, summary)
     _early = EarlyParsers(files[:ahead], jobs, queue, summary)
