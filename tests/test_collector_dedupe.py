@@ -441,7 +441,9 @@ def test_a_failed_transaction_takes_every_uncommitted_batch_again(
 
     monkeypatch.setattr(collector.Collector, "_store_files", fail_third_batch)
     summary = collect_paths(load_settings(), [corpus], jobs=2)
-    assert len(calls) > 3 and calls[:3] == [5, 5, 5]  # then one file at a time
+    # two batches of the first task's files stored, the third (5 files, or fewer: the writer stores
+    # what it holds while the last tasks are parsed) fails: all three taken again one file at a time
+    assert len(calls) > 3 and calls[:2] == [5, 5] and calls[3:3 + sum(calls[:3])] == [1] * sum(calls[:3])
     assert summary.files_skipped == 0 and summary.files_unchanged == 0
     assert summary.files_ingested == summary.files_seen == 22
     got = {k: (r.input_tokens, r.output_tokens, r.cache_read_tokens, r.tool_calls) for k, r in _runs().items()}

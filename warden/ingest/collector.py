@@ -395,9 +395,13 @@ class Collector:
                     for path in stale:
                         self.ingest_file(path, summary=summary, agent_type_hint=agent_type_hint)
 
-                def drain_one(session: Session) -> None:
+                def drain_one(session: Session, last: bool = False) -> None:
                     nonlocal done, batch_bytes
                     planned, future = window.popleft()
+                    if last and batch and not future.done():
+                        # every task is out: what the writer has is stored while the parsers end,
+                        # not after them (the writer would wait)
+                        store_batch(session)
                     for (path, st, start), outcome in zip(planned, future.result()):
                         if isinstance(outcome, OSError):
                             summary.files_skipped += 1
@@ -445,7 +449,7 @@ class Collector:
                         drain_one(session)
                 queue.submit()
                 while window:
-                    drain_one(session)
+                    drain_one(session, last=True)
                 pool.shutdown(wait=False)  # every parse is in: the parsers exit while the last batch is stored
                 store_batch(session, final=True)
             except BaseException:  # Ctrl-C, SIGTERM's exit, a failed write: stop the parsers now
