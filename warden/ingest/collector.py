@@ -679,7 +679,7 @@ class Collector:
         return rows_by_key
 
     def _fill_run(self, row: RunRow, parsed: ParsedRun, path: str, subagent_types: dict[str, dict[str, str]],
-                  digest: _EncodedJSON | None = None) -> None:
+                  digest: str | None = None) -> None:
         """``subagent_types``: per parent run key, the subagents its digest names (a main run's
         entry is replaced as it is filled); ``digest``: the run's :func:`_run_digest` as its
         parser process encoded it (or None)."""
@@ -699,7 +699,7 @@ class Collector:
             setattr(row, name, int(parsed.counters.get(name, 0)))
         row.completed = parsed.completed
         row.placeholder_output = parsed.placeholder_output
-        row.trace_digest = digest if digest is not None else _run_digest(parsed)
+        row.trace_digest = _EncodedJSON(digest) if digest is not None else _run_digest(parsed)
         row.line_stats = dict(parsed.stats.__dict__)
         row.source_path = path
         row.source_offset = parsed.bytes_consumed
