@@ -1,6 +1,7 @@
-"""Transcript files into parses, with nothing of the store: finding the files, reading them
-through the parser (:func:`parse_file`), and what a bulk collect's parser processes do with each
-(:func:`_parse_in_worker`: the run's usage rows and JSON text built ahead of the writer).
+"""Transcript files into parses, with nothing of the store: reading them through the parser
+(:func:`parse_file`), and what a bulk collect's parser processes do with each
+(:func:`_parse_in_worker`: the run's usage rows and JSON text built ahead of the writer). Finding
+the files is :mod:`warden.ingest.discovery`.
 
 Nothing here imports SQLAlchemy (a test keeps it so): ``warden collect`` starts its parser
 processes before it loads the CLI and the store (:func:`start_parsers_early`), so that they parse
