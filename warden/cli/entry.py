@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         from warden.ingest.hooks import run_hook
 
         return run_hook(args[1])
-    collect = _collect_arguments(args) if args and args[0] == "collect" else None
+    collect = _collect_arguments(args)
     if collect is None:  # another command, or a collect the CLI must read (--help, a bad value)
         return load_cli()(argv)
     # `warden collect`: its parser processes start now, on the core the imports leave idle, and
@@ -67,10 +67,10 @@ def _collect_arguments(args: list[str]) -> CollectArguments | None:
     """The arguments of a plain ``warden collect [PATH…] [--json] [--jobs N]``; None for anything
     else (another command, --help, an option this does not know, a bad or empty value): the CLI
     then parses it alone, and reports what is wrong."""
-    from warden.ingest.discovery import MAX_JOBS
-
     if not args or args[0] != "collect":
         return None
+    from warden.ingest.discovery import MAX_JOBS
+
     paths: list[str] = []
     jobs: int | None = None
     as_json = False

@@ -119,22 +119,38 @@ utf8_len_of(Py_UCS4 cp)
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
 }
 
+#ifdef __SSE2__
+/* The bytes of the 16 at s below a space (the controls), and in read mode those of a multi-byte
+ * character too: read, a signed compare puts a byte >= 0x80 below a space with them. */
+static ALWAYS_INLINE __m128i
+low_bytes(__m128i v, int read)
+{
+    return read ? _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))
+                : _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+}
+
+/* Which of the 16 bytes at s a string's scan must look at (bit i: byte i): a quote, a
+ * backslash, a low byte (low_bytes). */
+static ALWAYS_INLINE unsigned
+stop_mask16(const unsigned char *s, int read)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+        low_bytes(v, read)));
+}
+#endif
+
 /* The first byte at or after s that a string's scan must look at — a quote, a backslash, a
  * control, and in read mode a byte of a multi-byte character — or e. */
 static ALWAYS_INLINE const unsigned char *
 string_stop(const unsigned char *s, const unsigned char *e, int read)
 {
 #ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i c1f = _mm_set1_epi8(0x1f), space = _mm_set1_epi8(0x20);
     while (e - s >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)s);
-        /* read: signed, so a byte >= 0x80 is "below a space" with the controls */
-        __m128i low = read ? _mm_cmplt_epi8(v, space) : _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v);
-        int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                                                _mm_cmpeq_epi8(v, backslash)), low));
+        unsigned mask = stop_mask16(s, read);
         if (mask)
-            return s + __builtin_ctz((unsigned)mask);
+            return s + __builtin_ctz(mask);
         s += 16;
     }
 #endif
@@ -191,16 +207,12 @@ escaped_bytes(uint64_t b)
 static ALWAYS_INLINE int
 string_block(const unsigned char *s, int read, int *stop, int *escapes, int *slashes)
 {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i c1f = _mm_set1_epi8(0x1f), space = _mm_set1_epi8(0x20);
     uint64_t quotes = 0, backslashes = 0, low = 0;
     for (int k = 0; k < 4; k++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * k));
-        /* read: signed, so a byte >= 0x80 is "below a space" with the controls */
-        __m128i below = read ? _mm_cmplt_epi8(v, space) : _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v);
-        quotes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) << (16 * k);
-        backslashes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) << (16 * k);
-        low |= (uint64_t)(unsigned)_mm_movemask_epi8(below) << (16 * k);
+        quotes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('"'))) << (16 * k);
+        backslashes |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))) << (16 * k);
+        low |= (uint64_t)(unsigned)_mm_movemask_epi8(low_bytes(v, read)) << (16 * k);
     }
     uint64_t escaped = backslashes ? escaped_bytes(backslashes) : 0;
     uint64_t stops = (quotes & ~escaped) | low;
@@ -234,11 +246,7 @@ scan_string(const unsigned char *p, const unsigned char *e, int read, JVal *v)
 {
 #ifdef __SSE2__
     if (e - p >= 17) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(p + 1));
-        __m128i low = read ? _mm_cmplt_epi8(b, _mm_set1_epi8(0x20))
-                           : _mm_cmpeq_epi8(_mm_min_epu8(b, _mm_set1_epi8(0x1f)), b);
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(
-            _mm_cmpeq_epi8(b, _mm_set1_epi8('"')), _mm_cmpeq_epi8(b, _mm_set1_epi8('\\'))), low));
+        unsigned mask = stop_mask16(p + 1, read);
         if (mask != 0) {
             int n = __builtin_ctz(mask);
             if (p[1 + n] == '"') { /* a plain string of n bytes */
@@ -450,11 +458,7 @@ skip_string(const unsigned char *p, const unsigned char *e, int read)
     const unsigned char *s = p + 1;
 #ifdef __SSE2__
     if (!read && e - s >= 16 + 64) {
-        /* most strings end within 16 bytes: one vector */
-        __m128i v = _mm_loadu_si128((const __m128i *)s);
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-            _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v)));
+        unsigned mask = stop_mask16(s, 0); /* most strings end within 16 bytes: one vector */
         if (mask != 0 && s[__builtin_ctz(mask)] == '"')
             return s + __builtin_ctz(mask) + 1;
         int stop, escapes, slashes, n;
@@ -465,12 +469,8 @@ skip_string(const unsigned char *p, const unsigned char *e, int read)
         }
     }
     if (!read) {
-        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
         while (e - s >= 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)s);
-            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-                _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v)));
+            unsigned mask = stop_mask16(s, 0);
             const unsigned char *next = s + 16;
             while (mask) {
                 const unsigned char *at = s + __builtin_ctz(mask);

@@ -651,12 +651,13 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
     ``discovery``: the transcripts under these paths, being found meanwhile (``entry.start_early``)."""
     global _early
     discard_early_parsers()
+    # the paths entry.start_early found these for (it asked early_collect_paths a moment ago)
+    given = discovery.paths if discovery is not None else early_collect_paths(paths)
     found = discovery.result() if discovery is not None else None  # the child reaped, whatever follows
-    given = early_collect_paths(paths)
     if given is None:
         return False
     try:
-        if found is None or discovery is None or discovery.paths != given:
+        if found is None:
             found = transcript_sizes(given)
         driver = load_settings().database_url.partition(":")[0]
     except (WardenError, OSError, ValueError):
