@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -270,6 +269,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         # database_url and start a fresh local database instead of the configured one.
         if not toml_path.is_file():
             raise ConfigError(f"{toml_path}: not a readable file (a dangling symlink or a directory?)")
+        import tomllib  # only with a settings file: a first collect's parsers wait on these imports
+
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))  # a BOM an editor wrote is no setting
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:

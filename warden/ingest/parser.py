@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import msgspec
 import orjson
@@ -302,16 +302,19 @@ def _redacted_target(text: str) -> str:
     return one_line(redacted_prefix(text, 4 * MAX_DIGEST_TARGET), MAX_DIGEST_TARGET)
 
 
+T = TypeVar("T")
+
 MAX_CACHED_TEXT = 1024  # longer texts (a long command) are not kept as cache keys
 
 
-def _cached_for_short_texts(fn: Callable[[str], str]) -> Callable[[str], str]:
-    """``fn``, its results cached for texts of up to MAX_CACHED_TEXT characters: a session reads
-    and edits the same few paths, and runs the same commands, over and over."""
+def _cached_for_short_texts(fn: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``fn``, its results cached for texts of up to MAX_CACHED_TEXT characters (anything else is
+    passed on uncached): a session reads and edits the same few paths, and runs the same commands,
+    over and over, and a project's transcripts all hold its directory."""
     cached = lru_cache(maxsize=4096)(fn)
 
-    def call(text: str) -> str:
-        return cached(text) if len(text) <= MAX_CACHED_TEXT else fn(text)
+    def call(text: Any) -> T:
+        return cached(text) if text.__class__ is str and len(text) <= MAX_CACHED_TEXT else fn(text)
 
     call.__doc__ = f":func:`{fn.__name__}`, cached for short texts."
     return call
@@ -319,6 +322,7 @@ def _cached_for_short_texts(fn: Callable[[str], str]) -> Callable[[str], str]:
 
 _digest_target = _cached_for_short_texts(_redacted_target)
 _path_key = _cached_for_short_texts(path_key)
+_stored_project = _cached_for_short_texts(stored_project)
 
 
 MAX_COUNT = 10**15  # no API response has this many tokens; larger would overflow the ledger's sums
@@ -424,7 +428,7 @@ def _fast_reader(skim: Any) -> Any:
     if _READER is None:
         _READER = skim.Reader(
             usage=Usage, turn=Turn, tool_call=ToolCall, user_prompt=UserPrompt, no_usage=_NO_USAGE,
-            tool_kinds=TOOL_KIND_BY_NAME, free_models=FREE_MODELS, valid_id=valid_id, stored_project=stored_project,
+            tool_kinds=TOOL_KIND_BY_NAME, free_models=FREE_MODELS, valid_id=valid_id, stored_project=_stored_project,
             clean_label=clean_label, model_name=_model_name, path_key=_path_key, digest_target=_digest_target,
             parse_timestamp=parse_timestamp, utc_text=_utc_text, decode=msgspec.json.decode,
             max_result_text=MAX_RESULT_TEXT, max_prompt_text=MAX_PROMPT_TEXT, max_turn_text=MAX_TURN_TEXT,
@@ -586,7 +590,7 @@ class TranscriptParser:
         then builds none of them."""
         self._s = _State.from_json(state)
         if self._s.cwd is not None:  # a state kept before the cwd was redacted; a redacted one stays
-            self._s.cwd = stored_project(self._s.cwd)
+            self._s.cwd = _stored_project(self._s.cwd)
         skim = None if pure else fast_path()  # looked up once: an environment read and an import
         self._reader = None if skim is None else _fast_reader(skim)
         self.ledger_only = ledger_only
@@ -780,7 +784,7 @@ class TranscriptParser:
         if s.cwd is None:
             cwd = rec.cwd
             if isinstance(cwd, str) and cwd:
-                s.cwd = stored_project(cwd)  # a key or password in it redacted, as in a file path
+                s.cwd = _stored_project(cwd)  # a key or password in it redacted, as in a file path
         version = rec.version
         if version is not None and version != s.version and isinstance(version, str) and version:
             s.version = version
