@@ -75,11 +75,12 @@ def test_a_file_it_cannot_ingest_is_counted_skipped_once(tmp_path: Path, monkeyp
     assert summary.skipped == [f"{projects / 'p' / 's1.jsonl'}: not a regular file"]
 
 
-def test_a_transcript_that_appears_meanwhile_is_the_collect_s_to_plan(
+def test_the_collect_takes_the_listing_made_as_the_command_started(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Claude Code keeps writing while the CLI loads: a transcript new since the early start, after
-    the files the parsers were handed, is planned by the collect, which still takes them over; one
-    among those files (the collect's first files are not theirs) stops them."""
+    """Claude Code keeps writing while the CLI loads: the collect of the paths its parsers were
+    started for takes the transcripts found as the command started (it does not walk the tree
+    again), and takes the parsers over; a transcript new since then, wherever it sorts, is the
+    next collect's (or its hook's). A collect of other paths walks them itself."""
     from collect_support import assistant, usage, write
 
     projects = tmp_path / "projects"
@@ -88,16 +89,18 @@ def test_a_transcript_that_appears_meanwhile_is_the_collect_s_to_plan(
     monkeypatch.setattr(transcripts, "AHEAD_BYTES", 1)  # the first file only
     started = _pools_started(monkeypatch)
     assert transcripts.start_parsers_early([str(projects)], 2, post_ingest=False)
+    assert transcripts.early_transcripts([projects / "p"]) is None  # other paths: none of theirs
     write(projects / "p" / "s9.jsonl", [assistant("m9", "r9", usage(10, 1))])  # sorts after s0
-    summary = collect_paths(load_settings(), [projects], jobs=2, post_ingest=False)
-    assert started == ["early"] and summary.files_ingested == summary.files_seen == 7
-
-    monkeypatch.setenv("WARDEN_HOME", str(tmp_path / "again"))
-    (tmp_path / "again").mkdir()
-    assert transcripts.start_parsers_early([str(projects)], 2, post_ingest=False)
     write(projects / "a" / "s.jsonl", [assistant("ma", "ra", usage(1, 1))])  # sorts first
+    walked: list[object] = []
+    walk = collector.transcript_sizes
+    monkeypatch.setattr(collector, "transcript_sizes", lambda paths: walked.append(paths) or walk(paths))
     summary = collect_paths(load_settings(), [projects], jobs=2, post_ingest=False)
-    assert started == ["early", "early", "collect"] and summary.files_ingested == summary.files_seen == 8
+    assert started == ["early"] and walked == [] and summary.files_ingested == summary.files_seen == 6
+    assert transcripts.early_transcripts([projects]) is None  # taken over: once
+
+    summary = collect_paths(load_settings(), [projects], jobs=1, post_ingest=False)  # the next collect
+    assert walked == [[projects]] and summary.files_seen == 8 and summary.files_ingested == 2
 
 
 def test_parsers_started_for_other_files_are_stopped(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:

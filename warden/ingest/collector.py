@@ -47,7 +47,7 @@ from warden.ingest.transcripts import (  # parse_file: the collector's API too
     _USAGE_COLUMNS, BULK_GC_THRESHOLD, MAIN_AGENT, MAX_LINE_BYTES, PARALLEL_MIN_BYTES, CollectSummary, ConsumedHashes,
     ParseQueue, UsageRow, UsageSums, _EncodedJSON, _FromParser, _ledger_json, _offset_state, _ReadEnds,
     _row_rank, _run_digest, _run_key_of, _span_hashes, _stat_to_ingest, _stop_pool, _total_size,
-    _unstorable_path, _usage_rows, _usage_sums, default_jobs, discard_early_parsers, parse_file,
+    _unstorable_path, _usage_rows, _usage_sums, default_jobs, discard_early_parsers, early_transcripts, parse_file,
     plan_ahead, run_key_for, start_parser_pool, take_early_parsers)
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
@@ -846,7 +846,9 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
     given = [Path(p).expanduser() for p in (paths or [])]
     if not given:
         given = default_paths(settings)
-    found = transcript_sizes(given)
+    found = early_transcripts(given)  # found as the command started, for the parsers it started then
+    if found is None:
+        found = transcript_sizes(given)
     files = [os.path.abspath(file) for file in found]
     collector = Collector(store, settings, post_ingest=post_ingest)  # no store: it opens the settings' one
     try:

@@ -20,6 +20,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from operator import itemgetter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
 import orjson
@@ -627,12 +628,16 @@ def plan_ahead(queue: ParseQueue, files: list[str], summary: CollectSummary) -> 
 @dataclass
 class EarlyParsers:
     """Parser processes :func:`start_parsers_early` started, and the first files of the collect
-    they were handed, in order (those that cannot be ingested counted skipped in ``summary``)."""
+    they were handed, in order (those that cannot be ingested counted skipped in ``summary``);
+    ``found``: the transcripts under ``paths`` with their sizes, as the start found them
+    (:func:`early_transcripts`)."""
 
     files: list[str]
     jobs: int
     queue: ParseQueue
     summary: CollectSummary
+    paths: list[Path]
+    found: dict[str, int]
 
 
 _early: EarlyParsers | None = None  # started, not yet taken over by a collect
@@ -671,8 +676,16 @@ def start_parsers_early(paths: list[str], jobs: int | None, *, post_ingest: bool
                        backlog=sum(found.values()))
     summary = CollectSummary()
     ahead = plan_ahead(queue, files, summary)
-    _early = EarlyParsers(files[:ahead], jobs, queue, summary)
+    _early = EarlyParsers(files[:ahead], jobs, queue, summary, given, found)
     return True
+
+
+def early_transcripts(paths: list[Path]) -> dict[str, int] | None:
+    """The transcripts under ``paths`` and their sizes as :func:`start_parsers_early` found them,
+    if it started parsers for these paths that no collect has taken over yet; else None. The
+    collect they serve takes this listing, made as the command started, rather than walking the
+    tree again (3,000 transcripts: ~30 ms of the writer's core)."""
+    return dict(_early.found) if _early is not None and _early.paths == paths else None
 
 
 def take_early_parsers(files: list[str], jobs: int, options: tuple[Any, ...]) -> EarlyParsers | None:
