@@ -52,7 +52,7 @@ from warden.ingest.transcripts import (  # parse_file: the collector's API too
 from warden.names import clean_label
 from warden.percentiles import nearest_rank
 from warden.sanitize import redact_secrets
-from warden.store.bulk import bind_converter, execute_many, execute_values, row_values
+from warden.store.bulk import bind_converter, execute_many, execute_values, insert_defaults, row_values
 from warden.store.db import FillWriteback, Store, back_to_wal, journal_new_pages_in_place, json_loads, open_store
 from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
@@ -548,6 +548,7 @@ class Collector:
             rows_by_key = self._store_runs(session, [r for r in runs if r is not None], summary)
         keys: list[str | None] = []
         new_offsets: list[dict[str, Any]] = []  # inserted in one statement, not one ORM object each
+        offset_defaults = insert_defaults(IngestOffset.__table__)
         for (path, st, offset_row, start, (parsed, parser_state, end), hashes, from_parser), run in zip(items, runs):
             kept: Any
             if from_parser is None or from_parser.offset_state is None:
@@ -560,7 +561,7 @@ class Collector:
                       "mtime_ns": st.st_mtime_ns, "head_sha256": hashes[1], "parser_version": PARSER_VERSION,
                       "parser_state": kept}
             if offset_row is None:
-                new_offsets.append(row_values(IngestOffset.__table__, {"path": path, **values}))
+                new_offsets.append(row_values(IngestOffset.__table__, {"path": path, **values}, offset_defaults))
             else:
                 for name, value in values.items():
                     setattr(offset_row, name, value)
@@ -673,7 +674,9 @@ class Collector:
             models += sorted(m for m in by_model if m not in models and m != "<synthetic>")
             row.models = models
         table = SessionRun.__table__
-        execute_many(session, _RUN_INSERT, table, [row_values(table, row) for row in new_rows], json_dumps=_ledger_json)
+        defaults = insert_defaults(table)
+        execute_many(session, _RUN_INSERT, table, [row_values(table, row, defaults) for row in new_rows],
+                     json_dumps=_ledger_json)
         if self.post_ingest and new_rows:  # the later stages' steps take stored rows (with their ids)
             rows_by_key.update(_load_runs(session, [row.run_key for row in new_rows]))
         return rows_by_key

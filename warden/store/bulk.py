@@ -80,21 +80,29 @@ def _converter(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return processor if isinstance(processor, (SQLiteDateTime, _JSONText)) else _memoized(processor)
 
 
-def row_values(table: Table, obj: Any) -> dict[str, Any]:
+def row_values(table: Table, obj: Any, defaults: tuple[tuple[str, Any], ...] | None = None) -> dict[str, Any]:
     """The column values of a new, never-added ORM object of ``table`` (or a dict of column
     values), as the ORM would insert them: what was set, else the column's Python-side default
     (the autoincrement key left out). So rows built with the models' constructors go through
-    :func:`execute_many` instead of a flush."""
+    :func:`execute_many` instead of a flush. ``defaults``: :func:`insert_defaults` of ``table``,
+    for rows inserted together (else worked out for this row)."""
     state = obj if isinstance(obj, dict) else obj.__dict__
     values: dict[str, Any] = {}
-    for key, default, is_callable in _defaults(table):
+    for key, default in defaults if defaults is not None else insert_defaults(table):
         if key in state:
             values[key] = state[key]
-        elif default is _LEFT_OUT:
-            continue
-        else:
-            values[key] = default(None) if is_callable else default
+        elif default is not _LEFT_OUT:
+            values[key] = default
     return values
+
+
+def insert_defaults(table: Table) -> tuple[tuple[str, Any], ...]:
+    """Per column of ``table``: (key, the value a row inserted now takes where it sets none, or
+    _LEFT_OUT for the autoincrement key), each callable default called once: the rows of one
+    statement take one time (a bulk collect inserts thousands of runs and offsets, each with
+    their ``utcnow`` columns). A mutable default (``dict``) is then one object for those rows:
+    only for rows inserted, and dropped, as they are."""
+    return tuple((key, default(None) if is_callable else default) for key, default, is_callable in _defaults(table))
 
 
 _LEFT_OUT = object()
