@@ -254,3 +254,21 @@ def test_the_transcripts_are_found_by_a_child_while_the_parser_loads(
     assert early.files == [os.path.abspath(f) for f in names][:len(early.files)]
     summary = collect_paths(load_settings(), [corpus], jobs=2, post_ingest=False)
     assert transcripts._early is None and summary.files_ingested == len(names)
+
+
+def test_a_ledger_collect_into_a_new_database_sets_up_no_orm_mapping(corpus: Path) -> None:
+    """The writer's bulk path reads and writes through the tables into a new database: nothing
+    in it configures the ORM's mappers (~15 ms of the writer's core), which only loading stored
+    rows as objects needs."""
+    code = (
+        "import sys\n"
+        "from sqlalchemy import inspect\n"
+        "from warden.config import load_settings\n"
+        "from warden.ingest.collector import collect_paths\n"
+        "from warden.store.models import SessionRun\n"
+        "summary = collect_paths(load_settings(), [sys.argv[1]], jobs=2, post_ingest=False)\n"
+        "assert summary.files_ingested > 1 and summary.runs_updated > 1\n"
+        "print(inspect(SessionRun).configured)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False"]

@@ -619,7 +619,7 @@ class Collector:
         named_subagents = {run_key_for(run_key.rsplit(":", 1)[0], agent_id)
                            for _, parsed, run_key, _ in runs if parsed.agent_id is None
                            for agent_id in parsed.subagent_types}
-        rows_by_key: dict[str, RunRow] = {**_load_runs(session, affected | named_subagents, _runs_to_update())}
+        rows_by_key: dict[str, RunRow] = {**_load_runs(session, affected | named_subagents, updating=True)}
         # A subagent of unknown type takes the type its parent's Task call names (_fill_run): from
         # the parent's digest as stored, until this batch fills the parent.
         subagent_types = {key: (digest or {}).get("subagents", {}) for key, digest in _rows_in(
@@ -744,11 +744,14 @@ def _rows_in(session: Session, stmt: Any, keys: Iterable[str]) -> Iterator[Any]:
         yield from session.execute(stmt, {"keys": keys[i:i + IN_CHUNK]})
 
 
-def _load_runs(session: Session, run_keys: Iterable[str], stmt: Any = _RUNS_BY_KEY) -> dict[str, SessionRun]:
-    """The stored rows of ``run_keys``, as ORM objects: looked up plainly first, so a key not
-    stored (in a bulk collect into a new database, any) costs no ORM query."""
+def _load_runs(session: Session, run_keys: Iterable[str], *, updating: bool = False) -> dict[str, SessionRun]:
+    """The stored rows of ``run_keys``, as ORM objects (``updating``: as :func:`_runs_to_update`
+    loads them): looked up plainly first, so a key not stored (in a bulk collect into a new
+    database, any) costs no ORM query, nor the ORM's set-up for one."""
     stored = [key for key, in _rows_in(session, _STORED_RUN_KEYS, sorted(set(run_keys)))]
-    return {row.run_key: row for row, in _rows_in(session, stmt, stored)}
+    if not stored:
+        return {}
+    return {row.run_key: row for row, in _rows_in(session, _runs_to_update() if updating else _RUNS_BY_KEY, stored)}
 
 
 def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOffset]:
@@ -756,9 +759,12 @@ def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOff
     return {row.path: row for row, in _rows_in(session, _OFFSETS_BY_PATH, paths)}
 
 
+_ANY_OFFSET = select(_O.path).limit(1)  # the table's column: an ORM attribute would configure the mappers
+
+
 def _ledger_is_empty(session: Session) -> bool:
     """No transcript ingested yet: a collect's first transaction only adds pages."""
-    return session.execute(select(IngestOffset.path).limit(1)).first() is None
+    return session.execute(_ANY_OFFSET).first() is None
 
 
 def _has_activity(parsed: ParsedRun, state: dict[str, Any] | None) -> bool:
