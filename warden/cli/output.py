@@ -26,7 +26,7 @@ def _json_value(value: Any) -> Any:
     from datetime import datetime
 
     if isinstance(value, datetime):
-        from warden.store.models import iso_utc
+        from warden.store.ledger_models import iso_utc
 
         return iso_utc(value)
     return str(value)

@@ -54,7 +54,7 @@ from warden.percentiles import nearest_rank
 from warden.sanitize import redact_secrets
 from warden.store.bulk import bind_converter, execute_many, execute_values, insert_defaults, row_values
 from warden.store.db import FillWriteback, Store, back_to_wal, journal_new_pages_in_place, json_loads, open_store
-from warden.store.models import IngestOffset, SessionRun, UsageMessage, iso_utc
+from warden.store.ledger_models import IngestOffset, SessionRun, UsageMessage, iso_utc
 
 if TYPE_CHECKING:  # a later stage's type: imported where it runs, after the ledger is written
     from warden.continuity.capture import StoredCaptures

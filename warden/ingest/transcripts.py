@@ -315,7 +315,7 @@ def _timestamp_converter(drivername: str) -> Callable[[Any], Any] | None:
     from sqlalchemy.engine import URL
 
     from warden.store.bulk import bind_converter
-    from warden.store.models import UsageMessage
+    from warden.store.ledger_models import UsageMessage
 
     return bind_converter(UsageMessage.__table__.c.timestamp, URL.create(drivername).get_dialect()())
 

@@ -523,10 +523,13 @@ def clashing_tables(engine: Engine) -> list[str]:
     """Tables named like warden's in a database warden has never migrated: someone else's data
     (or a cut-short first run), which the first migration must not be run over. Other tables
     (another program's, an extension's such as PostGIS's spatial_ref_sys) may stay beside warden's."""
+    with engine.connect() as conn:
+        found = set(inspect(conn).get_table_names())
+    if not found:  # a new database: none to compare (nor the whole schema's models to import)
+        return []
     from warden.store.models import Base
 
-    with engine.connect() as conn:
-        return sorted(set(inspect(conn).get_table_names()) & set(Base.metadata.tables))
+    return sorted(found & set(Base.metadata.tables))
 
 
 def refuse_foreign_tables(engine: Engine, url: str) -> None:
