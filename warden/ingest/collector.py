@@ -848,7 +848,9 @@ def collect_paths(settings: Settings, paths: Iterable[Path | str] | None = None,
                   agent_type_hint: str | None = None, store: Store | None = None,
                   progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
                   post_ingest: bool = True) -> CollectSummary:
-    """Collect the given files/directories (default: ``$CLAUDE_CONFIG_DIR/projects``).
+    """Collect the given files/directories (default: ``$CLAUDE_CONFIG_DIR/projects``): the
+    transcripts under them now, or as the command found them when it started parser processes
+    for them (:func:`~warden.ingest.transcripts.early_transcripts`).
 
     Raises :class:`UsageError` for a path that does not exist or cannot be read; a default
     projects directory that does not exist yet simply yields nothing."""
