@@ -727,6 +727,7 @@ _RUN_DIGESTS = select(_R.run_key, _R.trace_digest).where(_R.run_key.in_(bindpara
 _OFFSETS_BY_PATH = select(IngestOffset).where(IngestOffset.path.in_(bindparam("keys", expanding=True)))
 _OFFSET_ROWS = select(IngestOffset.__table__).where(_O.path.in_(bindparam("keys", expanding=True)))
 _STORED_OFFSETS = select(_O.path, _O.offset).where(_O.path.in_(bindparam("keys", expanding=True)))
+_ANY_OFFSET = select(_O.path).limit(1)  # the table's column: an ORM attribute would configure the mappers
 
 
 @functools.cache
@@ -757,9 +758,6 @@ def _load_runs(session: Session, run_keys: Iterable[str], *, updating: bool = Fa
 def _load_offsets(session: Session, paths: Iterable[str]) -> dict[str, IngestOffset]:
     """The offset rows of ``paths``, as ORM objects (to update)."""
     return {row.path: row for row, in _rows_in(session, _OFFSETS_BY_PATH, paths)}
-
-
-_ANY_OFFSET = select(_O.path).limit(1)  # the table's column: an ORM attribute would configure the mappers
 
 
 def _ledger_is_empty(session: Session) -> bool:

@@ -194,16 +194,14 @@ def _execute_rows(session: Session, table: Table, sql: str, width: int, position
     driver = connection.connection.driver_connection
     most = max(1, min(ROWS_PER_STATEMENT, driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
     head, tail = sql.split(group)
-    changed = start = 0
-    full = len(params) - len(params) % most
-    if full > most:  # the statements of ``most`` rows in one call (the driver's executemany)
+    changed = 0
+    start = len(params) - len(params) % most
+    if start:  # the statements of ``most`` rows in one call (the driver's executemany)
         statement = head + ", ".join([group] * most) + tail
-        sets = [tuple(chain.from_iterable(params[i:i + most])) for i in range(0, full, most)]
+        sets = [tuple(chain.from_iterable(params[i:i + most])) for i in range(0, start, most)]
         changed += connection.exec_driver_sql(statement, sets).rowcount
-        start = full
-    while start < len(params):
-        left = len(params) - start
-        size = most if left >= most else 1 << (left.bit_length() - 1)
+    while start < len(params):  # the rest, fewer than ``most``
+        size = 1 << ((len(params) - start).bit_length() - 1)
         statement = head + ", ".join([group] * size) + tail
         changed += connection.exec_driver_sql(statement, tuple(chain.from_iterable(params[start:start + size]))).rowcount
         start += size
